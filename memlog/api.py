@@ -1,0 +1,126 @@
+"""analyze(): the whole flow, from input paths to a Report.
+
+read -> unwrap -> parse (per chunk) -> tables -> series -> rules -> Report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from memlog.config import Config
+from memlog.context import Context, find_capacity
+from memlog.errors import MemlogError, NoRecordsError
+from memlog.formats import FormatSpec, load_specs
+from memlog.parse import ChunkParser
+from memlog.reading import Source, read_chunks
+from memlog.report import Report, headline_verdict
+from memlog.rulekit import Finding, Skip, load_rules
+from memlog.tables import Event, Tables, build_events, build_records, source_frame
+
+
+def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[FormatSpec]:
+    """All specs, or only the forced one plus the event-only specs (OOM errors are framework-independent)."""
+    if forced is None:
+        return list(specs.values())
+    if forced not in specs:
+        raise MemlogError(f"unknown format {forced!r} (known: {', '.join(sorted(specs))})")
+    return [s for s in specs.values() if s.name == forced or not s.records]
+
+
+def parse_sources(inputs: Sequence[str], specs: list[FormatSpec]) -> tuple[Tables, list[Source]]:
+    parser = ChunkParser(specs)
+    sources = [Source(spec) for spec in inputs]
+    record_frames, event_frames = [], []
+    for source in sources:
+        records, events = [], []
+        for chunk in read_chunks(source):
+            matches = parser(chunk)
+            records += matches.records
+            events += matches.events
+        if records:
+            record_frames.append(source_frame(source.name, records))
+        if events:
+            event_frames.append(source_frame(source.name, events))
+    records = build_records(record_frames)
+    events, dropped = build_events(event_frames, records)
+    return Tables(records, events + _restart_events(records), dropped), sources
+
+
+def _restart_events(records: pl.DataFrame) -> list[Event]:
+    """A step counter going back (resume from checkpoint) is an event of its own."""
+    if records.is_empty():
+        return []
+    starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(
+        pl.col("line_no").min(), pl.col("step").min(), pl.col("rank").first(), pl.col("format").first()
+    )
+    return [
+        Event("restart", r["source"], r["line_no"], r["worker"], r["rank"], r["format"], f"step counter restarts at {r['step']}")
+        for r in starts.sort("source", "line_no").iter_rows(named=True)
+    ]
+
+
+def coverage(tables: Tables, sources: list[Source]) -> dict:
+    records = tables.records
+    return {
+        "lines_read": sum(s.stats.lines for s in sources),
+        "bytes_read": sum(s.stats.bytes_read for s in sources),
+        "records": records.height,
+        "events": len(tables.events),
+        "formats": tables.formats,
+        "sources": [
+            {
+                "name": s.name,
+                "lines": s.stats.lines,
+                "gzip": s.stats.gzip,
+                "truncated_lines": s.stats.truncated_lines,
+                "replaced_bytes": s.stats.replaced_bytes,
+                "damaged": s.stats.damaged,
+            }
+            for s in sources
+        ],
+        "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
+        "workers": sorted(records["worker"].unique().to_list()) if records.height else [],
+        "steps": [int(records["step"].min()), int(records["step"].max())] if records.height else None,
+    }
+
+
+def analyze(
+    inputs: Sequence[str],
+    *,
+    format: str | None = None,
+    config: Config | None = None,
+    capacity_gib: float | None = None,
+    formats_dirs: Sequence[Path] = (),
+) -> Report:
+    config = config or Config()
+    specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs]), format)
+    tables, sources = parse_sources(inputs, specs)
+    if tables.records.is_empty():
+        damaged = [f"{s.name}: {s.stats.damaged}" for s in sources if s.stats.damaged]
+        tried = ", ".join(s.name for s in specs if s.records)
+        names = ", ".join(s.name for s in sources)
+        raise NoRecordsError(
+            "; ".join(damaged) if damaged else f"no training-step records found in {names} (formats tried: {tried})"
+        )
+    ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))
+    rules = load_rules()
+    unknown = set(config.rules) - {r.id for r in rules}
+    if unknown:
+        raise MemlogError(f"config names unknown rules: {sorted(unknown)}")
+    thresholds, skipped = {}, []
+    for rule in rules:
+        values = rule.resolve(config.rules.get(rule.id, {}))
+        thresholds[rule.id] = values
+        try:
+            found: list[Finding] = rule.check(ctx, values)
+        except Skip as reason:
+            skipped.append({"rule": rule.id, "reason": str(reason)})
+            continue
+        ctx.findings.extend(found)
+    cov = coverage(tables, sources)
+    cov["capacity"] = {"device_gib": ctx.capacity.device_gib, "device_from": ctx.capacity.device_from,
+                       "host_gib": ctx.capacity.host_gib, "host_from": ctx.capacity.host_from}
+    return Report(headline_verdict(ctx.findings), ctx.findings, skipped, cov, thresholds)

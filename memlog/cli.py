@@ -1,0 +1,213 @@
+"""The `memlog` command: a thin typer app over memlog.api. Data on stdout, diagnostics on stderr.
+
+Exit codes: 0 judged, nothing at or above --fail-on; 1 a finding at or above it; 2 could not
+judge (usage error, unreadable input, no records, internal error). A crash is never a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from memlog.errors import MemlogError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Read large-model training logs and say whether memory is leaking, warming up, or fine.",
+)
+formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog reads.")
+rules_app = typer.Typer(no_args_is_help=True, help="The rules that judge a run.")
+app.add_typer(formats_app, name="formats")
+app.add_typer(rules_app, name="rules")
+
+EXIT_OK, EXIT_FINDING, EXIT_CANNOT_JUDGE = 0, 1, 2
+
+
+class Output(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    never = "never"
+
+
+class SeriesOutput(str, Enum):
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+Debug = Annotated[bool, typer.Option("--debug", help="Show a traceback on errors.")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Parse only this format (see `memlog formats list`).")]
+FormatsDir = Annotated[Optional[list[Path]], typer.Option("--formats-dir", help="Extra folder of YAML format specs.")]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"memlog: error: {message}", err=True)
+    raise typer.Exit(EXIT_CANNOT_JUDGE)
+
+
+def _guard(debug: bool, action):
+    """Run `action`; any failure becomes one line on stderr and exit code 2."""
+    try:
+        return action()
+    except typer.Exit:
+        raise
+    except MemlogError as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted")
+    except Exception as exc:  # noqa: BLE001 - a crash must still be one clear line and exit 2
+        if debug:
+            traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        _fail(f"internal error: {type(exc).__name__}: {first} (run with --debug for a traceback)")
+
+
+def _colour() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+
+
+@app.command()
+def analyze(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.text,
+    format: FormatOpt = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
+    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001)] = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
+    from memlog.api import analyze as run_analysis
+    from memlog.config import load_config
+    from memlog.render import render
+
+    def action():
+        report = run_analysis(
+            logs, format=format, config=load_config(config), capacity_gib=capacity, formats_dirs=formats_dir or ()
+        )
+        sys.stdout.write(render(report, output.value, **({"colour": _colour()} if output is Output.text else {})))
+        return report
+
+    report = _guard(debug, action)
+    raise typer.Exit(EXIT_FINDING if report.fails(fail_on.value) else EXIT_OK)
+
+
+@app.command()
+def series(
+    log: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files; - for stdin.")],
+    output: Annotated[SeriesOutput, typer.Option("-o", "--output")] = SeriesOutput.csv,
+    format: FormatOpt = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Print the parsed step records, one row per (source, worker, step), header first."""
+    from memlog.api import parse_sources, select_specs
+    from memlog.errors import NoRecordsError
+    from memlog.formats import load_specs
+
+    def action():
+        tables, _ = parse_sources(log, select_specs(load_specs(formats_dir or ()), format))
+        if tables.records.is_empty():
+            raise NoRecordsError(f"no training-step records found in {', '.join(log)}")
+        records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
+        if output is SeriesOutput.parquet:
+            if sys.stdout.isatty():
+                raise MemlogError("parquet is binary: redirect stdout to a file")
+            records.write_parquet(sys.stdout.buffer)
+        elif output is SeriesOutput.json:
+            sys.stdout.write(records.write_json() + "\n")
+        else:
+            sys.stdout.write(records.write_csv())
+
+    _guard(debug, action)
+
+
+@formats_app.command("list")
+def formats_list(formats_dir: FormatsDir = None, debug: Debug = False) -> None:
+    """List the formats memlog knows."""
+    from memlog.formats import load_specs
+
+    def action():
+        for spec in load_specs(formats_dir or ()).values():
+            kinds = f"{len(spec.records)} record and {len(spec.events)} event patterns"
+            typer.echo(f"{spec.name:<12} {spec.title} ({kinds}) - {spec.path}")
+
+    _guard(debug, action)
+
+
+@formats_app.command("show")
+def formats_show(name: str, formats_dir: FormatsDir = None, debug: Debug = False) -> None:
+    """Show one format spec."""
+    from memlog.formats import load_specs
+
+    def action():
+        specs = load_specs(formats_dir or ())
+        if name not in specs:
+            raise MemlogError(f"unknown format {name!r} (known: {', '.join(sorted(specs))})")
+        sys.stdout.write(specs[name].path.read_text(encoding="utf-8"))
+
+    _guard(debug, action)
+
+
+@rules_app.command("list")
+def rules_list(debug: Debug = False) -> None:
+    """List the rules, in the order they run."""
+    from memlog.rulekit import load_rules
+
+    def action():
+        for rule in load_rules():
+            typer.echo(f"{rule.id:<18} {rule.severity:<8} {rule.summary}")
+
+    _guard(debug, action)
+
+
+@rules_app.command("explain")
+def rules_explain(rule_id: Annotated[str, typer.Argument(metavar="ID")], debug: Debug = False) -> None:
+    """What a rule checks, its thresholds, examples, and what it does not mean."""
+    from memlog.rulekit import load_rules
+
+    def action():
+        rules = {r.id: r for r in load_rules()}
+        if rule_id not in rules:
+            raise MemlogError(f"unknown rule {rule_id!r} (known: {', '.join(rules)})")
+        rule = rules[rule_id]
+        lines = [f"{rule.id} ({rule.severity})", "", rule.summary, "", rule.explanation, "", f"Does not mean: {rule.not_meaning}"]
+        if rule.thresholds:
+            lines += ["", "Thresholds (override under `rules: {" + rule.id + ": {...}}` in --config):"]
+            lines += [f"  {t.name} = {t.default} {t.unit}".rstrip() + f"  - {t.description}" for t in rule.thresholds]
+        if rule.examples:
+            lines += ["", "Examples:"] + [f"  - {e}" for e in rule.examples]
+        typer.echo("\n".join(lines))
+
+    _guard(debug, action)
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error of ours.
+        sys.stderr.close()
+        raise SystemExit(EXIT_OK) from None
+
+
+if __name__ == "__main__":
+    main()

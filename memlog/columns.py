@@ -1,0 +1,88 @@
+"""The canonical column vocabulary: every metric a parser may emit, with its unit and meaning.
+
+Format specs map their fields onto these names; rules only ever see these names. A memory column
+says *what* it measures, because the rules depend on it: a running maximum can only go up, so a
+ratchet in it is not a leak; a window peak resets at every log line; reserved memory grows with
+caching and fragmentation even when live tensors do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Scope(str, Enum):
+    DEVICE = "device"  # accelerator memory of one process (torch caching allocator)
+    DEVICE_TOTAL = "device-total"  # whole device as the driver sees it (includes vLLM, NCCL, other processes)
+    HOST = "host"  # system RAM of the node
+
+
+class Measure(str, Enum):
+    ALLOCATED = "allocated"  # bytes held by live tensors
+    RESERVED = "reserved"  # bytes the caching allocator holds from the device (allocated + cache)
+    USED = "used"  # whatever the OS/driver reports as used
+
+
+class Window(str, Enum):
+    CURRENT = "current"  # value at the moment of logging
+    WINDOW_PEAK = "window-peak"  # peak since the previous log line (peak stats reset after each log)
+    RUNNING_MAX = "running-max"  # peak since process start: never decreases by construction
+
+
+@dataclass(frozen=True)
+class MemoryColumn:
+    name: str
+    scope: Scope
+    measure: Measure
+    window: Window
+    description: str
+
+    @property
+    def is_host(self) -> bool:
+        return self.scope is Scope.HOST
+
+
+def _mem(name: str, scope: Scope, measure: Measure, window: Window, description: str) -> MemoryColumn:
+    return MemoryColumn(name, scope, measure, window, description)
+
+
+D, DT, H = Scope.DEVICE, Scope.DEVICE_TOTAL, Scope.HOST
+A, R, U = Measure.ALLOCATED, Measure.RESERVED, Measure.USED
+CUR, WIN, RUN = Window.CURRENT, Window.WINDOW_PEAK, Window.RUNNING_MAX
+
+MEMORY_COLUMNS: dict[str, MemoryColumn] = {
+    c.name: c
+    for c in (
+        _mem("mem_allocated_gib", D, A, CUR, "device memory allocated by live tensors now"),
+        _mem("mem_reserved_gib", D, R, CUR, "device memory reserved by the caching allocator now"),
+        _mem("mem_peak_allocated_gib", D, A, WIN, "peak allocated since the previous log line"),
+        _mem("mem_peak_reserved_gib", D, R, WIN, "peak reserved since the previous log line"),
+        _mem("mem_max_allocated_gib", D, A, RUN, "peak allocated since the process started"),
+        _mem("mem_max_reserved_gib", D, R, RUN, "peak reserved since the process started"),
+        _mem("device_mem_used_gib", DT, U, CUR, "whole-device memory in use (driver view, includes non-PyTorch)"),
+        _mem("host_mem_used_gib", H, U, CUR, "host (system) memory in use on the node"),
+    )
+}
+
+# Non-memory metrics. Percentages are 0-100.
+METRIC_COLUMNS: dict[str, str] = {
+    "loss": "training loss as logged (may be a pipeline-parallel placeholder)",
+    "grad_norm": "gradient norm",
+    "lr": "learning rate",
+    "tps": "tokens per second per device",
+    "tflops": "achieved TFLOPS per device",
+    "mfu_pct": "model FLOPS utilisation, percent",
+    "mem_peak_reserved_pct": "peak reserved as percent of device capacity",
+    "mem_capacity_gib": "device memory capacity",
+    "host_mem_total_gib": "host memory capacity of the node",
+}
+
+# Identity columns of every record, in output order.
+ID_COLUMNS: tuple[str, ...] = ("source", "worker", "rank", "actor", "pid", "ip", "format", "kind", "step", "line_no", "ts")
+
+ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMNS)
+
+
+def is_known_column(name: str) -> bool:
+    return name in MEMORY_COLUMNS or name in METRIC_COLUMNS

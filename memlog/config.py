@@ -1,0 +1,60 @@
+"""The optional YAML config file: threshold overrides per rule, capacity, extra format folders.
+
+    rules:
+      memory-leak: {min_growth_gib: 0.2}
+    capacity_gib: 80
+    formats_dirs: [./my_formats]
+
+Read with yaml.safe_load only: a config can never construct Python objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memlog.errors import ConfigError
+
+KEYS = {"rules", "capacity_gib", "formats_dirs"}
+
+
+@dataclass
+class Config:
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    capacity_gib: float | None = None
+    formats_dirs: list[Path] = field(default_factory=list)
+
+
+def load_config(path: str | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc})") from None
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{path}: invalid YAML ({first})") from None
+    if raw is None:
+        return Config()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a mapping")
+    unknown = set(raw) - KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(map(str, unknown))} (known: {sorted(KEYS)})")
+    rules = raw.get("rules") or {}
+    if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
+        raise ConfigError(f"{path}: `rules` maps rule ids to mappings of threshold: value")
+    capacity = raw.get("capacity_gib")
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity <= 0):
+        raise ConfigError(f"{path}: capacity_gib must be a positive number")
+    dirs = raw.get("formats_dirs") or []
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise ConfigError(f"{path}: formats_dirs must be a list of paths")
+    base = Path(path).parent
+    return Config(rules=rules, capacity_gib=capacity, formats_dirs=[base / d for d in dirs])

@@ -1,0 +1,107 @@
+"""What rules see: the tables, the device/host capacity the log reveals, and the series to judge."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from memlog.columns import MEMORY_COLUMNS
+from memlog.rulekit import Finding
+from memlog.series import Series, build_series
+from memlog.tables import Tables
+
+# Which device column to judge when a worker logs several: live tensors (allocated) say more about
+# a leak than the allocator's cache (reserved); a current reading more than a peak; a running
+# maximum least, since it can only go up. Reserved-versus-allocated is the fragmentation rule's job.
+DEVICE_PREFERENCE = (
+    "mem_allocated_gib",
+    "mem_peak_allocated_gib",
+    "mem_reserved_gib",
+    "mem_peak_reserved_gib",
+    "mem_max_allocated_gib",
+    "mem_max_reserved_gib",
+    "device_mem_used_gib",
+)
+HOST_COLUMNS = tuple(c for c, m in MEMORY_COLUMNS.items() if m.is_host)
+
+
+@dataclass
+class Capacity:
+    device_gib: float | None = None
+    device_from: str | None = None  # where the number came from, shown in evidence
+    host_gib: float | None = None
+    host_from: str | None = None
+
+
+def find_capacity(tables: Tables, device_override: float | None = None) -> Capacity:
+    cap = Capacity()
+    if device_override:
+        cap.device_gib, cap.device_from = device_override, "--capacity"
+    else:
+        logged = [e.detail.get("mem_capacity_gib") for e in tables.events_of("capacity")]
+        logged = [float(v) for v in logged if v is not None]
+        if logged:
+            cap.device_gib, cap.device_from = max(logged), "capacity line in the log"
+        elif {"mem_peak_reserved_gib", "mem_peak_reserved_pct"} <= set(tables.records.columns):
+            both = tables.records.filter(pl.col("mem_peak_reserved_pct") > 0).select(
+                (pl.col("mem_peak_reserved_gib") * 100 / pl.col("mem_peak_reserved_pct")).alias("cap")
+            )["cap"].drop_nulls()
+            if len(both):
+                cap.device_gib, cap.device_from = round(float(both.median()), 2), "memory percentage in the step lines"
+    host_totals = [float(e.detail["host_total_gib"]) for e in tables.events if "host_total_gib" in e.detail]
+    if host_totals:
+        cap.host_gib, cap.host_from = max(host_totals), "node memory total in the OOM message"
+    return cap
+
+
+@dataclass
+class Context:
+    tables: Tables
+    capacity: Capacity
+    findings: list[Finding] = field(default_factory=list)
+
+    @functools.cached_property
+    def many_sources(self) -> bool:
+        return self.tables.records["source"].n_unique() > 1 if not self.tables.records.is_empty() else False
+
+    def label(self, series: Series) -> str:
+        return series.key.label(self.many_sources)
+
+    def series(self, column: str, kind: str = "train") -> list[Series]:
+        cap = self.capacity.device_gib if column in MEMORY_COLUMNS and not MEMORY_COLUMNS[column].is_host else None
+        return build_series(self.tables.records, column, cap, kind)
+
+    @functools.cached_property
+    def device_series(self) -> list[Series]:
+        """The one device-memory series judged per worker and segment (see DEVICE_PREFERENCE)."""
+        chosen: dict = {}
+        for column in DEVICE_PREFERENCE:
+            for s in self.series(column):
+                if s.key not in chosen and len(s):
+                    chosen[s.key] = s
+        return sorted(chosen.values(), key=_series_order)
+
+    @functools.cached_property
+    def host_series(self) -> list[Series]:
+        return sorted((s for c in HOST_COLUMNS for s in self.series(c) if len(s)), key=_series_order)
+
+    @functools.cached_property
+    def loss_series(self) -> list[Series]:
+        return sorted((s for s in self.series("loss") if len(s)), key=_series_order)
+
+    def fired_on(self, rule_id: str, series: Series) -> bool:
+        """Did an earlier rule report this series?"""
+        label = self.label(series)
+        return any(f.rule == rule_id and label in f.series for f in self.findings)
+
+    def log_interval(self, series: Series) -> int | None:
+        """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print)."""
+        gaps = [b - a for a, b in zip(series.steps, series.steps[1:]) if b > a]
+        return int(statistics.median(gaps)) if gaps else None
+
+
+def _series_order(s: Series) -> tuple:
+    return (s.key.source, s.rank if s.rank is not None else 1 << 30, s.key.worker, s.key.segment)

@@ -1,0 +1,195 @@
+"""Format specs: load the YAML files in `parsers/` and apply them to unwrapped lines.
+
+A spec names its logger prefixes (stripped by the unwrapper), its record patterns (one per-step
+line shape each; named groups are canonical column names) and its event patterns (OOMs, retries,
+capacity lines...). Every pattern has a literal that a line must contain before the regex runs,
+and every spec carries sample lines that are checked when the spec is loaded.
+
+Patterns are evaluated by polars (Rust `regex` syntax: linear time, no look-around), on the whole
+column at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from memlog.columns import ALL_VALUE_COLUMNS, is_known_column
+from memlog.content import content_dir
+from memlog.errors import FormatSpecError
+
+# Named groups a record pattern may use besides the canonical value columns.
+RECORD_KEYS = ("step",)
+# Number text as frameworks print it: `1,341.26`, `np.float64(0.12)`, `'1.234'` (HF 5.x), `N/A`.
+_NUMPY_WRAPPER = r"^np\.(?:float|int)\d*\((.*)\)$"
+
+UNIT_SCALE = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "bytes": 1 / 1024**3}
+
+
+def to_number(expr: pl.Expr) -> pl.Expr:
+    """Parse printed numbers; anything unparseable becomes null rather than an error."""
+    return (
+        expr.str.strip_chars()
+        .str.replace(_NUMPY_WRAPPER, "$1")
+        .str.replace_all(r"[,'\"%]", "")
+        .cast(pl.Float64, strict=False)
+    )
+
+
+@dataclass(frozen=True)
+class LinePattern:
+    """One line shape: a literal pre-filter plus a regex whose named groups become columns."""
+
+    name: str
+    literal: str
+    regex: str
+    kind: str | None = None  # record kind ("train", "validate") for record patterns
+    # Extra regexes searched anywhere in a matched line: optional fields whose order and
+    # presence changed between versions are easier to state one by one than in one regex.
+    fields: tuple[str, ...] = ()
+    event: str | None = None  # event kind ("oom", "capacity", ...) for event patterns
+    units: dict[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def groups(self) -> tuple[str, ...]:
+        return _group_names(self.regex)
+
+    @functools.cached_property
+    def field_groups(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(_group_names(f) for f in self.fields)
+
+    def extract(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """Rows of `lines` that match, with one column per named group (numbers parsed)."""
+        hits = lines.filter(pl.col("text").str.contains(self.literal, literal=True))
+        if hits.is_empty():
+            return hits
+        parts = pl.col("text").str.extract_groups(f"(?P<_whole>{self.regex})")
+        hits = hits.with_columns(_m=parts).filter(pl.col("_m").struct.field("_whole").is_not_null())
+        # A group named in several field regexes (alternative spellings) takes the first match.
+        sources: dict[str, list[pl.Expr]] = {g: [pl.col("_m").struct.field(g)] for g in self.groups}
+        for i, (regex_, names) in enumerate(zip(self.fields, self.field_groups)):
+            hits = hits.with_columns(pl.col("text").str.extract_groups(regex_).alias(f"_f{i}"))
+            for g in names:
+                sources.setdefault(g, []).append(pl.col(f"_f{i}").struct.field(g))
+        columns = []
+        for group, exprs in sources.items():
+            raw = pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]
+            columns.append(self._value(group, raw) if group == "step" or is_known_column(group) else raw.alias(group))
+        scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
+        return hits.with_columns(columns).drop(scratch)
+
+    def _value(self, group: str, raw: pl.Expr) -> pl.Expr:
+        value = to_number(raw)
+        if group == "step":
+            return value.cast(pl.Int64, strict=False).alias(group)
+        return (value * UNIT_SCALE[self.units[group]]).alias(group) if group in self.units else value.alias(group)
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    title: str
+    description: str
+    path: Path
+    logger_prefixes: tuple[str, ...]
+    records: tuple[LinePattern, ...]
+    events: tuple[LinePattern, ...]
+    samples: tuple[dict[str, Any], ...]
+
+    @property
+    def patterns(self) -> tuple[LinePattern, ...]:
+        return self.records + self.events
+
+    @property
+    def literals(self) -> set[str]:
+        return {p.literal for p in self.patterns}
+
+
+def _group_names(regex_: str) -> tuple[str, ...]:
+    import regex
+
+    return tuple(regex.compile(regex_).groupindex)
+
+
+def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
+    where = f"{spec_path.name}: {section} entry {raw.get('name', '?')!r}"
+    if not isinstance(raw, dict):
+        raise FormatSpecError(f"{where}: must be a mapping")
+    missing = [k for k in ("name", "literal", "regex") if not isinstance(raw.get(k), str) or not raw.get(k)]
+    if missing:
+        raise FormatSpecError(f"{where}: missing or empty {', '.join(missing)}")
+    pattern = LinePattern(
+        name=raw["name"],
+        literal=raw["literal"],
+        regex=raw["regex"],
+        kind=raw.get("kind", "train") if section == "records" else None,
+        event=raw.get("event") if section == "events" else None,
+        units=dict(raw.get("units") or {}),
+        fields=tuple(raw.get("fields") or ()),
+    )
+    try:
+        for regex_ in (pattern.regex, *pattern.fields):
+            pl.Series(["x"]).str.extract_groups(regex_)  # polars' own regex dialect decides
+        groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
+    except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
+        raise FormatSpecError(f"{where}: invalid regex ({str(exc).splitlines()[0]})") from None
+    if section == "records":
+        unknown = [g for g in groups if g not in RECORD_KEYS and not is_known_column(g)]
+        if unknown:
+            raise FormatSpecError(
+                f"{where}: named groups {unknown} are not canonical columns (see memlog/columns.py: {', '.join(ALL_VALUE_COLUMNS)})"
+            )
+        if "step" not in groups:
+            raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group")
+    elif not pattern.event:
+        raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
+    bad_units = {c: u for c, u in pattern.units.items() if u not in UNIT_SCALE}
+    if bad_units:
+        raise FormatSpecError(f"{where}: unknown units {bad_units}; use one of {list(UNIT_SCALE)}")
+    return pattern
+
+
+def load_spec(path: Path) -> FormatSpec:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FormatSpecError(f"{path}: cannot read format spec ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise FormatSpecError(f"{path}: a format spec is a mapping with at least `name:`")
+    spec = FormatSpec(
+        name=raw["name"],
+        title=str(raw.get("title", raw["name"])),
+        description=str(raw.get("description", "")).strip(),
+        path=path,
+        logger_prefixes=tuple(raw.get("logger_prefixes") or ()),
+        records=tuple(_pattern(path, r, "records") for r in raw.get("records") or ()),
+        events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
+        samples=tuple(raw.get("samples") or ()),
+    )
+    return spec
+
+
+def builtin_dir() -> Path:
+    return content_dir("parsers")
+
+
+def load_specs(extra_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
+    """Built-in specs plus user ones (later directories override earlier names)."""
+    specs: dict[str, FormatSpec] = {}
+    for directory in (builtin_dir(), *extra_dirs):
+        if not Path(directory).is_dir():
+            raise FormatSpecError(f"{directory}: formats directory not found")
+        for path in sorted(Path(directory).glob("*.yaml")):
+            spec = load_spec(path)
+            specs[spec.name] = spec
+    return specs
+
+
+def all_logger_prefixes(specs: Iterable[FormatSpec]) -> list[str]:
+    return [p for spec in specs for p in spec.logger_prefixes]

@@ -1,0 +1,159 @@
+"""Read: bytes from files, stdin or gzip into chunks of numbered lines.
+
+A chunk is a polars DataFrame with `line_no` (1-based physical line, i.e. counted by `\\n`) and
+`text`. Text is decoded as lossy UTF-8 one chunk at a time, split into lines by polars, and never
+held as one Python string per line, so a multi-GB log costs one chunk of memory at a time.
+A `\\r` also ends a line (tqdm bars put metrics after it); the pieces keep their physical line number.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+import polars as pl
+
+from memlog.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 32 * 1024 * 1024
+# Longer lines are cut here: no real metric line is this long, and it bounds memory on a
+# pathological file with a huge line and no newline.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+@dataclass
+class ReadStats:
+    """What reading saw, for the report's parse coverage."""
+
+    bytes_read: int = 0
+    lines: int = 0
+    truncated_lines: int = 0  # lines longer than MAX_LINE_BYTES, cut
+    replaced_bytes: int = 0  # undecodable bytes replaced by U+FFFD
+    gzip: bool = False
+    damaged: str | None = None  # why reading stopped early (truncated gzip, I/O error), if it did
+    first_truncated_line: int | None = None
+
+
+@dataclass
+class Source:
+    """One input: a path, or `-` for standard input."""
+
+    spec: str
+    stats: ReadStats = field(default_factory=ReadStats)
+
+    @property
+    def name(self) -> str:
+        return "<stdin>" if self.spec == "-" else self.spec
+
+
+def _open(spec: str) -> BinaryIO:
+    if spec == "-":
+        return sys.stdin.buffer
+    if os.path.isdir(spec):
+        raise InputError(f"{spec}: is a directory, not a log file")
+    try:
+        return open(spec, "rb")  # noqa: SIM115 - closed by the caller
+    except FileNotFoundError:
+        raise InputError(f"{spec}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{spec}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{spec}: cannot open ({exc.strerror or exc})") from None
+
+
+def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
+    """Detect gzip by its magic bytes, not by the file name."""
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    if buffered.peek(2)[:2] == GZIP_MAGIC:
+        stats.gzip = True
+        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+    return buffered
+
+
+def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[bytes]:
+    """Raw blocks; a damaged gzip stream or I/O error ends reading with the reason recorded."""
+    while True:
+        try:
+            block = stream.read(chunk_bytes)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            stats.damaged = f"compressed stream is truncated or corrupt ({exc or type(exc).__name__})"
+            return
+        except OSError as exc:
+            stats.damaged = f"read error ({exc.strerror or exc})"
+            return
+        if not block:
+            return
+        stats.bytes_read += len(block)
+        yield block
+
+
+def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[bytes]:
+    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail."""
+    carry = b""
+    dropping = False  # inside an over-long line whose start was already kept
+    for block in blocks:
+        if dropping:
+            cut = block.find(b"\n")
+            if cut < 0:
+                continue
+            block = block[cut + 1 :]
+            dropping = False
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            carry = data[cut + 1 :]
+            yield data[: cut + 1]
+        else:
+            carry = data
+        if len(carry) > MAX_LINE_BYTES:
+            # Keep the start of the line, drop the rest up to the next newline.
+            yield carry[:MAX_LINE_BYTES] + b"\n"
+            stats.truncated_lines += 1
+            carry, dropping = b"", True
+    if carry:
+        yield carry + b"\n"  # a truncated last line is still a line
+
+
+def _to_frame(data: bytes, first_line_no: int, stats: ReadStats) -> pl.DataFrame:
+    text = data.decode("utf-8", errors="replace")
+    stats.replaced_bytes += text.count("\ufffd")
+    lines = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode()
+    lines = lines.head(len(lines) - 1)  # the piece after the final newline is empty
+    frame = pl.DataFrame({"text": lines}).with_row_index("line_no", offset=first_line_no)
+    frame = frame.with_columns(pl.col("line_no").cast(pl.Int64))
+    if b"\r" in data:
+        # CRLF first, then bare CR as a line break of its own (tqdm progress bars).
+        frame = frame.with_columns(pl.col("text").str.strip_chars_end("\r"))
+        frame = frame.with_columns(pl.col("text").str.split("\r")).explode("text")
+    long = frame["text"].str.len_bytes() > MAX_LINE_BYTES
+    if long.any():
+        if stats.first_truncated_line is None:
+            stats.first_truncated_line = int(frame.filter(long)["line_no"][0])
+        stats.truncated_lines += int(long.sum())
+        frame = frame.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES))
+    return frame
+
+
+def read_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
+    """Yield DataFrames of (line_no, text) for one source, chunk by chunk."""
+    raw = _open(source.spec)
+    stats = source.stats
+    try:
+        stream = _maybe_gunzip(raw, stats)
+        next_line = 1
+        for piece in _whole_lines(_blocks(stream, stats, chunk_bytes), stats):
+            frame = _to_frame(piece, next_line, stats)
+            n_physical = piece.count(b"\n")
+            next_line += n_physical
+            stats.lines += n_physical
+            yield frame
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()

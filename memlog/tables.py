@@ -1,0 +1,175 @@
+"""Tables: the parsed matches of all sources as one `records` frame and a list of events.
+
+`records` has one row per (source, worker, kind, segment, step) with the canonical columns of
+memlog/columns.py. A worker is the process that printed the line: a torchrun rank, a Ray actor
+(name, pid, ip), or the file itself. A step counter that goes back (resume from checkpoint, or a
+restarted job appending to the same file) starts a new segment, so series are never joined across
+a restart.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from memlog.columns import ALL_VALUE_COLUMNS
+
+RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
+EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
+MAX_EVENTS_PER_KIND = 1000  # evidence, not an archive: beyond this, events are only counted
+
+
+@dataclass
+class Event:
+    kind: str
+    source: str
+    line_no: int
+    worker: str
+    rank: int | None
+    format: str
+    text: str
+    ts: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    after_step: int | None = None  # the last step this worker logged before the event
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "line": self.line_no,
+            "worker": self.worker,
+            "rank": self.rank,
+            "after_step": self.after_step,
+            "text": self.text,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Tables:
+    records: pl.DataFrame
+    events: list[Event]
+    events_dropped: dict[str, int]
+
+    def events_of(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    @property
+    def formats(self) -> dict[str, int]:
+        if self.records.is_empty():
+            return {}
+        counts = self.records.group_by("format").len().sort("format")
+        return dict(zip(counts["format"].to_list(), counts["len"].to_list()))
+
+
+def worker_expr() -> pl.Expr:
+    """A readable name for the process that printed a line."""
+    actor = pl.col("actor") + pl.when(pl.col("pid").is_not_null()).then(pl.lit(" pid=") + pl.col("pid").cast(pl.String)).otherwise(pl.lit(""))
+    actor = actor + pl.when(pl.col("ip").is_not_null()).then(pl.lit(", ip=") + pl.col("ip")).otherwise(pl.lit(""))
+    return (
+        pl.when(pl.col("rank").is_not_null())
+        .then(pl.lit("rank") + pl.col("rank").cast(pl.String))
+        .when(pl.col("actor").is_not_null())
+        .then(actor)
+        .otherwise(pl.lit("main"))
+        .alias("worker")
+    )
+
+
+def _rank_from_filename(source: str) -> int | None:
+    match = RANK_IN_FILENAME.search(source.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def source_frame(source: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Concatenate one source's matches and name their workers."""
+    frame = pl.concat(frames, how="diagonal_relaxed").with_columns(source=pl.lit(source))
+    file_rank = _rank_from_filename(source)
+    if file_rank is not None:
+        frame = frame.with_columns(pl.col("rank").fill_null(file_rank))
+    return frame.with_columns(worker_expr())
+
+
+def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Order, segment at restarts, and merge lines that describe the same step."""
+    if not frames:
+        return pl.DataFrame()
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    for column in ALL_VALUE_COLUMNS:
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
+    frame = frame.filter(pl.col("step").is_not_null()).sort("source", "line_no")
+    keys = ["source", "worker", "kind"]
+    frame = frame.with_columns(
+        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
+    )
+    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    merged = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
+        pl.col("line_no").first(),
+        pl.col("ts").drop_nulls().first(),
+        *(pl.col(c).first() for c in ("rank", "actor", "pid", "ip", "format")),
+        # Several lines can describe one step (a step line and a memory line; or the same line
+        # from ranks a launcher did not label): keep each value's last reading.
+        *(pl.col(c).drop_nulls().last() for c in value_cols),
+        repeated=pl.col("repeated").max() if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64),
+    )
+    return merged.sort("source", "worker", "kind", "segment", "step")
+
+
+def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
+    if not frames:
+        return [], {}
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
+    steps = _steps_by_worker(records)
+    events: list[Event] = []
+    dropped: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    for row in frame.iter_rows(named=True):
+        kind = row["kind"]
+        if kept.get(kind, 0) >= MAX_EVENTS_PER_KIND:
+            dropped[kind] = dropped.get(kind, 0) + 1
+            continue
+        kept[kind] = kept.get(kind, 0) + 1
+        detail = json.loads(row["detail"]) if row["detail"] else {}
+        events.append(
+            Event(
+                kind=kind,
+                source=row["source"],
+                line_no=row["line_no"],
+                worker=row["worker"],
+                rank=row["rank"],
+                format=row["format"],
+                text=row["text"][:EVENT_TEXT_CHARS],
+                ts=row["ts"],
+                detail={k: v for k, v in detail.items() if v is not None},
+                after_step=_last_step_before(steps, row["source"], row["worker"], row["line_no"]),
+            )
+        )
+    return events, dropped
+
+
+def _steps_by_worker(records: pl.DataFrame) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
+    """(source, worker) -> (line numbers, steps) of training records, in line order."""
+    if records.is_empty():
+        return {}
+    table: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+    train = records.filter(pl.col("kind") == "train").sort("source", "line_no")
+    for (source, worker), group in train.group_by(["source", "worker"], maintain_order=True):
+        table[(source, worker)] = (group["line_no"].to_list(), group["step"].to_list())
+    return table
+
+
+def _last_step_before(steps: dict, source: str, worker: str, line_no: int) -> int | None:
+    """The step a worker logged last before `line_no` (any worker of the source as a fallback)."""
+    candidates = [steps[(source, worker)]] if (source, worker) in steps else [v for (s, _), v in steps.items() if s == source]
+    best = None
+    for line_nos, step_list in candidates:
+        i = bisect.bisect_left(line_nos, line_no)
+        if i > 0 and (best is None or step_list[i - 1] > best):
+            best = step_list[i - 1]
+    return best

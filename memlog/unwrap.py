@@ -1,0 +1,78 @@
+"""Unwrap: strip escape codes and the prefixes launchers stack on a line, keeping what they say.
+
+Outermost first (log-formats.md §0.1): Ray's `(Actor pid=N, ip=A)` driver prefix, torchrun's
+`[rankN]:` tee prefix, then the framework's logger prefix (`[titan] <ts> - root - INFO - `, ...).
+The logger prefixes come from the format specs, so a new format brings its own. Everything here is a
+polars expression over the whole chunk: no Python loop per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import polars as pl
+
+# Terminal escape sequences: CSI (colours, cursor moves, clear screen), OSC (window titles,
+# hyperlinks) terminated by BEL or ST, other two-byte ESC sequences, and the `#033[..m` form
+# that syslog/journald captures leave behind. Removing them all keeps log content from acting on
+# the reader's terminal, whatever memlog later prints.
+ESCAPES = (
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[@-Z\\-_]"
+    r"|#033\[[0-9;]*m"
+)
+# Remaining C0 controls (tab kept), DEL, C1 controls, and Unicode bidi overrides/isolates.
+CONTROLS = r"[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
+
+RAY_PREFIX = (
+    r"^\((?:(?P<actor>[^()]*?) )?"
+    r"(?:pid=(?P<pid>\d+)|(?P<special>raylet|autoscaler[^,)]*|gcs_server))"
+    r"(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?\) ?"
+)
+RAY_REPEATED = r"\s*\[repeated (?P<repeated>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$"
+# torchrun's tee header is `[{role}{local_rank}]:` with no space; tracebacks come with one.
+TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?"
+TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
+
+
+def strip_escapes(text: pl.Expr) -> pl.Expr:
+    return text.str.replace_all(ESCAPES, "").str.replace_all(CONTROLS, "")
+
+
+def _strip_prefix(frame: pl.DataFrame, pattern: str, groups: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Extract `groups` from a leading `pattern` into columns and remove the matched prefix."""
+    parts = pl.col("text").str.extract_groups(f"(?P<_whole>{pattern})")
+    frame = frame.with_columns(
+        *(parts.struct.field(g).cast(t, strict=False).alias(g) for g, t in groups.items()),
+        _prefix_len=parts.struct.field("_whole").str.len_chars().fill_null(0),
+    )
+    return frame.with_columns(pl.col("text").str.slice(pl.col("_prefix_len"))).drop("_prefix_len")
+
+
+class Unwrapper:
+    """Strips escapes, Ray/torchrun prefixes and the logger prefixes of the loaded formats."""
+
+    def __init__(self, logger_prefixes: Iterable[str]):
+        prefixes = [p for p in logger_prefixes if p]
+        self.logger_prefix = "^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")" if prefixes else None
+
+    def __call__(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """lines(line_no, text) -> lines + actor, pid, ip, rank, repeated, ts, with text unwrapped."""
+        frame = lines.with_columns(strip_escapes(pl.col("text")))
+        frame = _strip_prefix(frame, RAY_PREFIX, {"actor": pl.String, "pid": pl.Int64, "special": pl.String, "ip": pl.String})
+        frame = frame.with_columns(pl.coalesce("actor", "special").alias("actor")).drop("special")
+        frame = frame.with_columns(
+            repeated=pl.col("text").str.extract(RAY_REPEATED, 1).cast(pl.Int64, strict=False),
+            text=pl.col("text").str.replace(RAY_REPEATED, ""),
+        )
+        frame = _strip_prefix(frame, TORCHRUN_PREFIX, {"rank": pl.Int64})
+        if self.logger_prefix is not None:
+            prefix = pl.col("text").str.extract(self.logger_prefix, 0)
+            frame = frame.with_columns(
+                ts=prefix.str.extract(TIMESTAMP, 1),
+                text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)),
+            )
+        else:
+            frame = frame.with_columns(ts=pl.lit(None, dtype=pl.String))
+        return frame

@@ -1,0 +1,68 @@
+"""insufficient-data: too few logged points, or no clear shape, to call leak or warmup."""
+
+from __future__ import annotations
+
+from memlog.rulekit import Finding, Rule, Threshold, gib, workers_phrase
+
+MEMORY_RULES = ("memory-leak", "warmup-plateau", "stable-memory")
+
+
+def check(ctx, t) -> list[Finding]:
+    undecided = [
+        s
+        for s in (*ctx.device_series, *ctx.host_series)
+        if not any(ctx.fired_on(rule, s) for rule in MEMORY_RULES)
+    ]
+    if not undecided:
+        return []
+    labels = [ctx.label(s) for s in undecided]
+    fewest = min(undecided, key=len)
+    interval = ctx.log_interval(fewest)
+    missing = max(int(t["target_points"]) - len(fewest), 1)
+    points = ", ".join(f"step {st}: {gib(v)}" for st, v in list(zip(fewest.steps, fewest.values))[:4])
+    if len(fewest) < t["target_points"]:
+        msg = (
+            f"Not enough evidence to call leak or warmup on {workers_phrase(labels)}: only {len(fewest)} logged "
+            f"point{'s' if len(fewest) != 1 else ''} ({points}). Growth over the first steps is usually warmup "
+            f"(optimizer state appears at step 1-2, then caches fill). About {missing} more logged steps would decide it"
+        )
+        msg += f" ({missing * interval} steps at the current log interval of {interval})" if interval and interval > 1 else ""
+        msg += "; best: log every step (log_freq = 1) for 20-30 steps."
+    else:
+        msg = (
+            f"Memory on {workers_phrase(labels)} changes without a clear shape: no significant trend after warmup and "
+            f"no flat plateau over {len(fewest)} points ({gib(min(fewest.values))} to {gib(max(fewest.values))}). "
+            "A longer run, or every step logged, would decide it."
+        )
+    return [
+        Finding(
+            rule=RULE.id,
+            severity=RULE.severity,
+            message=msg,
+            evidence={
+                "observed": {"points": len(fewest), "log_interval_steps": interval, "more_points_needed": missing},
+                "thresholds": dict(t),
+                "ranks": sorted({s.rank for s in undecided if s.rank is not None}),
+                "series": [{"series": ctx.label(s), "rank": s.rank, "metric": s.column, "points": len(s),
+                            "steps": s.steps[:8], "values_gib": s.values[:8]} for s in undecided][:16],
+                "series_count": len(undecided),
+            },
+            hints=["Rerun with every step logged (torchtitan: --metrics.log_freq 1; DeepSpeed: steps_per_print 1) for 20-30 steps."],
+            subject="device" if any(not (s.memory and s.memory.is_host) for s in undecided) else "host",
+            series=labels,
+            lines=[(s.key.source, s.line_nos[-1]) for s in undecided[:4]],
+        )
+    ]
+
+
+RULE = Rule(
+    id="insufficient-data",
+    severity="info",
+    order=40,
+    summary="Too few logged points (or no clear shape) to tell a leak from warmup; says how many more would decide.",
+    explanation="Fires for every memory series that none of memory-leak, warmup-plateau and stable-memory could judge.",
+    not_meaning="Not a clean bill of health and not a leak: the log simply does not decide it.",
+    thresholds=(Threshold("target_points", 8, "points", "logged points that usually decide leak versus warmup"),),
+    examples=("torchtitan log_freq=10 stopped after step 10: two points, 19.5 GiB then 33.8 GiB.",),
+    check=check,
+)

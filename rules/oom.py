@@ -1,0 +1,59 @@
+"""oom: the run ended in an out-of-memory error or a memory-monitor kill."""
+
+from __future__ import annotations
+
+from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
+
+
+def check(ctx, t) -> list[Finding]:
+    ooms = ctx.tables.events_of("oom")
+    if not ooms:
+        return []
+    first_per_worker = {}
+    for event in ooms:
+        first_per_worker.setdefault((event.source, event.worker), event)
+    events = list(first_per_worker.values())
+    steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
+    first = events[0]
+    detail = first.detail
+    msg = f"Out of memory on {workers_phrase([e.worker for e in events])}"
+    msg += f" during step {steps[0]}" if steps else ""
+    facts = []
+    if "tried" in detail:
+        facts.append(f"tried to allocate {detail['tried']}")
+    if "free" in detail and "capacity" in detail:
+        facts.append(f"{detail['free']} free of {detail['capacity']}")
+    if "host_used_gib" in detail and "host_total_gib" in detail:
+        facts.append(f"node memory {detail['host_used_gib']} / {detail['host_total_gib']} GiB")
+    msg += f" ({'; '.join(facts)})" if facts else ""
+    msg += f", line {first.line_no}."
+    return [
+        Finding(
+            rule=RULE.id,
+            severity=RULE.severity,
+            message=msg,
+            evidence={
+                "observed": {"events": len(ooms), "workers": len(events), "during_step": steps[0] if steps else None},
+                "thresholds": dict(t),
+                "ranks": sorted({e.rank for e in events if e.rank is not None}),
+                "events": [e.to_json() for e in events[:8]],
+            },
+            hints=["Read the memory findings above: a leak predicts this; a flat series with a sudden OOM points at one large allocation (a long sequence, a checkpoint save, an eval batch)."],
+            subject="run",
+            series=[e.worker for e in events],
+            lines=[(e.source, e.line_no) for e in events[:8]],
+        )
+    ]
+
+
+RULE = Rule(
+    id="oom",
+    severity="error",
+    order=1,
+    summary="The run ended in an out-of-memory error (CUDA OOM, Ray memory-monitor kill).",
+    explanation="Fires on out-of-memory events in the log: one entry per worker, with the step it was in and what the error message says.",
+    not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
+    thresholds=(),
+    examples=("`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.",),
+    check=check,
+)

@@ -1,0 +1,88 @@
+"""pp-sentinel-loss: a constant negative whole-number loss is pipeline parallelism's placeholder."""
+
+from __future__ import annotations
+
+from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
+
+
+def is_sentinel(values: list[float], t) -> bool:
+    """All readings the same negative whole number: -1 per micro-batch/DP rank (so -1, -2, -4, -8 ...)."""
+    first = values[0]
+    return (
+        len(values) >= t["min_points"]
+        and first <= -1
+        and first == int(first)
+        and abs(first) <= t["max_abs_sentinel"]
+        and all(v == first for v in values)
+    )
+
+
+def check(ctx, t) -> list[Finding]:
+    losses = ctx.loss_series
+    sentinel = [s for s in losses if is_sentinel(s.values, t)]
+    if not sentinel:
+        return []
+    real = [s for s in losses if s not in sentinel and s.rank is not None]
+    labels = [ctx.label(s) for s in sentinel]
+    value = sentinel[0].values[0]
+    asked = sorted({int(e.detail["loss_rank"]) for e in ctx.tables.events_of("pp_loss_not_visible") if "loss_rank" in e.detail})
+    msg = (
+        f"Loss {value:g} on {workers_phrase(labels)} is the pipeline-parallel placeholder, not a real loss: only the last "
+        "pipeline stage computes the loss, other stages log -1 (summed over gradient accumulation and data-parallel "
+        "ranks in newer torchtitan, so -2, -4, -8 also occur)."
+    )
+    if real:
+        last = real[0]
+        msg += f" The real loss is logged by {workers_phrase([ctx.label(s) for s in real])} (last value {last.values[-1]:.4f} at step {last.steps[-1]})."
+    elif asked:
+        msg += f" No logged rank shows the real loss; torchtitan names rank {asked[0]}: set LOG_RANK={','.join(str(r) for r in sorted({*(s.rank for s in sentinel if s.rank is not None), asked[0]}))}."
+    else:
+        msg += (
+            " No logged rank shows the real loss: add the first rank of the last stage to LOG_RANK, "
+            "(world_size // pp) * (pp - 1), e.g. LOG_RANK=0,4 on 8 GPUs with pp=2 (rank 0 for V-shaped schedules such as ZBVZeroBubble)."
+        )
+    return [
+        Finding(
+            rule=RULE.id,
+            severity=RULE.severity,
+            message=msg,
+            evidence={
+                "observed": {"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
+                "thresholds": dict(t),
+                "sentinel_ranks": sorted({s.rank for s in sentinel if s.rank is not None}),
+                "real_loss_ranks": sorted({s.rank for s in real}),
+                "loss_rank_named_by_log": asked[0] if asked else None,
+                "series": [ctx.label(s) for s in sentinel][:32],
+            },
+            hints=[
+                "To see the real loss, log the first rank of the last stage too: LOG_RANK=0,<(world_size // pp) * (pp - 1)>; "
+                "for V-shaped schedules (ZBVZeroBubble, DualPipeV) the loss is on rank 0.",
+                "torchrun's --local-ranks-filter takes LOCAL ranks and applies per node: on a multi-node run the last "
+                "stage's first rank is local rank (rank % nproc_per_node) on its node.",
+            ],
+            subject="loss",
+            series=labels,
+            lines=[(s.key.source, s.line_nos[0]) for s in sentinel[:4]],
+        )
+    ]
+
+
+RULE = Rule(
+    id="pp-sentinel-loss",
+    severity="info",
+    order=5,
+    summary="A constant negative whole-number loss (-1, -2, -8 ...) on some ranks is pipeline parallelism's placeholder.",
+    explanation=(
+        "Under pipeline parallelism only the last stage computes the loss; torchtitan's other stages log a "
+        "placeholder of -1.0 (summed over micro-batches and DP ranks in newer versions). The rule reports which "
+        "ranks print it, which ranks print the real loss, and which LOG_RANK would show it. Sentinel series are "
+        "never fed to any other loss rule."
+    ),
+    not_meaning="Not divergence and not a bug in training: those ranks simply have no loss to report.",
+    thresholds=(
+        Threshold("min_points", 1, "points", "logged loss values needed"),
+        Threshold("max_abs_sentinel", 4096, "", "largest |placeholder| accepted (micro-batches x DP ranks)"),
+    ),
+    examples=("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.",),
+    check=check,
+)
