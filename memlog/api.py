@@ -69,6 +69,8 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
         "bytes_read": sum(s.stats.bytes_read for s in sources),
         "records": records.height,
         "events": len(tables.events),
+        "event_counts": {k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
+                         for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))},
         "formats": tables.formats,
         "sources": [
             {

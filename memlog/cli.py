@@ -140,6 +140,12 @@ def series(
     _guard(debug, action)
 
 
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of `memlog analyze -o json`."""
+    sys.stdout.write((Path(__file__).parent / "schema" / "report.schema.json").read_text(encoding="utf-8"))
+
+
 @formats_app.command("list")
 def formats_list(formats_dir: FormatsDir = None, debug: Debug = False) -> None:
     """List the formats memlog knows."""

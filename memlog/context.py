@@ -98,8 +98,15 @@ class Context:
         return any(f.rule == rule_id and label in f.series for f in self.findings)
 
     def log_interval(self, series: Series) -> int | None:
-        """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print)."""
-        gaps = [b - a for a, b in zip(series.steps, series.steps[1:]) if b > a]
+        """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print).
+
+        Loggers print step 1 and then every N-th step, so the gap from step 1 is not the interval."""
+        steps = series.steps
+        if len(steps) == 2 and steps[0] == 1:
+            return steps[1]  # step 1 and step N: N is the interval
+        if steps[:1] == [1]:
+            steps = steps[1:]
+        gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
         return int(statistics.median(gaps)) if gaps else None
 
 

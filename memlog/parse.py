@@ -59,3 +59,43 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
     ).with_columns(pl.col("detail").struct.json_encode() if fields else pl.col("detail").cast(pl.String))
+
+
+def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list[dict]]:
+    """Records and events that one raw line yields: for spec samples, tests and `formats check`."""
+    import json
+
+    specs = list(specs)
+    matches = ChunkParser(specs)(pl.DataFrame({"line_no": [1], "text": [line]}))
+    records = [row for frame in matches.records for row in frame.iter_rows(named=True)]
+    events = []
+    for frame in matches.events:
+        for row in frame.iter_rows(named=True):
+            events.append({**(json.loads(row["detail"]) if row["detail"] else {}), "kind": row["kind"], "rank": row["rank"]})
+    return records, events
+
+
+def sample_mismatches(spec: FormatSpec, context: Iterable[FormatSpec] = ()) -> list[str]:
+    """Check a spec's embedded samples: each `record:`/`event:` must come out with those values."""
+    problems = []
+    specs = [spec, *context]
+    for i, sample in enumerate(spec.samples):
+        line = sample.get("line", "")
+        records, events = parse_line(specs, line)
+        for key, found in (("record", records), ("event", events)):
+            expected = sample.get(key)
+            if expected is None:
+                continue
+            if not found:
+                problems.append(f"{spec.name} sample {i + 1}: no {key} from {line[:80]!r}")
+                continue
+            row = found[0]
+            for field_, want in expected.items():
+                got = row.get(field_)
+                if isinstance(want, float) and isinstance(got, (int, float)) and got is not None:
+                    ok = abs(got - want) <= 1e-9 * max(1.0, abs(want))
+                else:
+                    ok = got == want or (want is not None and str(got) == str(want))
+                if not ok:
+                    problems.append(f"{spec.name} sample {i + 1}: {field_} = {got!r}, expected {want!r}")
+    return problems

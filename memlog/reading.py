@@ -78,20 +78,32 @@ def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
 
 
 def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[bytes]:
-    """Raw blocks; a damaged gzip stream or I/O error ends reading with the reason recorded."""
+    """Raw blocks of about `chunk_bytes`; a damaged gzip stream or I/O error ends reading with the
+    reason recorded. Gzip is read in small steps so that a truncated file keeps what came before
+    the damage."""
+    step = min(chunk_bytes, 1 << 20) if stats.gzip else chunk_bytes
+    read = getattr(stream, "read1", stream.read) if stats.gzip else stream.read
+    pending: list[bytes] = []
+    size = 0
     while True:
         try:
-            block = stream.read(chunk_bytes)
+            block = read(step)
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             stats.damaged = f"compressed stream is truncated or corrupt ({exc or type(exc).__name__})"
-            return
+            break
         except OSError as exc:
             stats.damaged = f"read error ({exc.strerror or exc})"
-            return
+            break
         if not block:
-            return
+            break
         stats.bytes_read += len(block)
-        yield block
+        pending.append(block)
+        size += len(block)
+        if size >= chunk_bytes:
+            yield b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[bytes]:

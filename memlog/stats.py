@@ -1,0 +1,764 @@
+"""Dependency-light statistical primitives for memory-vs-step series.
+
+memlog has to tell a leak (memory keeps rising after warmup) from a warmup
+plateau (a rise in the first steps, then flat) from noise, on series that are
+short (7 logged steps before an OOM), noisy, quantised (``22.74GiB``),
+irregularly sampled (``log_freq``), or very long (100k steps). The helpers here
+are the shared numeric core for that decision. They are deliberately:
+
+* **standard library only** -- no numpy/scipy, so memlog installs anywhere a
+  training log can be copied to;
+* **robust** -- rank- and median-based (Theil-Sen, Mann-Kendall, MAD), because
+  memory logs carry outliers (allocator spikes, a checkpoint save, a misparsed
+  line) that would drag a least-squares slope or a standard deviation;
+* **total** -- degenerate data (n = 0, 1, 2, all-equal values, huge magnitudes)
+  yields ``None`` or a sensible value, never an exception. The only exceptions
+  are for programming errors: ``x``/``y`` of different lengths, or a
+  ``confidence`` outside (0, 1).
+* **bounded in cost** -- the O(n^2) pairwise methods bin-by-index and take
+  per-bin medians down to :data:`MAX_PAIRWISE_POINTS` points first.
+
+Inputs are plain sequences of finite floats; callers drop NaN beforehand.
+``x`` is the optimizer step (or any time axis) in ascending order.
+
+Numerical note: values are rescaled internally by an exact power of two so
+that differences and products of very large readings (bytes, or adversarial
+input) cannot overflow; results are scaled back, so units are unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = [
+    "MAX_PAIRWISE_POINTS",
+    "SlopeFit",
+    "TrendTest",
+    "Knee",
+    "Period",
+    "Stairs",
+    "theil_sen",
+    "mann_kendall",
+    "find_knee",
+    "ols",
+    "robust_sigma",
+    "median",
+    "project_crossing",
+    "find_sawtooth",
+    "find_stairs",
+]
+
+#: Longest series fed to an O(n^2) pairwise method. Longer series are binned by
+#: index into this many bins and each bin is replaced by its median x and median
+#: y. 400 points -> ~80k pairs: a few tens of milliseconds in pure Python, and
+#: far more resolution than a trend verdict needs.
+MAX_PAIRWISE_POINTS = 400
+
+_MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): MAD -> standard deviation for normal noise
+_SQRT2 = math.sqrt(2.0)
+# Smallest step, relative to the largest |value|, that counts as a real change
+# in noise-free (exactly repeating) data; stops float round-off being a "drop".
+_REL_EPS = 1e-9
+
+
+# --------------------------------------------------------------------------
+# result types
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    """A robust straight-line fit ``y ~ intercept + slope * x``.
+
+    ``low``/``high`` bound the slope at the requested confidence. They are
+    ``-inf``/``+inf`` when the sample is too small for the rank method to bound
+    the slope at all (n <= 4 at 95 %): two or three points cannot establish a
+    trend, and an infinite interval makes ``fit.low > 0`` false, which is the
+    safe answer for a leak check. ``n`` is the number of points the fit was
+    computed on (at most :data:`MAX_PAIRWISE_POINTS` after downsampling).
+    """
+
+    slope: float  # per unit of x (x = optimizer step)
+    intercept: float
+    low: float  # lower bound of the confidence interval of the slope
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class TrendTest:
+    """Mann-Kendall trend test result.
+
+    ``s`` is Kendall's S (concordant minus discordant pairs in time order),
+    ``z`` its continuity-corrected normal score, ``tau`` = S / (n(n-1)/2)
+    (Kendall's tau-a). ``n`` is the number of points the test was computed on
+    (at most :data:`MAX_PAIRWISE_POINTS` after downsampling).
+    """
+
+    s: int
+    z: float
+    p_increasing: float  # one-sided p-value for an increasing trend
+    p_two_sided: float
+    tau: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Best two-segment split of a series (warmup segment + tail segment).
+
+    ``index`` is the first point of the right (tail) segment, i.e. where the
+    plateau -- or the post-warmup trend -- starts. When the left segment is a
+    single point (one warmup step) it has no slope of its own; ``left_slope``
+    is then the slope from that point to the start of the right-hand fit, i.e.
+    the warmup rise per unit of x.
+    """
+
+    index: int  # index of the first point of the right (tail) segment
+    x: float
+    left_slope: float
+    right_slope: float
+    sse_one: float  # SSE of one straight-line (OLS) fit
+    sse_two: float  # SSE of the chosen two-segment (discontinuous) piecewise-linear fit
+    improvement: float  # 1 - sse_two/sse_one (0..1)
+
+
+@dataclass(frozen=True)
+class Period:
+    """A sawtooth: memory rises, drops back, repeatedly, at a regular period."""
+
+    period: float  # in x units (steps), median distance between drops
+    drops: tuple[int, ...]  # indices where a drop (reset) happens (first point after it)
+    floors: tuple[float, ...]  # minimum value of each cycle
+    floor_slope: SlopeFit | None  # Theil-Sen slope of floors vs the x of each floor
+
+
+@dataclass(frozen=True)
+class Stairs:
+    """Stair-step growth: a few large jumps up separated by flat runs."""
+
+    jumps: tuple[int, ...]  # indices where a jump up happens (first point on the new level)
+    mean_jump: float
+    flat_sd: float  # noise between jumps (pooled SD of the flat runs about their means)
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+
+
+def _check_same_length(x: Sequence[float], y: Sequence[float]) -> int:
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length ({len(x)} != {len(y)})")
+    return len(y)
+
+
+def _exponent(values: Sequence[float]) -> int:
+    """Binary exponent e with max|v| < 2**e (0 for empty/all-zero input).
+
+    Dividing by 2**e (via ldexp) is exact for normal floats, so rescaling does
+    not change results, but keeps every value in (-1, 1) so that differences,
+    squares and cross products cannot overflow.
+    """
+    biggest = max((abs(v) for v in values), default=0.0)
+    if biggest == 0.0 or not math.isfinite(biggest):
+        return 0
+    return math.frexp(biggest)[1]
+
+
+def _scaled(values: Sequence[float], e: int) -> list[float]:
+    return [math.ldexp(float(v), -e) for v in values]
+
+
+def _unscale(value: float, e: int) -> float:
+    """value * 2**e, saturating to +-inf instead of raising OverflowError."""
+    if value == 0.0 or not math.isfinite(value):
+        return value
+    try:
+        return math.ldexp(value, e)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _median_sorted(s: Sequence[float]) -> float:
+    n = len(s)
+    if n == 0:
+        return math.nan
+    mid = n // 2
+    if n % 2:
+        return float(s[mid])
+    a, b = float(s[mid - 1]), float(s[mid])
+    if a == b:
+        return a
+    m = (a + b) / 2.0
+    if math.isinf(m) and math.isfinite(a) and math.isfinite(b):
+        m = a / 2.0 + b / 2.0  # a + b overflowed; halves cannot
+    return m
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of ``values`` (mean of the two middle values for even n).
+
+    Returns NaN for an empty sequence rather than raising like
+    :func:`statistics.median`: "no data" must not crash a log report, and NaN
+    is the float that says "undefined" (callers drop NaN already).
+    """
+    return _median_sorted(sorted(values))
+
+
+def _mad(values: Sequence[float]) -> float:
+    """Median absolute deviation about the median (raw, not scaled to sigma)."""
+    if not values:
+        return 0.0
+    m = median(values)
+    return median([abs(v - m) for v in values])
+
+
+def _diffs(y: Sequence[float]) -> list[float]:
+    return [y[i + 1] - y[i] for i in range(len(y) - 1)]
+
+
+def _downsample(
+    x: Sequence[float], y: Sequence[float], max_points: int = MAX_PAIRWISE_POINTS
+) -> tuple[list[float], list[float]]:
+    """Bin by index into ``max_points`` bins; each bin -> (median x, median y).
+
+    Why medians of index bins: it keeps the shape of the curve (a leak stays a
+    line, a plateau stays flat), cuts i.i.d. noise, and -- unlike decimation --
+    one spike cannot survive into the reduced series. Under "no trend" the bin
+    medians are still exchangeable, so rank tests on them stay valid (they only
+    lose some power). For a straight line the bin medians lie exactly on it.
+    """
+    n = len(y)
+    if n <= max_points:
+        return list(x), list(y)
+    xs: list[float] = []
+    ys: list[float] = []
+    for b in range(max_points):
+        lo = b * n // max_points
+        hi = (b + 1) * n // max_points
+        xs.append(median(x[lo:hi]))
+        ys.append(median(y[lo:hi]))
+    return xs, ys
+
+
+def _step_noise(d: Sequence[float]) -> float:
+    """Robust standard deviation of first differences (1.4826 * MAD).
+
+    Rare large steps (drops of a sawtooth, jumps of a staircase) cannot inflate
+    it as long as they are a minority of the steps. 0.0 when more than half of
+    the steps are identical (noise-free or coarsely quantised data); callers
+    then fall back to a tiny relative threshold plus shape checks.
+    """
+    return _MAD_TO_SIGMA * _mad(d)
+
+
+# --------------------------------------------------------------------------
+# straight lines
+# --------------------------------------------------------------------------
+
+
+def ols(x: Sequence[float], y: Sequence[float]) -> tuple[float, float] | None:
+    """Ordinary least squares ``(slope, intercept)``.
+
+    Used as the baseline model in :func:`find_knee` and where callers want the
+    classic fit next to the robust one. Computed with centred two-pass sums for
+    accuracy. ``None`` when n < 2 or all x are equal (slope undefined).
+    """
+    n = _check_same_length(x, y)
+    if n < 2:
+        return None
+    ex, ey = _exponent(x), _exponent(y)
+    xs, ys = _scaled(x, ex), _scaled(y, ey)
+    mx = math.fsum(xs) / n
+    my = math.fsum(ys) / n
+    sxx = math.fsum((xi - mx) * (xi - mx) for xi in xs)
+    if sxx <= 0.0:
+        return None
+    sxy = math.fsum((xi - mx) * (yi - my) for xi, yi in zip(xs, ys))
+    slope_s = sxy / sxx
+    intercept_s = my - slope_s * mx
+    return _unscale(slope_s, ey - ex), _unscale(intercept_s, ey)
+
+
+def _order_stat(sorted_vals: Sequence[float], rank: float, upper: bool) -> float:
+    """Value at 1-based fractional ``rank`` of ``sorted_vals``, interpolated.
+
+    Ranks outside 1..N mean the interval is unbounded on that side.
+    """
+    n = len(sorted_vals)
+    if rank < 1.0:
+        return -math.inf
+    if rank > n:
+        return math.inf
+    i = int(math.floor(rank))
+    frac = rank - i
+    a = sorted_vals[i - 1]
+    if frac == 0.0 or i >= n:
+        return a
+    b = sorted_vals[i]
+    if a == b:
+        return a
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return b if upper else a  # cannot interpolate; take the wider side
+    return a + frac * (b - a)
+
+
+def theil_sen(
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
+) -> SlopeFit | None:
+    """Theil-Sen slope (median of pairwise slopes) with Sen's (1968) interval.
+
+    Why: a leak verdict hinges on "is the slope > 0, and how large". The median
+    of pairwise slopes ignores up to ~29 % outliers (allocator spikes, a
+    checkpoint save), unlike OLS. The confidence interval inverts Kendall's
+    test: with N pairwise slopes sorted and C = z_{(1+confidence)/2} *
+    sqrt(Var S), the bounds are the ordered slopes at ranks (N - C)/2 and
+    (N + C)/2 + 1 (Gilbert 1987, eq. 16.9-16.10; linearly interpolated between
+    neighbouring ranks). Var S = [n(n-1)(2n+5) - sum_t t(t-1)(2t+5)]/18 with
+    t the sizes of groups of tied x (pairs with equal x carry no slope).
+    When a rank falls outside 1..N the interval is unbounded on that side
+    (+-inf): that is the honest answer for n <= 4 at 95 %.
+
+    The intercept is median(y - slope * x) (Conover). Series longer than
+    :data:`MAX_PAIRWISE_POINTS` are downsampled first (see ``SlopeFit.n``).
+    ``None`` if n < 2 or all x are equal. Raises ``ValueError`` only for
+    mismatched lengths or ``confidence`` outside (0, 1).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    n0 = _check_same_length(x, y)
+    if n0 < 2:
+        return None
+    ex, ey = _exponent(x), _exponent(y)
+    xs, ys = _downsample(_scaled(x, ex), _scaled(y, ey))
+    n = len(ys)
+
+    slopes: list[float] = []
+    for i in range(n - 1):
+        xi, yi = xs[i], ys[i]
+        for j in range(i + 1, n):
+            dx = xs[j] - xi
+            if dx != 0.0:
+                slopes.append((ys[j] - yi) / dx)
+    if not slopes:
+        return None  # all x equal
+    slopes.sort()
+    n_slopes = len(slopes)
+    slope_s = _median_sorted(slopes)
+
+    ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(xs).values() if t > 1)
+    var_s = (n * (n - 1) * (2 * n + 5) - ties) / 18.0
+    c = NormalDist().inv_cdf(0.5 + confidence / 2.0) * math.sqrt(max(var_s, 0.0))
+    low_s = _order_stat(slopes, (n_slopes - c) / 2.0, upper=False)
+    high_s = _order_stat(slopes, (n_slopes + c) / 2.0 + 1.0, upper=True)
+    # Guard the invariant low <= slope <= high against interpolation round-off.
+    low_s = min(low_s, slope_s)
+    high_s = max(high_s, slope_s)
+
+    intercept_s = median([yi - slope_s * xi for xi, yi in zip(xs, ys)])
+    k = ey - ex
+    return SlopeFit(
+        slope=_unscale(slope_s, k),
+        intercept=_unscale(intercept_s, ey),
+        low=_unscale(low_s, k),
+        high=_unscale(high_s, k),
+        n=n,
+    )
+
+
+# --------------------------------------------------------------------------
+# trend test
+# --------------------------------------------------------------------------
+
+
+def mann_kendall(y: Sequence[float]) -> TrendTest | None:
+    """Mann-Kendall test for a monotone trend, with tie correction.
+
+    Why: "does memory keep rising?" is a question about order, not about a
+    linear model. S counts rising minus falling pairs, so it is insensitive to
+    the size of outliers and to non-linear (but monotone) growth. Ties are
+    common in quantised logs (``34.00, 34.00, 34.01``), so the variance uses
+    Var S = [n(n-1)(2n+5) - sum_t t(t-1)(2t+5)]/18 over groups of equal y.
+    z is continuity-corrected ((S -/+ 1)/sigma, 0 when S = 0 or when every
+    value is tied). P-values use the normal tail via erfc (accurate for tiny
+    p). Series longer than :data:`MAX_PAIRWISE_POINTS` are downsampled
+    (index-bin medians) first. ``None`` if n < 3.
+    """
+    if len(y) < 3:
+        return None
+    _, ys = _downsample(range(len(y)), _scaled(y, _exponent(y)))
+    n = len(ys)
+
+    s = 0
+    for i in range(n - 1):
+        yi = ys[i]
+        for yj in ys[i + 1 :]:
+            if yj > yi:
+                s += 1
+            elif yj < yi:
+                s -= 1
+
+    ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(ys).values() if t > 1)
+    var_s = (n * (n - 1) * (2 * n + 5) - ties) / 18.0
+    if var_s <= 0.0 or s == 0:
+        z = 0.0
+    else:
+        z = (s - 1 if s > 0 else s + 1) / math.sqrt(var_s)
+    p_increasing = 0.5 * math.erfc(z / _SQRT2)
+    p_two_sided = min(1.0, math.erfc(abs(z) / _SQRT2))
+    tau = s / (n * (n - 1) / 2.0)
+    return TrendTest(
+        s=s, z=z, p_increasing=p_increasing, p_two_sided=p_two_sided, tau=tau, n=n
+    )
+
+
+# --------------------------------------------------------------------------
+# knee (warmup -> tail)
+# --------------------------------------------------------------------------
+
+
+def _prefix_fits(
+    xs: Sequence[float], ys: Sequence[float]
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """OLS of every prefix in one pass: (sse, slope, mean_x, mean_y), index = length.
+
+    Welford-style co-moment updates rather than raw power sums: raw sums of x^2
+    over 100k steps cancel catastrophically when a short segment's SSE is
+    formed as a difference of two large prefix sums.
+    """
+    n = len(ys)
+    sse = [0.0] * (n + 1)
+    slope = [0.0] * (n + 1)
+    mxs = [0.0] * (n + 1)
+    mys = [0.0] * (n + 1)
+    mx = my = cxx = cyy = cxy = 0.0
+    for k in range(1, n + 1):
+        xv, yv = xs[k - 1], ys[k - 1]
+        dx = xv - mx
+        dy = yv - my
+        mx += dx / k
+        my += dy / k
+        cxx += dx * (xv - mx)
+        cyy += dy * (yv - my)
+        cxy += dx * (yv - my)
+        if cxx > 0.0:
+            b = cxy / cxx
+            e = cyy - b * cxy
+        else:  # all x equal so far: best fit is the mean
+            b = 0.0
+            e = cyy
+        sse[k] = e if e > 0.0 else 0.0
+        slope[k] = b
+        mxs[k] = mx
+        mys[k] = my
+    return sse, slope, mxs, mys
+
+
+def find_knee(
+    x: Sequence[float], y: Sequence[float], min_left: int = 1, min_right: int = 3
+) -> Knee | None:
+    """Best split of the series into a left (warmup) and a right (tail) line.
+
+    Why: a warmup plateau is "a rise, then flat"; a leak is "a rise that does
+    not stop". Fitting one line per segment locates where the tail starts and
+    gives its slope, which is what the verdict (and "where it flattened, at
+    what level") needs. Segments are fitted independently (discontinuous
+    model), so a one-step jump (optimizer state at step 1 -> 2) is fitted
+    exactly; the left segment may be a single point.
+
+    Split choice: an exactly fitted 2-point segment always has SSE 0, so pure
+    SSE minimisation would prefer "2 warmup points" over the true "1 warmup
+    point" on any noisy plateau. Each segment therefore costs min(points, 2)
+    parameters and the split minimising the BIC-equivalent score
+    ``sse * n ** (params / n)`` wins (earliest on ties). In practice this only
+    matters at the 1-point-left edge.
+
+    Cost O(n) (prefix and suffix fits in two passes), so no downsampling is
+    needed and ``index`` refers to the original series. Assumes ``x`` is in
+    ascending order. ``None`` when n < min_left + min_right (bounds below 1
+    are treated as 1).
+    """
+    n = _check_same_length(x, y)
+    min_left = max(1, int(min_left))
+    min_right = max(1, int(min_right))
+    if n < 2 or n < min_left + min_right:
+        return None
+    ex, ey = _exponent(x), _exponent(y)
+    xs, ys = _scaled(x, ex), _scaled(y, ey)
+
+    p_sse, p_slope, p_mx, p_my = _prefix_fits(xs, ys)
+    s_sse, s_slope, s_mx, s_my = _prefix_fits(xs[::-1], ys[::-1])  # by suffix length
+
+    best_k = -1
+    best_score = math.inf
+    for k in range(min_left, n - min_right + 1):
+        m_right = n - k
+        params = min(k, 2) + min(m_right, 2)
+        score = (p_sse[k] + s_sse[m_right]) * n ** (params / n)
+        if best_k < 0 or score < best_score:
+            best_k, best_score = k, score
+    if best_k < 0:
+        return None
+    k = best_k
+    m_right = n - k
+
+    sse_one_s = p_sse[n]
+    sse_two_s = p_sse[k] + s_sse[m_right]
+    right_slope_s = s_slope[m_right]
+    if k >= 2 and xs[k - 1] != xs[0]:
+        left_slope_s = p_slope[k]
+    else:
+        # Single warmup point: report the rise from it to the start of the tail fit.
+        tail_start = s_my[m_right] + right_slope_s * (xs[k] - s_mx[m_right])
+        run = xs[k] - p_mx[k]
+        left_slope_s = (tail_start - p_my[k]) / run if run != 0.0 else 0.0
+
+    if sse_one_s > 0.0:
+        improvement = min(1.0, max(0.0, 1.0 - sse_two_s / sse_one_s))
+    else:
+        improvement = 0.0
+    k_slope = ey - ex
+    return Knee(
+        index=k,
+        x=float(x[k]),
+        left_slope=_unscale(left_slope_s, k_slope),
+        right_slope=_unscale(right_slope_s, k_slope),
+        sse_one=_unscale(sse_one_s, 2 * ey),
+        sse_two=_unscale(min(sse_two_s, sse_one_s), 2 * ey),
+        improvement=improvement,
+    )
+
+
+# --------------------------------------------------------------------------
+# noise and projection
+# --------------------------------------------------------------------------
+
+
+def robust_sigma(y: Sequence[float]) -> float:
+    """Noise scale of ``y``: 1.4826 * MAD(first differences) / sqrt(2).
+
+    Why differences: a leak's trend and a warmup step would inflate a plain
+    standard deviation; first differences remove the trend (the MAD is taken
+    about their median, so a constant slope cancels) and the MAD ignores the
+    few large steps. Dividing by sqrt(2) converts the noise of a difference of
+    two independent readings back to the noise of one reading. 0.0 for n < 3
+    (and for data whose steps are mostly identical).
+    """
+    if len(y) < 3:
+        return 0.0
+    e = _exponent(y)
+    return _unscale(_step_noise(_diffs(_scaled(y, e))) / _SQRT2, e)
+
+
+def project_crossing(
+    x_last: float, y_last: float, slope: float, limit: float
+) -> float | None:
+    """x at which the line through (x_last, y_last) with ``slope`` reaches ``limit``.
+
+    Used for "at +X GiB/step you hit 80 GiB at step ~N". Returns ``x_last``
+    when ``y_last >= limit`` already (the limit is reached now), ``None`` when
+    the line never reaches it (slope <= 0), when an input is not finite, or
+    when the crossing is beyond the float range.
+    """
+    values = (x_last, y_last, slope, limit)
+    if not all(math.isfinite(v) for v in values):
+        return None
+    if y_last >= limit:
+        return float(x_last)
+    if slope <= 0.0:
+        return None
+    crossing = x_last + (limit - y_last) / slope
+    return crossing if math.isfinite(crossing) else None
+
+
+# --------------------------------------------------------------------------
+# shapes: sawtooth and stairs
+# --------------------------------------------------------------------------
+
+
+def _cv(values: Sequence[float]) -> float:
+    """Coefficient of variation (population SD / mean); inf if mean <= 0."""
+    m = math.fsum(values) / len(values)
+    if not m > 0.0:
+        return math.inf
+    var = math.fsum((v - m) * (v - m) for v in values) / len(values)
+    return math.sqrt(var) / m
+
+
+def find_sawtooth(
+    x: Sequence[float],
+    y: Sequence[float],
+    min_cycles: int = 3,
+    drop_sigma: float = 4.0,
+) -> Period | None:
+    """Detect rise-then-drop cycles at a regular period.
+
+    Why: memory kept on the device until the next log step (torchtitan's loss
+    list) climbs between flushes and drops back at each flush. The floors tell
+    the two readings apart: floors that return to the same level mean periodic
+    retention (warn, name the period); floors that rise mean a leak
+    underneath. ``floor_slope`` (Theil-Sen over the floors) lets the caller
+    decide with a confidence interval.
+
+    A drop is a first difference below ``-drop_sigma * sigma_d`` where sigma_d
+    is the robust (MAD) scale of all first differences; the rising steps are
+    the majority, so this is the noise of the rising steps and the drops
+    cannot inflate it. Candidate drops smaller than a quarter of the largest
+    are discarded (noise ticks in quantised data). A sawtooth additionally
+    needs: at least ``min_cycles`` drops (never fewer than 2); regular spacing
+    in x (coefficient of variation of the spacing <= 0.35); a rise before
+    each drop (median rise from a cycle's floor to its pre-drop value >= half
+    the median drop), which rejects falling staircases; and drops that reset
+    the level (median of up to 3 points before minus up to 3 after >= half the
+    drop, in the median over drops), which rejects the one-sample dips that
+    pure noise produces at 4 sigma about 3 times per 100k points.
+
+    ``drops`` holds the first index after each drop; ``floors`` the minimum of
+    each cycle starting at a drop (the part before the first drop may be
+    warmup and is not used), including the final, possibly partial, cycle.
+    """
+    n = _check_same_length(x, y)
+    need = max(int(min_cycles), 2)
+    if n < 2 * need:
+        return None
+    ex, ey = _exponent(x), _exponent(y)
+    xs, ys = _scaled(x, ex), _scaled(y, ey)
+    d = _diffs(ys)
+
+    threshold = max(drop_sigma * _step_noise(d), _REL_EPS)
+    cand = [i + 1 for i, di in enumerate(d) if di < -threshold]
+    if len(cand) < need:
+        return None
+    biggest = max(-d[j - 1] for j in cand)
+    drops = [j for j in cand if -d[j - 1] >= 0.25 * biggest]
+    if len(drops) < need:
+        return None
+
+    gaps = [xs[b] - xs[a] for a, b in zip(drops, drops[1:])]
+    if _cv(gaps) > 0.35:
+        return None
+
+    starts = [0] + drops[:-1]
+    ends = drops[1:] + [n]
+    sizes = [-d[j - 1] for j in drops]
+    rises = [ys[j - 1] - min(ys[s:j]) for s, j in zip(starts, drops)]
+    if median(rises) < 0.5 * median(sizes):
+        return None  # drops without rises: a falling staircase, not a sawtooth
+    shifts = []
+    for s, j, e, size in zip(starts, drops, ends, sizes):
+        w = max(1, min(3, (j - s) // 3, (e - j) // 3))
+        shifts.append((median(ys[max(s, j - w) : j]) - median(ys[j : j + w])) / size)
+    if median(shifts) < 0.5:
+        return None  # one-sample dips in noise, not resets of the level
+
+    floors: list[float] = []
+    floor_x: list[float] = []
+    bounds = drops + [n]
+    for a, b in zip(bounds, bounds[1:]):
+        i_min = min(range(a, b), key=ys.__getitem__)
+        floors.append(float(y[i_min]))
+        floor_x.append(float(x[i_min]))
+
+    return Period(
+        period=_unscale(median(gaps), ex),
+        drops=tuple(drops),
+        floors=tuple(floors),
+        floor_slope=theil_sen(floor_x, floors),
+    )
+
+
+def find_stairs(
+    x: Sequence[float],
+    y: Sequence[float],
+    jump_sigma: float = 6.0,
+    min_jumps: int = 2,
+) -> Stairs | None:
+    """Detect stair-step growth: a few large jumps up separated by flat runs.
+
+    Why: host memory under FSDP/ZeRO offload (EasyR1) and per-checkpoint-save
+    ratchets climb in steps, not in a line. A line fit calls that a leak too,
+    but the report should say "+X GiB per step-up, flat in between" so the
+    user looks at offload/saves instead of per-step tensors.
+
+    A jump is a first difference that exceeds the median difference by more
+    than ``jump_sigma`` robust (MAD) scales of the differences, is positive,
+    and is at least a quarter of the largest such step. Consecutive jump steps
+    (a step-up spread over two samples) are merged into one jump; ``jumps``
+    holds the first index on the new level. Stairs also require:
+    at least ``min_jumps`` jumps; flat runs (drift within a typical run, i.e.
+    median non-jump step * median run length, below half the mean jump);
+    a net climb (last run's level minus the first's >= half the summed jumps),
+    which rejects up-and-back-down spikes and quantisation ticks; and jumps
+    that move the level (median of the run after minus the run before >= half
+    the jump, in the median over jumps).
+
+    ``x`` is accepted for symmetry with the other shape detectors (only its
+    length is checked): jumps are counted per logged sample.
+    """
+    n = _check_same_length(x, y)
+    need = max(int(min_jumps), 1)
+    if n < 3:
+        return None
+    ey = _exponent(y)
+    ys = _scaled(y, ey)
+    d = _diffs(ys)
+    med = median(d)
+    threshold = max(jump_sigma * _step_noise(d), _REL_EPS)
+    is_jump = [di > 0.0 and di - med > threshold for di in d]
+    if not any(is_jump):
+        return None
+    biggest = max(di for di, j in zip(d, is_jump) if j)
+    is_jump = [j and di >= 0.25 * biggest for di, j in zip(d, is_jump)]
+
+    # Merge runs of consecutive jump steps: (first diff index, last diff index).
+    spans: list[tuple[int, int]] = []
+    for i, j in enumerate(is_jump):
+        if not j:
+            continue
+        if spans and spans[-1][1] == i - 1:
+            spans[-1] = (spans[-1][0], i)
+        else:
+            spans.append((i, i))
+    if len(spans) < need:
+        return None
+
+    sizes = [ys[b + 1] - ys[a] for a, b in spans]
+    mean_jump = math.fsum(sizes) / len(sizes)
+
+    # Flat runs: points from the end of one jump to the start of the next.
+    run_bounds = [0]
+    for a, b in spans:
+        run_bounds.extend((a, b + 1))  # run ends at point a; next starts at b+1
+    run_bounds.append(n - 1)
+    runs = [ys[run_bounds[i] : run_bounds[i + 1] + 1] for i in range(0, len(run_bounds), 2)]
+
+    flat_steps = [di for di, j in zip(d, is_jump) if not j]
+    if flat_steps:
+        run_len = median([float(len(r)) for r in runs])
+        if abs(median(flat_steps)) * run_len > 0.5 * mean_jump:
+            return None  # climbs (or falls) between the jumps: a ramp, not stairs
+    if median(runs[-1]) - median(runs[0]) < 0.5 * math.fsum(sizes):
+        return None  # the steps do not add up to a climb
+    shifts = [(median(b) - median(a)) / size for a, b, size in zip(runs, runs[1:], sizes)]
+    if median(shifts) < 0.5:
+        return None  # the "jumps" do not move the level of the runs around them
+
+    ss = 0.0
+    dof = 0
+    for r in runs:
+        if len(r) >= 2:
+            m = math.fsum(r) / len(r)
+            ss += math.fsum((v - m) * (v - m) for v in r)
+            dof += len(r) - 1
+    flat_sd = math.sqrt(ss / dof) if dof else 0.0
+
+    return Stairs(
+        jumps=tuple(b + 1 for _, b in spans),
+        mean_jump=_unscale(mean_jump, ey),
+        flat_sd=_unscale(flat_sd, ey),
+    )

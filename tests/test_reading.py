@@ -1,0 +1,105 @@
+"""Reading: gzip by magic bytes, stdin, CRLF and bare CR, bad bytes, over-long and unterminated lines."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlog import reading
+from memlog.reading import Source, read_chunks
+
+
+def lines_of(path, **kw) -> tuple[pl.DataFrame, Source]:
+    source = Source(str(path))
+    frames = list(read_chunks(source, **kw))
+    return (pl.concat(frames) if frames else pl.DataFrame({"line_no": [], "text": []})), source
+
+
+def test_plain_lines_keep_their_numbers(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_bytes(b"one\ntwo\nthree\n")
+    frame, source = lines_of(p)
+    assert frame.rows() == [(1, "one"), (2, "two"), (3, "three")]
+    assert source.stats.lines == 3
+
+
+def test_gzip_is_detected_by_magic_not_extension(tmp_path):
+    p = tmp_path / "looks_plain.log"
+    p.write_bytes(gzip.compress(b"alpha\nbeta\n"))
+    frame, source = lines_of(p)
+    assert frame["text"].to_list() == ["alpha", "beta"]
+    assert source.stats.gzip
+
+
+def test_truncated_gzip_keeps_what_was_readable(tmp_path):
+    p = tmp_path / "cut.gz"
+    p.write_bytes(gzip.compress(b"".join(b"line %d\n" % i for i in range(5000)))[:-40])
+    frame, source = lines_of(p)
+    assert source.stats.damaged and "truncated or corrupt" in source.stats.damaged
+    assert frame.height > 0
+
+
+def test_crlf_and_bare_cr(tmp_path):
+    p = tmp_path / "tqdm.log"
+    p.write_bytes(b"a\r\nbar 1/10\rbar 2/10\r(TaskRunner pid=1) step:1 - x:1\nlast\r\n")
+    frame, _ = lines_of(p)
+    assert frame.rows() == [(1, "a"), (2, "bar 1/10"), (2, "bar 2/10"), (2, "(TaskRunner pid=1) step:1 - x:1"), (3, "last")]
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path):
+    p = tmp_path / "bad.log"
+    p.write_bytes(b"ok\n\xff\xfe step: 1\nfine\n")
+    frame, source = lines_of(p)
+    assert frame["text"].to_list() == ["ok", "\ufffd\ufffd step: 1", "fine"]
+    assert source.stats.replaced_bytes == 2
+
+
+def test_unterminated_last_line_is_read(tmp_path):
+    p = tmp_path / "t.log"
+    p.write_bytes(b"first\nsecond")
+    frame, _ = lines_of(p)
+    assert frame["text"].to_list() == ["first", "second"]
+
+
+def test_lines_across_chunk_boundaries(tmp_path):
+    p = tmp_path / "c.log"
+    body = b"".join(b"line number %d\n" % i for i in range(1000))
+    p.write_bytes(body)
+    frame, _ = lines_of(p, chunk_bytes=97)
+    assert frame["text"].to_list() == [f"line number {i}" for i in range(1000)]
+    assert frame["line_no"].to_list() == list(range(1, 1001))
+
+
+def test_overlong_line_is_cut_and_counted(tmp_path, monkeypatch):
+    monkeypatch.setattr(reading, "MAX_LINE_BYTES", 100)
+    p = tmp_path / "long.log"
+    p.write_bytes(b"a\n" + b"x" * 1000 + b"\nb\n" + b"y" * 5000)
+    frame, source = lines_of(p, chunk_bytes=64)
+    texts = frame["text"].to_list()
+    assert texts[0] == "a" and texts[1] == "x" * 100 and texts[2] == "b" and texts[3] == "y" * 100
+    assert source.stats.truncated_lines == 2
+
+
+def test_stdin(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(gzip.compress(b"s1\ns2\n")))))
+    frames = list(read_chunks(Source("-")))
+    assert pl.concat(frames)["text"].to_list() == ["s1", "s2"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000), st.integers(min_value=1, max_value=300))
+def test_arbitrary_bytes_never_raise_and_count_lines(tmp_path_factory, data, chunk):
+    p = tmp_path_factory.mktemp("h") / "x.log"
+    p.write_bytes(data)
+    frame, source = lines_of(p, chunk_bytes=chunk)
+    assert source.stats.bytes_read == len(data) or source.stats.gzip or source.stats.damaged
+    if not data.startswith(b"\x1f\x8b"):
+        expected = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        assert source.stats.lines == expected
+        if frame.height:
+            assert frame["line_no"].max() <= expected
