@@ -55,6 +55,9 @@ class LinePattern:
     fields: tuple[str, ...] = ()
     event: str | None = None  # event kind ("oom", "capacity", ...) for event patterns
     units: dict[str, str] = field(default_factory=dict)
+    # Lines with no step of their own (DeepSpeed's see_memory_usage) take the step of the
+    # nearest earlier step-bearing line of the same worker (tables.build_records).
+    inherit_step: bool = False
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -132,6 +135,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         event=raw.get("event") if section == "events" else None,
         units=dict(raw.get("units") or {}),
         fields=tuple(raw.get("fields") or ()),
+        inherit_step=bool(raw.get("inherit_step", False)),
     )
     try:
         for regex_ in (pattern.regex, *pattern.fields):
@@ -145,8 +149,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             raise FormatSpecError(
                 f"{where}: named groups {unknown} are not canonical columns (see memlog/columns.py: {', '.join(ALL_VALUE_COLUMNS)})"
             )
-        if "step" not in groups:
-            raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group")
+        if ("step" in groups) == pattern.inherit_step:
+            raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group, or `inherit_step: true` and none")
     elif not pattern.event:
         raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
     bad_units = {c: u for c, u in pattern.units.items() if u not in UNIT_SCALE}

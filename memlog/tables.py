@@ -103,7 +103,13 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     for column in ALL_VALUE_COLUMNS:
         if column not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
-    frame = frame.filter(pl.col("step").is_not_null()).sort("source", "line_no")
+    frame = frame.sort("source", "line_no")
+    if "step" not in frame.columns:
+        frame = frame.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    # Lines without a step of their own belong to the step the worker logged last (or, before
+    # its first step line, to the first one).
+    frame = frame.with_columns(pl.col("step").forward_fill().backward_fill().over("source", "worker"))
+    frame = frame.filter(pl.col("step").is_not_null())
     keys = ["source", "worker", "kind"]
     frame = frame.with_columns(
         segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
