@@ -44,6 +44,9 @@ class Finding:
     series: list[str] = field(default_factory=list)  # labels of the series it is about
     lines: list[tuple[str, int]] = field(default_factory=list)  # (source, line) evidence anchors
 
+    def __post_init__(self) -> None:
+        self.lines = sorted(set(self.lines))
+
 
 @dataclass(frozen=True)
 class Rule:

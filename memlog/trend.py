@@ -51,6 +51,20 @@ class Shape:
         """Fitted growth over the tail (GiB)."""
         return self.fit.slope * self.span if self.fit else 0.0
 
+    @property
+    def r_squared(self) -> float | None:
+        """How straight the tail is (1.0 = a perfect line), from an ordinary least-squares fit."""
+        line = stats.ols(self.tail_steps, self.tail_values)
+        if line is None or len(self.tail_values) < 3:
+            return None
+        slope, intercept = line
+        mean = sum(self.tail_values) / len(self.tail_values)
+        total = sum((v - mean) ** 2 for v in self.tail_values)
+        if total == 0:
+            return None
+        residual = sum((v - (intercept + slope * x)) ** 2 for x, v in zip(self.tail_steps, self.tail_values))
+        return 1 - residual / total
+
     def is_flat(self, max_growth_gib: float, max_growth_pct: float) -> bool:
         """Fitted tail growth within the tolerance: GiB or percent of level, whichever is larger."""
         return abs(self.growth) <= max(max_growth_gib, self.level * max_growth_pct / 100)

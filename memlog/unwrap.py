@@ -31,8 +31,9 @@ RAY_PREFIX = (
     r"(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?\) ?"
 )
 RAY_REPEATED = r"\s*\[repeated (?P<repeated>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$"
-# torchrun's tee header is `[{role}{local_rank}]:` with no space; tracebacks come with one.
-TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?"
+# torchrun's tee header is `[{role}{local_rank}]:` with no space; exception lines come with one,
+# and under --tee they carry both (`[rank0]:[rank0]: Traceback ...`).
+TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?(?:\[[A-Za-z_]+?\d+\]: ?)*"
 TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
 
 

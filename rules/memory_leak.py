@@ -85,11 +85,15 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
     where = "Host" if subject == "host" else "Device"
     warmed = any(sh.has_warmup for _, sh, _, _ in leaking)
 
+    straightness = [sh.r_squared for _, sh, _, _ in leaking if sh.r_squared is not None]
+    r2 = min(straightness) if straightness else None
+    per_1k = f" ({gib(slope * 1000)} per 1k steps)" if slope < 0.1 else ""
     msg = (
         f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises "
-        f"{gib(slope)}/step ({gib(slope * 1000)} per 1k steps) from step {first} to {last}, "
-        f"{gib(start)} -> {gib(end)}"
+        f"{gib(slope)}/step{per_1k} from step {first} to {last}, {gib(start)} -> {gib(end)}"
     )
+    if r2 is not None and r2 >= 0.95:
+        msg += f" in a straight line (R² {r2:.3f})"
     msg += ", after a warmup" if warmed else ", from the first logged steps (with constant-size inputs that is not warmup)"
     if projected:
         msg += f"; projected to reach the {gib(capacity)} capacity at step ~{round(min(projected))}"
@@ -110,6 +114,7 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
             "slope_ci_gib_per_step": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
             "trend_p_value": rounded(sh.trend.p_increasing, 6),
             "kendall_tau": rounded(sh.trend.tau),
+            "r_squared": rounded(sh.r_squared),
             "from_step": sh.tail_steps[0],
             "to_step": sh.tail_steps[-1],
             "start_gib": rounded(sh.tail_values[0]),
@@ -128,6 +133,7 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
         "observed": {
             "slope_gib_per_step": rounded(slope, 6),
             "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
+            "r_squared_min": rounded(r2),
             "from_step": first,
             "to_step": last,
             "start_gib": rounded(start),

@@ -9,8 +9,14 @@ def check(ctx, t) -> list[Finding]:
     ooms = ctx.tables.events_of("oom")
     if not ooms:
         return []
-    first_per_worker = {}
+    # One entry per worker; launchers repeat the same error in their failure summaries
+    # (torchrun's ChildFailedError block), so an identical message counts once.
+    first_per_worker, seen_messages = {}, set()
     for event in ooms:
+        message = (event.source, tuple(sorted(event.detail.items())))
+        if message in seen_messages and event.rank is None:
+            continue
+        seen_messages.add(message)
         first_per_worker.setdefault((event.source, event.worker), event)
     events = list(first_per_worker.values())
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
