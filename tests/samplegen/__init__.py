@@ -1,0 +1,41 @@
+"""Seeded, deterministic generators of realistic sample logs with ground truth.
+
+``build_all()`` returns every Sample; ``write_all(root)`` writes their text to
+``root / sample.path`` byte-for-byte (``\\r`` and ANSI escapes included).
+Regenerate the committed logs with ``python -m tests.samplegen``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from . import torchtitan
+from .common import Sample, Truth
+
+__all__ = ["SAMPLES", "Sample", "Truth", "build_all", "write_all"]
+
+# One entry per sample log, collected from the format modules.
+SAMPLES: list[Callable[[], Sample]] = [
+    *torchtitan.SAMPLES,
+]
+
+
+def build_all() -> list[Sample]:
+    samples = [make() for make in SAMPLES]
+    paths = [s.path for s in samples]
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"duplicate sample paths: {paths}")
+    return samples
+
+
+def write_all(root: Path) -> list[Path]:
+    """Write every sample under ``root``; returns the written paths."""
+    written = []
+    for sample in build_all():
+        path = Path(root) / sample.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Binary write: no newline translation, so the bytes equal sample.text.
+        path.write_bytes(sample.text.encode("utf-8"))
+        written.append(path)
+    return written
