@@ -49,16 +49,19 @@ class ChunkParser:
 
 
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
-    """Events keep their own fields in one struct column so events of any shape concatenate."""
-    fields = [g for g in dict.fromkeys(pattern.groups + tuple(g for n in pattern.field_groups for g in n))]
-    base = ["line_no", "text", "actor", "pid", "ip", "rank", "ts"]
-    detail = pl.struct([pl.col(f).cast(pl.String) for f in fields]).alias("detail") if fields else pl.lit(None).alias("detail")
+    """Events keep their own fields as one JSON string column, so events of any shape concatenate."""
+    fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
+    detail = (
+        pl.struct([pl.col(f).cast(pl.String) for f in fields]).struct.json_encode()
+        if fields
+        else pl.lit(None, dtype=pl.String)
+    )
     return hits.select(
-        *base,
-        detail,
+        "line_no", "text", "actor", "pid", "ip", "rank", "ts",
+        detail.alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
-    ).with_columns(pl.col("detail").struct.json_encode() if fields else pl.col("detail").cast(pl.String))
+    )
 
 
 def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list[dict]]:
