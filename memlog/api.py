@@ -5,7 +5,7 @@ read -> unwrap -> parse (per chunk) -> tables -> series -> rules -> Report
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +16,7 @@ from memlog.errors import MemlogError, NoRecordsError
 from memlog.formats import FormatSpec, load_specs
 from memlog.parse import ChunkParser
 from memlog.reading import Source, read_chunks
-from memlog.report import Report, headline_verdict
+from memlog.report import Report, headline_verdict, series_views
 from memlog.rulekit import Finding, Skip, load_rules
 from memlog.tables import Event, Tables, build_events, build_records, source_frame
 
@@ -30,7 +30,10 @@ def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[Forma
     return [s for s in specs.values() if s.name == forced or not s.records]
 
 
-def parse_sources(inputs: Sequence[str], specs: list[FormatSpec]) -> tuple[Tables, list[Source]]:
+def parse_sources(
+    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None
+) -> tuple[Tables, list[Source]]:
+    """`progress(source)` is called after each chunk (tens of MB), so it costs nothing per line."""
     parser = ChunkParser(specs)
     sources = [Source(spec) for spec in inputs]
     record_frames, event_frames = [], []
@@ -40,6 +43,8 @@ def parse_sources(inputs: Sequence[str], specs: list[FormatSpec]) -> tuple[Table
             matches = parser(chunk)
             records += matches.records
             events += matches.events
+            if progress is not None:
+                progress(source)
         if records:
             record_frames.append(source_frame(source.name, records))
         if events:
@@ -96,10 +101,13 @@ def analyze(
     config: Config | None = None,
     capacity_gib: float | None = None,
     formats_dirs: Sequence[Path] = (),
+    progress: Callable[[Source], None] | None = None,
+    chart_metric: str | None = None,
 ) -> Report:
+    """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`)."""
     config = config or Config()
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs]), format)
-    tables, sources = parse_sources(inputs, specs)
+    tables, sources = parse_sources(inputs, specs, progress)
     if tables.records.is_empty():
         damaged = [f"{s.name}: {s.stats.damaged}" for s in sources if s.stats.damaged]
         tried = ", ".join(s.name for s in specs if s.records)
@@ -125,4 +133,6 @@ def analyze(
     cov = coverage(tables, sources)
     cov["capacity"] = {"device_gib": ctx.capacity.device_gib, "device_from": ctx.capacity.device_from,
                        "host_gib": ctx.capacity.host_gib, "host_from": ctx.capacity.host_from}
-    return Report(headline_verdict(ctx.findings), ctx.findings, skipped, cov, thresholds)
+    report = Report(headline_verdict(ctx.findings), ctx.findings, skipped, cov, thresholds)
+    report.series, report.rules, report.events = series_views(ctx, chart_metric), rules, tables.events
+    return report

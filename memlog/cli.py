@@ -34,6 +34,10 @@ EXIT_OK, EXIT_FINDING, EXIT_CANNOT_JUDGE = 0, 1, 2
 class Output(str, Enum):
     text = "text"
     json = "json"
+    markdown = "markdown"
+    github = "github"
+    sarif = "sarif"
+    junit = "junit"
 
 
 class FailOn(str, Enum):
@@ -78,9 +82,52 @@ def _guard(debug: bool, action):
 
 
 def _colour() -> bool:
+    """NO_COLOR (non-empty) wins, then FORCE_COLOR (non-empty); otherwise colour on a real terminal."""
     if os.environ.get("NO_COLOR"):
         return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def _ascii_only() -> bool:
+    """stdout cannot take UTF-8 (e.g. LANG=C on an old system): box drawing and log text become ASCII."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("_", "-")
+    return encoding not in ("utf-8", "utf8", "utf-16", "utf-32")
+
+
+def _command_line(command: str, args: list[str], options: dict[str, object]) -> str:
+    """The command as the user could type it again, for the report's environment block."""
+    import shlex
+
+    parts = ["memlog", command, *args]
+    for flag, value in options.items():
+        if value is None or value is False or value == ():
+            continue
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            parts += [flag] if v is True else [flag, str(v.value if isinstance(v, Enum) else v)]
+    return shlex.join(parts)
+
+
+def _progress(logs: list[str]):
+    from memlog.render.progress import Progress
+
+    return Progress(logs)
+
+
+def _write_step_summary(report) -> None:
+    """In GitHub Actions, the markdown report goes to the job summary too (appended, as GitHub expects)."""
+    from memlog.render.markdown import render_markdown
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as summary:
+            summary.write(render_markdown(report) + "\n")
+    except OSError as exc:
+        typer.echo(f"memlog: warning: cannot write GITHUB_STEP_SUMMARY ({exc.strerror or exc})", err=True)
 
 
 @app.command()
@@ -92,6 +139,7 @@ def analyze(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
     capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001)] = None,
     formats_dir: FormatsDir = None,
+    chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
     debug: Debug = False,
 ) -> None:
     """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
@@ -100,10 +148,34 @@ def analyze(
     from memlog.render import render
 
     def action():
-        report = run_analysis(
-            logs, format=format, config=load_config(config), capacity_gib=capacity, formats_dirs=formats_dir or ()
-        )
-        sys.stdout.write(render(report, output.value, **({"colour": _colour()} if output is Output.text else {})))
+        progress = _progress(logs)
+        try:
+            report = run_analysis(
+                logs, format=format, config=load_config(config), capacity_gib=capacity, formats_dirs=formats_dir or (),
+                progress=progress,
+            )
+        finally:
+            progress.finish()
+        report.command = _command_line(
+            "analyze", logs,
+            {"-o": output if output is not Output.text else None, "--format": format, "--config": config,
+             "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None,
+             "--formats-dir": [str(d) for d in formats_dir or []]},
+        )  # fmt: skip
+        if output in (Output.markdown, Output.github):
+            from memlog.excerpt import attach_log_lines
+
+            attach_log_lines(report)
+        options: dict = {}
+        if output is Output.text:
+            options = {"colour": _colour(), "chart": chart, "ascii_only": _ascii_only()}
+        elif output is Output.github:
+            options = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
+        elif output is Output.junit:
+            options = {"fail_on": fail_on.value}
+        sys.stdout.write(render(report, output.value, **options))
+        if output is Output.github:
+            _write_step_summary(report)
         return report
 
     report = _guard(debug, action)
@@ -136,6 +208,56 @@ def series(
             sys.stdout.write(records.write_json() + "\n")
         else:
             sys.stdout.write(records.write_csv())
+
+    _guard(debug, action)
+
+
+PLOT_SUBJECTS = {"memory": ("device", "host"), "device": ("device",), "host": ("host",), "loss": ("loss",)}
+
+
+@app.command()
+def plot(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    metric: Annotated[
+        Optional[str],
+        typer.Option("--metric", help="memory, device, host, loss, or a column name (see `memlog series`). Default: memory and loss."),
+    ] = None,
+    rank: Annotated[Optional[int], typer.Option("--rank", help="Only this rank.")] = None,
+    format: FormatOpt = None,
+    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
+    formats_dir: FormatsDir = None,
+    width: Annotated[int, typer.Option("--width", help="Chart width in columns.", min=40, max=400)] = 100,
+    debug: Debug = False,
+) -> None:
+    """Chart a metric per rank against step, with the knee, tail fit and capacity line the rules used."""
+    from memlog.api import analyze as run_analysis
+    from memlog.columns import ALL_VALUE_COLUMNS
+
+    def action():
+        column = None
+        if metric is not None and metric not in PLOT_SUBJECTS:
+            if metric not in ALL_VALUE_COLUMNS:
+                raise MemlogError(f"unknown metric {metric!r} (use one of: {', '.join(dict.fromkeys([*PLOT_SUBJECTS, *ALL_VALUE_COLUMNS]))})")
+            column = metric
+        progress = _progress(logs)
+        try:
+            report = run_analysis(
+                logs, format=format, capacity_gib=capacity, formats_dirs=formats_dir or (), progress=progress, chart_metric=column
+            )
+        finally:
+            progress.finish()
+        subjects = ("metric",) if column else PLOT_SUBJECTS.get(metric or "", ("device", "host", "loss"))
+        shown = [v for v in report.series if v.subject in subjects]
+        if not shown:
+            raise MemlogError(f"no {metric or 'memory or loss'} values in {', '.join(logs)}")
+        if rank is not None and not any(v.rank == rank for v in shown):
+            ranks = sorted({v.rank for v in shown if v.rank is not None})
+            raise MemlogError(f"no rank {rank} in the {metric or 'charted'} series (ranks: {', '.join(map(str, ranks)) or 'none'})")
+        from memlog.render.chart import render_chart
+
+        ascii_only = _ascii_only()
+        drawn = render_chart(report, width=width, colour=_colour(), ascii_only=ascii_only, subjects=subjects, rank=rank)
+        sys.stdout.write(drawn + "\n")
 
     _guard(debug, action)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlog import __version__
-from memlog.rulekit import Finding
+from memlog.rulekit import Finding, Rule
 
 SCHEMA_VERSION = 1
 VERDICTS = ("leak", "warmup-plateau", "stable", "pp-sentinel-loss", "inconclusive")
@@ -28,6 +28,36 @@ def headline_verdict(findings: list[Finding]) -> str:
     return "inconclusive"
 
 
+@dataclass(frozen=True)
+class TailFit:
+    """The straight line the rules fitted to a series' tail (after any warmup knee)."""
+
+    slope: float  # value units per step
+    intercept: float
+    from_step: int
+    to_step: int
+
+    def at(self, step: float) -> float:
+        return self.intercept + self.slope * step
+
+
+@dataclass
+class SeriesView:
+    """One series as the charts draw it: its points, and the knee and tail fit the rules judged.
+
+    Held by the Report for the renderers; not part of the JSON contract (`memlog series` prints
+    the points). The lists are the engine's own, not copies."""
+
+    subject: str  # device | host | loss | metric
+    label: str
+    rank: int | None
+    metric: str
+    steps: list[int]
+    values: list[float]
+    knee_step: int | None = None
+    fit: TailFit | None = None
+
+
 @dataclass
 class Report:
     verdict: str
@@ -37,6 +67,13 @@ class Report:
     thresholds: dict[str, dict[str, float | int]]
     command: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # For the renderers, not serialised: what the charts draw, the rules that ran (help texts for
+    # SARIF/JUnit), the events parsed (their text stands in for log lines that cannot be re-read,
+    # e.g. from stdin), and the evidence lines read back from the files (see memlog.excerpt).
+    series: list[SeriesView] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    log_lines: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def worst_severity(self) -> str | None:
         return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__, default=None)
@@ -67,3 +104,27 @@ class Report:
             "coverage": self.coverage,
             "thresholds": self.thresholds,
         }
+
+
+def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
+    """What the charts draw: the judged device series, the host series and the loss per worker,
+    each with the knee and tail fit of the shared shape (memlog.trend), plus `metric` when asked."""
+    from memlog.columns import MEMORY_COLUMNS
+    from memlog.context import _series_order
+    from memlog.trend import shape_of
+
+    def view(subject: str, s) -> SeriesView:
+        knee = fit = None
+        if s.column in MEMORY_COLUMNS and len(s) >= 2:
+            shape = shape_of(s)
+            knee = shape.knee_step if shape.has_warmup else None
+            if shape.fit is not None:
+                fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_steps[0], shape.tail_steps[-1])
+        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.steps, s.values, knee, fit)
+
+    views = [view("device", s) for s in ctx.device_series]
+    views += [view("host", s) for s in ctx.host_series]
+    views += [view("loss", s) for s in ctx.loss_series]
+    if metric:
+        views += [view("metric", s) for s in sorted(ctx.series(metric), key=_series_order) if len(s)]
+    return views

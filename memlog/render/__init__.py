@@ -1,20 +1,73 @@
-"""Renderers: each turns a Report into one output format. They compute nothing of their own."""
+"""Renderers: each turns a Report into one output format. They compute nothing of their own.
+
+The few things every renderer says the same way live here: the verdict sentences, the one-line
+evidence summary, `safe()` for any text that came from a log, and the ASCII fallback.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from memlog.report import Report
 
-# Log text was cleaned when read; this is the last line of defence for anything printed.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit")
+
+VERDICT_TEXT = {
+    "leak": "LEAK: memory keeps growing; the run will run out of memory",
+    "warmup-plateau": "WARMUP PLATEAU: memory rose in the first steps, then stayed flat (normal)",
+    "stable": "STABLE: memory is flat",
+    "pp-sentinel-loss": "PIPELINE-PARALLEL SENTINEL LOSS: the negative loss is a placeholder (normal)",
+    "inconclusive": "INCONCLUSIVE: the log does not decide it",
+}
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+# Log text was cleaned when read; this is the last line of defence for anything printed:
+# C0 controls but tab and newline, DEL, C1 controls (8-bit CSI/OSC), the Unicode line and
+# paragraph separators, bidi overrides and isolates (Trojan Source).
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+# What the renderers themselves print outside ASCII, for terminals that are not UTF-8.
+_ASCII = str.maketrans(
+    {
+        "─": "-", "━": "=", "┈": "-", "═": "=", "│": "|", "┃": "|", "┊": ":", "║": "|",
+        "┌": "+", "┐": "+", "└": "+", "┘": "+", "├": "+", "┤": "+", "┬": "+", "┴": "+", "┼": "+",
+        "╭": "+", "╮": "+", "╰": "+", "╯": "+",
+        "·": ".", "•": "*", "…": "...", "→": "->", "≈": "~", "≥": ">=", "≤": "<=", "²": "2",
+        "–": "-", "—": "-", "µ": "u", "⠶": "*", "↑": "^",
+    }
+)  # fmt: skip
 
 
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 
 
-def render(report: Report, output: str, **options) -> str:
+def safe_json(text: str) -> str:
+    """Serialized JSON with every unsafe character written as a \\uXXXX escape: the data is
+    unchanged, and nothing in it acts on a terminal (json.dumps leaves DEL, C1 and bidi raw)."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def ascii_text(text: str) -> str:
+    """The ASCII fallback: transliterate what we print, replace anything else (log content) by '?'."""
+    return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+
+
+def by_severity(report: Report) -> list:
+    return sorted(report.findings, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+def evidence_summary(evidence: dict[str, Any]) -> str | None:
+    """The observed numbers of a finding, `name=value, ...`, plus the capacity it was judged against."""
+    observed = evidence.get("observed") or {}
+    parts = [f"{k}={v}" for k, v in observed.items() if v is not None and not isinstance(v, (dict, list))]
+    if evidence.get("capacity_gib"):
+        parts.append(f"capacity={evidence['capacity_gib']} GiB ({evidence.get('capacity_from')})")
+    return ", ".join(parts) if parts else None
+
+
+def render(report: Report, output: str, **options: Any) -> str:
     if output == "json":
         from memlog.render.json_out import render_json
 
@@ -23,4 +76,20 @@ def render(report: Report, output: str, **options) -> str:
         from memlog.render.text import render_text
 
         return render_text(report, **options)
+    if output == "markdown":
+        from memlog.render.markdown import render_markdown
+
+        return render_markdown(report, **options)
+    if output == "github":
+        from memlog.render.github import render_github
+
+        return render_github(report, **options)
+    if output == "sarif":
+        from memlog.render.sarif import render_sarif
+
+        return render_sarif(report)
+    if output == "junit":
+        from memlog.render.junit import render_junit
+
+        return render_junit(report, **options)
     raise ValueError(f"unknown output format {output!r}")

@@ -1,4 +1,8 @@
-"""JSON output: the Report's contract, always valid JSON (no NaN/inf)."""
+"""JSON output: the Report's contract, always valid JSON.
+
+NaN and infinity are not JSON: such a value becomes null, and `non_finite` lists where and what it
+was, so a null that means "not computable" can be told from one that means "not available".
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,26 @@ import json
 import math
 from typing import Any
 
+from memlog.render import safe_json
 from memlog.report import Report
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any, path: str = "$", replaced: list[dict[str, str]] | None = None) -> Any:
+    """`value` with every NaN/inf replaced by None; each replacement is noted in `replaced`."""
     if isinstance(value, float) and not math.isfinite(value):
+        if replaced is not None:
+            replaced.append({"path": path, "value": repr(value)})
         return None
     if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): finite(v, f"{path}.{k}", replaced) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v, f"{path}[{i}]", replaced) for i, v in enumerate(value)]
     return value
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(_finite(report.to_json()), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    replaced: list[dict[str, str]] = []
+    document = finite(report.to_json(), replaced=replaced)
+    if replaced:
+        document["non_finite"] = replaced
+    return safe_json(json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)) + "\n"

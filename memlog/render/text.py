@@ -1,44 +1,36 @@
-"""Terminal output: the verdict first, then each finding with its evidence and what to check."""
+"""Terminal output: the verdict first, a chart of memory (and loss) per rank, then each finding
+with its evidence and what to check."""
 
 from __future__ import annotations
 
 import textwrap
 
-from memlog.render import safe
+from memlog.render import VERDICT_TEXT, ascii_text, by_severity, evidence_summary, safe
 from memlog.report import Report
 
 WIDTH = 100
-VERDICT_TEXT = {
-    "leak": "LEAK: memory keeps growing; the run will run out of memory",
-    "warmup-plateau": "WARMUP PLATEAU: memory rose in the first steps, then stayed flat (normal)",
-    "stable": "STABLE: memory is flat",
-    "pp-sentinel-loss": "PIPELINE-PARALLEL SENTINEL LOSS: the negative loss is a placeholder (normal)",
-    "inconclusive": "INCONCLUSIVE: the log does not decide it",
-}
 COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "bold": "\x1b[1m", "reset": "\x1b[0m"}
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def _wrap(text: str, indent: str) -> str:
     return textwrap.fill(safe(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
-def _evidence_line(evidence: dict) -> str | None:
-    observed = evidence.get("observed") or {}
-    parts = [f"{k}={v}" for k, v in observed.items() if v is not None and not isinstance(v, (dict, list))]
-    if evidence.get("capacity_gib"):
-        parts.append(f"capacity={evidence['capacity_gib']} GiB ({evidence.get('capacity_from')})")
-    return ", ".join(parts) if parts else None
-
-
-def render_text(report: Report, colour: bool = False) -> str:
+def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_only: bool = False) -> str:
+    """`ascii_only`: the stdout encoding is not UTF-8 (box drawing and log text become ASCII)."""
     c = COLOURS if colour else dict.fromkeys(COLOURS, "")
     out = [f"{c['bold']}memlog verdict: {VERDICT_TEXT[report.verdict]}{c['reset']}", ""]
-    for f in sorted(report.findings, key=lambda f: SEVERITY_ORDER[f.severity]):
+    if chart:
+        from memlog.render.chart import render_chart
+
+        drawn = render_chart(report, width=WIDTH, colour=colour, ascii_only=ascii_only)
+        if drawn:
+            out += [drawn, ""]
+    for f in by_severity(report):
         tag = f"{c[f.severity]}{f.severity.upper():<7}{c['reset']} {f.rule}"
         out.append(tag)
         out.append(_wrap(f.message, "  "))
-        evidence = _evidence_line(f.evidence)
+        evidence = evidence_summary(f.evidence)
         if evidence:
             out.append(_wrap(f"evidence: {evidence}", "  "))
         if f.lines:
@@ -68,4 +60,5 @@ def render_text(report: Report, colour: bool = False) -> str:
             problems.append(f"stopped early: {source['damaged']}")
         if problems:
             out.append(_wrap(f"{source['name']}: " + "; ".join(problems), ""))
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    return ascii_text(text) if ascii_only else text

@@ -1,0 +1,192 @@
+"""Terminal charts (plotext): memory per rank against step with the knee, the fitted tail and the
+capacity line the rules used, and a loss panel that marks pipeline-parallel sentinel ranks.
+
+Everything drawn comes from the Report (`report.series`, the findings, the capacity); the only
+work done here is presentation: thinning long series to the width of the screen and choosing tick
+positions. plotext is imported inside `render_chart`, so a run that draws no chart never loads it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from memlog.render import ascii_text
+from memlog.report import Report, SeriesView
+from memlog.rulekit import workers_phrase
+
+WIDTH = 100
+MEMORY_HEIGHT = 20
+LOSS_HEIGHT = 12
+MAX_SERIES = 8  # more lines than this is a scribble; the legend says what was left out
+# Without colour, ranks are told apart by their marker; with colour, by colour (braille dots are finer).
+MARKERS = ("•", "+", "o", "#", "*", "%", "=", "@")
+ASCII_MARKERS = ("*", "+", "o", "#", "%", "=", "@", "&")
+COLOURS = (33, 208, 35, 163, 37, 178, 160, 244)  # 256-colour codes readable on dark and light terminals
+ANNOTATION_COLOUR = 196
+SENTINEL_MARKER = "x"
+# The capacity line is drawn when the data reaches this share of it; below, it would flatten the data.
+CAPACITY_IN_VIEW = 0.5
+FIT_MARKER = "·"
+PANEL_TITLES = {
+    "device": "Device memory",
+    "host": "Host memory",
+    "loss": "Loss",
+    "metric": "",
+}
+_BACKGROUND = re.compile(r"\x1b\[48;5;\d+m")  # plotext paints line backgrounds white: keep the terminal's
+
+
+def render_chart(
+    report: Report,
+    *,
+    width: int = WIDTH,
+    colour: bool = False,
+    ascii_only: bool = False,
+    subjects: tuple[str, ...] = ("device", "host", "loss"),
+    rank: int | None = None,
+) -> str:
+    """The panels for `subjects` that have series, stacked; "" when there is nothing to draw."""
+    import plotext as plt
+
+    plt.terminal.limit(False, False)  # size by our width, not by the terminal (or its absence)
+    sentinel = {label for f in report.findings if f.rule == "pp-sentinel-loss" for label in f.series}
+    capacity = report.coverage.get("capacity") or {}
+    panels = []
+    for subject in subjects:
+        views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
+        if not views:
+            continue
+        cap = None
+        if subject == "device" or (subject == "metric" and views[0].metric.startswith("mem_")):
+            cap = capacity.get("device_gib")
+        elif subject == "host":
+            cap = capacity.get("host_gib")
+        panels.append(_panel(plt, subject, views, cap, sentinel if subject == "loss" else set(), width, colour, ascii_only))
+    return "\n\n".join(panels)
+
+
+def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -> str:
+    markers = ASCII_MARKERS if ascii_only else MARKERS
+    drawn, left_out = views[:MAX_SERIES], views[MAX_SERIES:]
+    fig = plt.figure
+    fig.clear()
+    fig.theme("colorless")
+    height = LOSS_HEIGHT if subject == "loss" else MEMORY_HEIGHT
+    fig.plot_size(width, height)
+    legend: list[tuple[str, int | None, str]] = []  # (marker, colour, text)
+
+    def marker(symbol: str, colour_code: int):
+        return plt.marker(symbol, pixel=colour_code) if colour else symbol
+
+    fits = [v for v in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step]
+    for view in fits:  # first, so the data is drawn over them
+        xs = [view.fit.from_step, view.fit.to_step]
+        fig.draw(fig.segment(xs, [view.fit.at(x) for x in xs], marker=marker("." if ascii_only else FIT_MARKER, 244)))
+
+    sentinel_views = [v for v in drawn if v.label in sentinel]
+    for i, view in enumerate(v for v in drawn if v.label not in sentinel):
+        steps, values = _finite_points(view, width)
+        if not steps:
+            continue
+        code = COLOURS[i % len(COLOURS)]
+        symbol = "braille" if colour else markers[i % len(markers)]
+        fig.draw(fig.signal(steps, values, marker=marker(symbol, code)).lines())
+        legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, view.label))
+    for view in sentinel_views:
+        steps, values = _finite_points(view, width)
+        fig.draw(fig.signal(steps, values, marker=marker(SENTINEL_MARKER, 244)))
+    if sentinel_views:
+        value = sentinel_views[0].values[0] if sentinel_views[0].values else -1
+        legend.append(
+            (SENTINEL_MARKER, 244, f"{workers_phrase([v.label for v in sentinel_views])}: {value:g} placeholder (pipeline parallel, not a loss)")
+        )
+
+    if fits:
+        legend.append(("." if ascii_only else FIT_MARKER, 244, "tail fit"))
+    knees = sorted({v.knee_step for v in drawn if v.knee_step is not None})[:3]
+    for knee in knees:
+        fig.line(knee, "v", style="dotted", pixel=ANNOTATION_COLOUR if colour else None)
+    if knees:
+        legend.append(("┊", ANNOTATION_COLOUR, f"warmup knee at step {', '.join(map(str, knees))}"))
+    highest = max((v for view in drawn for v in view.values if math.isfinite(v)), default=0)
+    if capacity and highest >= CAPACITY_IN_VIEW * capacity:
+        fig.line(capacity, "h", style="heavy", pixel=ANNOTATION_COLOUR if colour else None)
+        legend.append(("━", ANNOTATION_COLOUR, f"capacity {capacity:g} GiB"))
+    elif capacity:
+        legend.append(("↑", None, f"capacity {capacity:g} GiB, far above the chart"))
+
+    all_steps = [s for v in drawn for s in v.steps]
+    if all_steps:
+        ticks = _nice_ticks(min(all_steps), max(all_steps))
+        fig.ruler("x").ticks(ticks, [f"{t:,}" for t in ticks])
+    chart = fig.build().string(colorless=not colour)
+    chart = _BACKGROUND.sub("", chart)
+    if left_out:
+        legend.append((" ", None, f"+{len(left_out)} more not drawn (memlog plot --rank N)"))
+    lines = [_title(subject, drawn, colour), chart.rstrip("\n"), *_legend(legend, width, colour)]
+    text = "\n".join(line.rstrip() for line in "\n".join(lines).splitlines())
+    return ascii_text(text) if ascii_only else text
+
+
+def _title(subject: str, views: list[SeriesView], colour: bool) -> str:
+    metric = views[0].metric
+    unit = "GiB" if metric.endswith("_gib") else ""
+    what = PANEL_TITLES[subject] or metric
+    per = "per rank" if any(v.rank is not None for v in views) else "per worker"
+    title = f"{what} {per} vs step ({metric}{', ' + unit if unit else ''})"
+    return f"\x1b[1m{title}\x1b[0m" if colour else title
+
+
+def _legend(entries: list[tuple[str, int | None, str]], width: int, colour: bool) -> list[str]:
+    lines, current = [], ""
+    for symbol, code, text in entries:
+        item = f"{symbol} {text}"
+        shown = f"\x1b[38;5;{code}m{symbol}\x1b[0m {text}" if colour and code is not None else item
+        if current and len(_plain(current)) + 3 + len(item) > width:
+            lines.append(current)
+            current = ""
+        current = f"{current}   {shown}" if current else f"  {shown}"
+    return [*lines, current] if current else lines
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _finite_points(view: SeriesView, width: int) -> tuple[list[int], list[float]]:
+    points = [(s, v) for s, v in zip(view.steps, view.values) if math.isfinite(v)]
+    return _thin(points, 4 * width)
+
+
+def _thin(points: list[tuple[int, float]], max_points: int) -> tuple[list[int], list[float]]:
+    """At most about `max_points`, keeping each bucket's lowest and highest point (peaks stay visible)."""
+    if len(points) > max_points:
+        size = math.ceil(len(points) / (max_points // 2))
+        kept = []
+        for i in range(0, len(points), size):
+            bucket = points[i : i + size]
+            low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
+            kept += sorted({low, high})
+        points = kept
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def _nice_ticks(low: int, high: int, count: int = 7) -> list[int]:
+    """Whole-step ticks at 1/2/5 x 10^k spacing, about `count` of them, ends included."""
+    if high <= low:
+        return [low]
+    raw = (high - low) / max(count - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    spacing = next((m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw), 10 * magnitude)
+    spacing = max(1, int(spacing))
+    ticks = list(range(math.ceil(low / spacing) * spacing, high + 1, spacing))
+    if not ticks or ticks[0] - low > spacing / 3:
+        ticks.insert(0, low)
+    elif ticks[0] != low:
+        ticks[0] = low
+    if high - ticks[-1] > spacing / 3:
+        ticks.append(high)
+    elif ticks[-1] != high:
+        ticks[-1] = high
+    return ticks

@@ -1,0 +1,224 @@
+"""Issue-ready markdown: paste it into a GitHub issue (or a job summary) and it reads well.
+
+One-line verdict, an evidence table, a sparkline per rank in a code block, the log lines behind the
+findings and an environment block in collapsed `<details>`. Always under LIMIT characters (GitHub
+rejects issue bodies over 65,536), whatever the size of the log.
+
+Anything that came from a log (worker names, file names, log lines, messages that quote them) is
+escaped so it cannot break the table, start markdown or HTML, or notify anyone: outside code, HTML
+specials become entities, markdown punctuation is backslash-escaped, and `@name` / `#123` get a
+zero-width space after the sign (GitHub links mentions and issue references in text, never in code).
+Inside code blocks, text is left as it was and the fence is longer than any backtick run in it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Iterable
+
+from memlog import __version__
+from memlog.render import VERDICT_TEXT, by_severity, evidence_summary, safe
+from memlog.report import Report, SeriesView
+from memlog.rulekit import workers_phrase
+
+LIMIT = 60_000
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 48
+MAX_SPARK_ROWS = 16
+MAX_MESSAGE_CHARS = 1500
+MAX_EVIDENCE_CHARS = 600
+MAX_SOURCES_LISTED = 10
+ZWSP = "\u200b"
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
+_MENTION_OR_REFERENCE = re.compile(r"([@#])(?=[\w-])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_text(text: str, limit: int | None = None) -> str:
+    """Log-derived text for a table cell or a sentence: one line, inert, at most `limit` characters."""
+    text = " ".join(safe(str(text)).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = html.escape(text, quote=False)
+    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    return _MENTION_OR_REFERENCE.sub(lambda m: m.group(1) + ZWSP, text)
+
+
+def code_block(lines: Iterable[str], info: str = "text") -> str:
+    """A fenced block whose fence no line of the content can close."""
+    body = [safe(line) for line in lines]
+    longest = max((len(run) for line in body for run in _BACKTICKS.findall(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + info, *body, fence])
+
+
+def details(summary: str, body: str) -> str:
+    # A blank line after </summary> and before </details>, or GitHub renders the body as raw text.
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def render_markdown(report: Report) -> str:
+    required = [_verdict_line(report), _findings_table(report)]
+    optional = [_charts(report), _log_lines(report), _hints(report)]
+    env = _environment(report)
+    sections = [*required, *optional, env]
+    text = _join(sections)
+    # Over the limit (a huge number of findings or sources): drop the optional parts, least
+    # useful first, then cut the table. The environment block always stays.
+    for drop in (2, 1, 0):
+        if len(text) < LIMIT:
+            break
+        optional[drop] = ""
+        text = _join([*required, *optional, env])
+    if len(text) >= LIMIT:
+        keep = LIMIT - len(_join([required[0], *optional, env])) - 200
+        table = required[1][: max(keep, 0)].rsplit("\n", 1)[0]
+        text = _join([required[0], table + "\n\n*(table cut: the report is too long for an issue; see `-o json`)*", env])
+    return text
+
+
+def _join(sections: list[str]) -> str:
+    return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def _verdict_line(report: Report) -> str:
+    name, _, meaning = VERDICT_TEXT[report.verdict].partition(": ")
+    cov = report.coverage
+    context = [", ".join(cov["formats"]) or "no format"]
+    workers = cov.get("workers") or []
+    if cov.get("ranks"):
+        context.append(f"{len(cov['ranks'])} rank{'s' if len(cov['ranks']) != 1 else ''}")
+    elif workers:
+        context.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''}")
+    if cov.get("steps"):
+        context.append(f"steps {cov['steps'][0]}–{cov['steps'][1]}")
+    return f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+
+
+def _findings_table(report: Report) -> str:
+    if not report.findings:
+        return "_No rule fired._"
+    rows = ["| Severity | Rule | Finding | Evidence | Log lines |", "|---|---|---|---|---|"]
+    many_sources = len(report.coverage.get("sources") or []) > 1
+    for f in by_severity(report):
+        evidence = evidence_summary(f.evidence) or ""
+        if many_sources:
+            where = ", ".join(f"{source}:{line}" for source, line in f.lines)
+        else:
+            where = f"line{'s' if len(f.lines) > 1 else ''} {', '.join(str(line) for _, line in f.lines)}" if f.lines else ""
+        rows.append(
+            f"| {'**error**' if f.severity == 'error' else f.severity} | `{f.rule}` | {md_text(f.message, MAX_MESSAGE_CHARS)} "
+            f"| {md_text(evidence, MAX_EVIDENCE_CHARS)} | {md_text(where, 300)} |"
+        )
+    return "\n".join(rows)
+
+
+def _hints(report: Report) -> str:
+    items = [f"- `{f.rule}`: {md_text(h, 500)}" for f in by_severity(report) for h in f.hints[:5]]
+    return details("What to check", "\n".join(items)) if items else ""
+
+
+def _charts(report: Report) -> str:
+    blocks = []
+    sentinel = {label for f in report.findings if f.rule == "pp-sentinel-loss" for label in f.series}
+    for subject, title in (("device", "Device memory"), ("host", "Host memory"), ("loss", "Loss")):
+        views = [v for v in report.series if v.subject == subject]
+        if not views:
+            continue
+        rows = _spark_rows(views, sentinel if subject == "loss" else set(), subject != "loss")
+        steps = [s for v in views for s in v.steps]
+        unit = " GiB" if views[0].metric.endswith("_gib") else ""
+        blocks.append(
+            f"{title} per rank, steps {min(steps)}–{max(steps)} (`{views[0].metric}`{', ' + unit.strip() if unit else ''}; "
+            "first value, shape, last value; one scale for all rows):\n\n" + code_block(rows)
+        )
+    return "\n\n".join(blocks)
+
+
+def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> list[str]:
+    real = [v for v in views if v.label not in sentinel]
+    finite = [x for v in real for x in v.values if math.isfinite(x)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    width = max((len(v.label) for v in views[:MAX_SPARK_ROWS]), default=0)
+    rows = []
+    for view in real[:MAX_SPARK_ROWS]:
+        values = [x for x in view.values if math.isfinite(x)]
+        if not values:
+            continue
+        marks = _sparkline(values, low, high, peaks)
+        knee = f"  knee at step {view.knee_step}" if view.knee_step is not None else ""
+        rows.append(f"{view.label:<{width}}  {_num(values[0]):>7} {marks} {_num(values[-1])}{knee}")
+    if len(real) > MAX_SPARK_ROWS:
+        rows.append(f"… and {len(real) - MAX_SPARK_ROWS} more")
+    placeholders = [v for v in views if v.label in sentinel]
+    if placeholders:
+        value = placeholders[0].values[0] if placeholders[0].values else -1
+        rows.append(f"{workers_phrase([v.label for v in placeholders])}: {value:g} at every step (pipeline-parallel placeholder, not a loss)")
+    return rows
+
+
+def _sparkline(values: list[float], low: float, high: float, peaks: bool) -> str:
+    """At most SPARK_WIDTH marks; a bucket shows its highest value for memory (peaks matter), its mean otherwise."""
+    size = math.ceil(len(values) / SPARK_WIDTH)
+    buckets = [values[i : i + size] for i in range(0, len(values), size)]
+    points = [max(b) if peaks else sum(b) / len(b) for b in buckets]
+    span = high - low
+    if span <= 0:
+        return SPARK[3] * len(points)
+    return "".join(SPARK[min(len(SPARK) - 1, int((p - low) / span * len(SPARK)))] for p in points)
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _log_lines(report: Report) -> str:
+    if not report.log_lines:
+        return ""
+    many = len({source for source, _ in report.log_lines}) > 1
+    width = max(len(str(line)) for _, line in report.log_lines)
+    rows = [
+        f"{source + ':' if many else ''}{line:>{width}}  {text}"
+        for (source, line), text in sorted(report.log_lines.items())
+    ]
+    return details(f"Log lines behind the findings ({len(rows)})", code_block(rows))
+
+
+def _environment(report: Report) -> str:
+    cov = report.coverage
+    sources = cov.get("sources") or []
+    listed = [f"{s['name']} ({s['lines']:,} lines{', gzip' if s.get('gzip') else ''})" for s in sources[:MAX_SOURCES_LISTED]]
+    if len(sources) > MAX_SOURCES_LISTED:
+        listed.append(f"and {len(sources) - MAX_SOURCES_LISTED} more")
+    ranks = cov.get("ranks") or []
+    workers = cov.get("workers") or []
+    steps = f", steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else ""
+    who = f"{len(workers)} worker(s){f' ({_ranks(ranks)})' if ranks else ''}{steps}"
+    capacity = cov.get("capacity") or {}
+    caps = []
+    if capacity.get("device_gib"):
+        caps.append(f"device {capacity['device_gib']:g} GiB ({capacity.get('device_from')})")
+    if capacity.get("host_gib"):
+        caps.append(f"host {capacity['host_gib']:g} GiB ({capacity.get('host_from')})")
+    lines = [
+        f"memlog      {__version__}",
+        f"command     {report.command or '(library call)'}",
+        f"formats     {', '.join(f'{k} ({v:,} records)' for k, v in cov['formats'].items())}",
+        f"sources     {'; '.join(listed)}",
+        f"read        {cov['lines_read']:,} lines, {cov['records']:,} step records, {who}",
+        f"events      {', '.join(f'{k} {v}' for k, v in cov.get('event_counts', {}).items()) or 'none'}",
+        f"capacity    {'; '.join(caps) or 'unknown'}",
+    ]
+    for rule_id, values in report.thresholds.items():
+        if values:
+            lines.append(f"thresholds  {rule_id}: " + " ".join(f"{k}={v:g}" for k, v in values.items()))
+    for skip in report.skipped[:20]:
+        lines.append(f"skipped     {skip['rule']}: {' '.join(skip['reason'].split())[:300]}")
+    return details("Environment", code_block(lines))
+
+
+def _ranks(ranks: list[int]) -> str:
+    return workers_phrase([f"rank{r}" for r in ranks])

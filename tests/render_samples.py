@@ -1,0 +1,22 @@
+"""Shared by the renderer tests: the sample logs, and their reports computed once per session."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from memlog.api import analyze
+from memlog.excerpt import attach_log_lines
+from memlog.report import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file())
+SAMPLE_IDS = [p.relative_to(ROOT / "sample_logs").as_posix() for p in SAMPLE_LOGS]
+
+
+@functools.lru_cache(maxsize=None)
+def sample_report(path: Path) -> Report:
+    """The report of one sample log, with its evidence lines read back (as the CLI does for markdown)."""
+    report = analyze([str(path)])
+    attach_log_lines(report)
+    return report

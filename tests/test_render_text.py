@@ -1,0 +1,150 @@
+"""Terminal output: verdict first, a chart that fits 100 columns, colour only when it should be."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from memlog.cli import _ascii_only, _colour, app
+from memlog.render.chart import _nice_ticks, _thin, render_chart
+from memlog.render.text import render_text
+
+from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, sample_report
+
+runner = CliRunner()
+ESC = "\x1b"
+
+
+@pytest.mark.parametrize("log", SAMPLE_LOGS, ids=SAMPLE_IDS)
+def test_text_with_chart_fits_100_columns(log):
+    text = render_text(sample_report(log))
+    lines = text.splitlines()
+    assert lines[0].startswith("memlog verdict: ")
+    assert "Device memory per rank vs step" in text and "┤" in text
+    assert max(len(line) for line in lines) <= 100
+    assert ESC not in text
+
+
+@pytest.mark.parametrize("log", SAMPLE_LOGS, ids=SAMPLE_IDS)
+def test_ascii_fallback_is_pure_ascii(log):
+    text = render_text(sample_report(log), ascii_only=True)
+    assert text.isascii()
+    assert "Device memory per rank vs step" in text and "+" in text and "|" in text
+
+
+def test_chart_draws_knee_fit_and_capacity():
+    leak = sample_report(ROOT / "sample_logs" / "torchtitan" / "fr2_logfreq_creep.log")
+    chart = render_chart(leak)
+    assert "warmup knee at step" in chart and "tail fit" in chart and "capacity 79.11 GiB" in chart
+    assert "━" in chart  # the capacity line itself, not only its legend
+
+
+def test_chart_marks_sentinel_ranks_in_the_loss_panel():
+    report = sample_report(ROOT / "sample_logs" / "torchtitan" / "fr5_pp8_warmup_plateau.log")
+    chart = render_chart(report, subjects=("loss",))
+    assert "ranks 0-3: -1 placeholder" in chart
+    memory = render_chart(report, subjects=("device",))
+    assert "placeholder" not in memory  # the sentinel is about loss only
+
+
+def test_colour_chart_keeps_the_terminal_background():
+    chart = render_chart(sample_report(SAMPLE_LOGS[0]), colour=True)
+    assert "\x1b[38;5;" in chart
+    assert "\x1b[48;5;" not in chart
+
+
+@pytest.mark.parametrize(
+    ("env", "tty", "expected"),
+    [
+        ({}, False, False),
+        ({}, True, True),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"NO_COLOR": ""}, True, True),  # empty NO_COLOR is ignored
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"FORCE_COLOR": ""}, False, False),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, True, False),
+        ({"TERM": "dumb"}, True, False),
+    ],
+)
+def test_colour_decision(monkeypatch, env, tty, expected):
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty, raising=False)
+    assert _colour() is expected
+
+
+def test_ascii_only_follows_the_stdout_encoding(monkeypatch):
+    class Latin1:
+        encoding = "ISO-8859-1"
+
+    monkeypatch.setattr(sys, "stdout", Latin1())
+    assert _ascii_only()
+
+
+def test_no_color_run_has_no_escape_codes_and_force_color_has(monkeypatch):
+    log = str(SAMPLE_LOGS[0])
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert ESC not in runner.invoke(app, ["analyze", log]).stdout
+    monkeypatch.delenv("NO_COLOR")
+    coloured = runner.invoke(app, ["analyze", log]).stdout
+    assert ESC in coloured
+
+
+def test_a_chart_renders_in_a_non_tty_run_and_no_chart_drops_it():
+    log = str(SAMPLE_LOGS[0])
+    piped = runner.invoke(app, ["analyze", log]).stdout
+    assert "Device memory per rank vs step" in piped
+    assert "Device memory per rank vs step" not in runner.invoke(app, ["analyze", log, "--no-chart"]).stdout
+
+
+def _imports_plotext(*args: str) -> bool:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memlog.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    return "plotext" in result.stderr
+
+
+def test_plotext_is_imported_only_when_a_chart_is_drawn():
+    log = str(SAMPLE_LOGS[0])
+    assert not _imports_plotext("analyze", log, "-o", "json")
+    assert not _imports_plotext("analyze", log, "--no-chart")
+    assert _imports_plotext("analyze", log)
+
+
+def test_plot_command():
+    log = str(ROOT / "sample_logs" / "torchtitan" / "fr5_pp8_warmup_plateau.log")
+    out = runner.invoke(app, ["plot", log]).stdout
+    assert "Device memory per rank" in out and "Loss per rank" in out and "memlog verdict" not in out
+    loss = runner.invoke(app, ["plot", log, "--metric", "loss", "--rank", "5"]).stdout
+    assert "Device memory" not in loss and "rank5" in loss and "rank4" not in loss
+    tps = runner.invoke(app, ["plot", log, "--metric", "tps", "--width", "80"])
+    assert tps.exit_code == 0 and "tps per rank" in tps.stdout
+    assert max(len(line) for line in tps.stdout.splitlines()) <= 80
+    bad = runner.invoke(app, ["plot", log, "--metric", "nope"])
+    assert bad.exit_code == 2 and "unknown metric 'nope'" in bad.stderr
+    missing = runner.invoke(app, ["plot", log, "--rank", "99"])
+    assert missing.exit_code == 2 and "no rank 99" in missing.stderr
+
+
+def test_nice_ticks_are_whole_steps_including_the_ends():
+    assert _nice_ticks(1, 30) == [1, 5, 10, 15, 20, 25, 30]
+    assert _nice_ticks(1, 1000)[0] == 1 and _nice_ticks(1, 1000)[-1] == 1000
+    assert _nice_ticks(7, 7) == [7]
+    for low, high in [(1, 2), (3, 97), (10, 123457), (0, 6)]:
+        ticks = _nice_ticks(low, high)
+        assert ticks == sorted(set(ticks)) and ticks[0] == low and ticks[-1] == high
+
+
+def test_thinning_keeps_peaks():
+    points = [(i, 1.0) for i in range(10_000)]
+    points[5_000] = (5_000, 99.0)
+    steps, values = _thin(points, 400)
+    assert len(steps) <= 400 and 99.0 in values and steps == sorted(steps)
+    assert all(math.isfinite(v) for v in values)
