@@ -96,6 +96,17 @@ def _ascii_only() -> bool:
     return encoding not in ("utf-8", "utf8", "utf-16", "utf-32")
 
 
+def _emit(text: str) -> None:
+    """Machine formats are UTF-8 whatever the locale (JSON, SARIF and XML readers expect it); text
+    output follows the terminal, with its ASCII fallback, so it never meets an encoding error."""
+    if _ascii_only() and hasattr(sys.stdout, "buffer"):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(text)
+
+
 def _command_line(command: str, args: list[str], options: dict[str, object]) -> str:
     """The command as the user could type it again, for the report's environment block."""
     import shlex
@@ -173,7 +184,7 @@ def analyze(
             options = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
         elif output is Output.junit:
             options = {"fail_on": fail_on.value}
-        sys.stdout.write(render(report, output.value, **options))
+        _emit(render(report, output.value, **options))
         if output is Output.github:
             _write_step_summary(report)
         return report
@@ -257,7 +268,7 @@ def plot(
 
         ascii_only = _ascii_only()
         drawn = render_chart(report, width=width, colour=_colour(), ascii_only=ascii_only, subjects=subjects, rank=rank)
-        sys.stdout.write(drawn + "\n")
+        _emit(drawn + "\n")
 
     _guard(debug, action)
 

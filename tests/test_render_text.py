@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -148,3 +149,16 @@ def test_thinning_keeps_peaks():
     steps, values = _thin(points, 400)
     assert len(steps) <= 400 and 99.0 in values and steps == sorted(steps)
     assert all(math.isfinite(v) for v in values)
+
+
+def test_a_non_utf8_stdout_gets_ascii_text_and_utf8_data():
+    log = str(ROOT / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log")
+    env = {**__import__("os").environ, "PYTHONIOENCODING": "ascii", "NO_COLOR": "1"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "memlog.cli", "analyze", log, *args], capture_output=True, cwd=ROOT, env=env, check=False)
+
+    text = run()
+    assert text.returncode == 1 and text.stdout.isascii() and b"Device memory per rank" in text.stdout
+    data = run("-o", "json")
+    assert data.returncode == 1 and json.loads(data.stdout.decode("utf-8"))["verdict"] == "leak"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from memlog.render import ascii_text
+from memlog.render import ascii_text, safe
 from memlog.report import Report, SeriesView
 from memlog.rulekit import workers_phrase
 
@@ -21,7 +21,7 @@ LOSS_HEIGHT = 12
 MAX_SERIES = 8  # more lines than this is a scribble; the legend says what was left out
 # Without colour, ranks are told apart by their marker; with colour, by colour (braille dots are finer).
 MARKERS = ("•", "+", "o", "#", "*", "%", "=", "@")
-ASCII_MARKERS = ("*", "+", "o", "#", "%", "=", "@", "&")
+ASCII_MARKERS = ("*", "o", "#", "%", "@", "&", "$", "~")  # not + - | = : (the frame and lines)
 COLOURS = (33, 208, 35, 163, 37, 178, 160, 244)  # 256-colour codes readable on dark and light terminals
 ANNOTATION_COLOUR = 196
 SENTINEL_MARKER = "x"
@@ -92,14 +92,14 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
         code = COLOURS[i % len(COLOURS)]
         symbol = "braille" if colour else markers[i % len(markers)]
         fig.draw(fig.signal(steps, values, marker=marker(symbol, code)).lines())
-        legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, view.label))
+        legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, safe(view.label)))
     for view in sentinel_views:
         steps, values = _finite_points(view, width)
         fig.draw(fig.signal(steps, values, marker=marker(SENTINEL_MARKER, 244)))
     if sentinel_views:
         value = sentinel_views[0].values[0] if sentinel_views[0].values else -1
         legend.append(
-            (SENTINEL_MARKER, 244, f"{workers_phrase([v.label for v in sentinel_views])}: {value:g} placeholder (pipeline parallel, not a loss)")
+            (SENTINEL_MARKER, 244, f"{safe(workers_phrase([v.label for v in sentinel_views]))}: {value:g} placeholder (pipeline parallel, not a loss)")
         )
 
     if fits:

@@ -150,7 +150,8 @@ def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> lis
             continue
         marks = _sparkline(values, low, high, peaks)
         knee = f"  knee at step {view.knee_step}" if view.knee_step is not None else ""
-        rows.append(f"{view.label:<{width}}  {_num(values[0]):>7} {marks} {_num(values[-1])}{knee}")
+        first, last = (f"{values[0]:.2f}", f"{values[-1]:.2f}") if view.metric.endswith("_gib") else (_num(values[0]), _num(values[-1]))
+        rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last}{knee}")
     if len(real) > MAX_SPARK_ROWS:
         rows.append(f"… and {len(real) - MAX_SPARK_ROWS} more")
     placeholders = [v for v in views if v.label in sentinel]
