@@ -20,3 +20,6 @@ def sample_report(path: Path) -> Report:
     report = analyze([str(path)])
     attach_log_lines(report)
     return report
+
+# A sample with every kind of content (leak, OOM, sentinel loss, capacity line) for tests that need one.
+TORCHTITAN_LEAK = ROOT / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"

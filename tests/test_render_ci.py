@@ -16,7 +16,7 @@ from memlog.render.github import escape_data, escape_property, render_github
 from memlog.render.junit import render_junit
 from memlog.render.sarif import render_sarif
 
-from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, sample_report
+from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -58,8 +58,8 @@ def test_github_escaping():
 
 
 def test_annotation_paths_are_relative_to_the_workspace(leaking):
-    report = sample_report(SAMPLE_LOGS[0])
-    workspace = str(SAMPLE_LOGS[0].parent.parent.parent)
+    report = sample_report(TORCHTITAN_LEAK)
+    workspace = str(TORCHTITAN_LEAK.parent.parent.parent)
     out = render_github(report, workspace=workspace)
     assert "file=sample_logs/" in out
 
@@ -134,7 +134,7 @@ def test_junit_has_one_case_per_rule(log):
 
 
 def test_junit_follows_fail_on():
-    report = sample_report(SAMPLE_LOGS[0])
+    report = sample_report(TORCHTITAN_LEAK)
     assert report.findings
     never = ET.fromstring(render_junit(report, fail_on="never"))
     assert never.find("testsuite").findall("testcase/failure") == []
@@ -147,7 +147,7 @@ def test_junit_follows_fail_on():
 
 
 def test_junit_survives_control_characters():
-    report = sample_report(SAMPLE_LOGS[0])
+    report = sample_report(TORCHTITAN_LEAK)
     report = type(report)(**{**report.__dict__})
     report.findings = [type(f)(**{**f.__dict__, "message": "bad \x00\x1b[31m \ufffe text"}) for f in report.findings]
     ET.fromstring(render_junit(report))  # parses: nothing XML 1.0 forbids got through

@@ -15,7 +15,7 @@ from memlog.cli import app
 from memlog.render.json_out import render_json
 from memlog.report import SCHEMA_VERSION
 
-from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, sample_report
+from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 
 runner = CliRunner()
 SCHEMA = json.loads(runner.invoke(app, ["schema"]).stdout)
@@ -37,7 +37,7 @@ def test_every_sample_validates(log):
 
 
 def test_non_finite_values_become_null_with_a_reason():
-    report = sample_report(SAMPLE_LOGS[0])
+    report = sample_report(TORCHTITAN_LEAK)
     finding = report.findings[0]
     saved = finding.evidence
     finding.evidence = {**saved, "observed": {**saved["observed"], "ratio": math.inf, "other": [math.nan]}}
@@ -58,7 +58,7 @@ def test_schema_command_prints_the_packaged_schema():
 
 @pytest.mark.parametrize("output", ["csv", "json", "parquet"])
 def test_series_formats(output):
-    log = str(SAMPLE_LOGS[0])
+    log = str(TORCHTITAN_LEAK)
     result = runner.invoke(app, ["series", log, "-o", output])
     assert result.exit_code == 0, result.stderr
     if output == "csv":
@@ -68,4 +68,4 @@ def test_series_formats(output):
     else:
         frame = pl.read_parquet(io.BytesIO(result.stdout_bytes))
     assert {"source", "worker", "step", "line_no"} <= set(frame.columns)
-    assert frame.height == sample_report(SAMPLE_LOGS[0]).coverage["records"]
+    assert frame.height == sample_report(TORCHTITAN_LEAK).coverage["records"]

@@ -15,7 +15,7 @@ from memlog.excerpt import attach_log_lines
 from memlog.render.markdown import LIMIT, code_block, md_text, render_markdown
 from memlog.rulekit import Finding
 
-from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, sample_report
+from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -108,7 +108,7 @@ def test_code_block_fence_is_longer_than_any_backtick_run():
 
 
 def test_huge_reports_stay_under_the_limit():
-    report = copy.copy(sample_report(SAMPLE_LOGS[0]))
+    report = copy.copy(sample_report(TORCHTITAN_LEAK))
     report.findings = [
         Finding("memory-leak", "error", "x" * 5000 + " @octocat", {"observed": {f"k{i}": i for i in range(200)}}, ["h" * 2000] * 5, lines=[("a.log", n) for n in range(1, 5)])
         for _ in range(500)

@@ -10,7 +10,7 @@ from memlog.formats import load_specs
 from memlog.render import progress as progress_module
 from memlog.render.progress import Progress
 
-from tests.render_samples import SAMPLE_LOGS
+from tests.render_samples import TORCHTITAN_LEAK
 
 
 class Terminal(io.StringIO):
@@ -28,18 +28,18 @@ def _run(inputs, stream, monkeypatch, threshold):
 
 
 def test_shown_on_a_terminal_past_the_threshold_and_cleared(monkeypatch):
-    out = _run([str(SAMPLE_LOGS[0])], Terminal(), monkeypatch, threshold=1)
+    out = _run([str(TORCHTITAN_LEAK)], Terminal(), monkeypatch, threshold=1)
     assert "memlog: reading" in out and "100%" in out
     assert out.endswith("\r\x1b[K")
 
 
 def test_silent_for_small_inputs_or_when_not_a_terminal(monkeypatch):
-    assert _run([str(SAMPLE_LOGS[0])], Terminal(), monkeypatch, threshold=50 * 1024 * 1024) == ""
-    assert _run([str(SAMPLE_LOGS[0])], io.StringIO(), monkeypatch, threshold=1) == ""
+    assert _run([str(TORCHTITAN_LEAK)], Terminal(), monkeypatch, threshold=50 * 1024 * 1024) == ""
+    assert _run([str(TORCHTITAN_LEAK)], io.StringIO(), monkeypatch, threshold=1) == ""
 
 
 def test_gzip_shows_the_amount_read(monkeypatch, tmp_path):
     packed = tmp_path / "run.log.gz"
-    packed.write_bytes(gzip.compress(SAMPLE_LOGS[0].read_bytes()))
+    packed.write_bytes(gzip.compress(TORCHTITAN_LEAK.read_bytes()))
     out = _run([str(packed)], Terminal(), monkeypatch, threshold=1)
     assert "memlog: reading run.log.gz: " in out and "%" not in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -11,10 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import _ascii_only, _colour, app
-from memlog.render.chart import _nice_ticks, _thin, render_chart
+from memlog.render.chart import _finite_points, _nice_ticks, render_chart
+from memlog.report import SeriesView
 from memlog.render.text import render_text
 
-from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, sample_report
+from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 
 runner = CliRunner()
 ESC = "\x1b"
@@ -25,7 +27,7 @@ def test_text_with_chart_fits_100_columns(log):
     text = render_text(sample_report(log))
     lines = text.splitlines()
     assert lines[0].startswith("memlog verdict: ")
-    assert "Device memory per rank vs step" in text and "┤" in text
+    assert re.search(r"(Device|Host) memory per (rank|worker) vs step", text) and "┤" in text
     assert max(len(line) for line in lines) <= 100
     assert ESC not in text
 
@@ -34,7 +36,7 @@ def test_text_with_chart_fits_100_columns(log):
 def test_ascii_fallback_is_pure_ascii(log):
     text = render_text(sample_report(log), ascii_only=True)
     assert text.isascii()
-    assert "Device memory per rank vs step" in text and "+" in text and "|" in text
+    assert re.search(r"(Device|Host) memory per (rank|worker) vs step", text) and "+" in text and "|" in text
 
 
 def test_chart_draws_knee_fit_and_capacity():
@@ -53,7 +55,7 @@ def test_chart_marks_sentinel_ranks_in_the_loss_panel():
 
 
 def test_colour_chart_keeps_the_terminal_background():
-    chart = render_chart(sample_report(SAMPLE_LOGS[0]), colour=True)
+    chart = render_chart(sample_report(TORCHTITAN_LEAK), colour=True)
     assert "\x1b[38;5;" in chart
     assert "\x1b[48;5;" not in chart
 
@@ -89,7 +91,7 @@ def test_ascii_only_follows_the_stdout_encoding(monkeypatch):
 
 
 def test_no_color_run_has_no_escape_codes_and_force_color_has(monkeypatch):
-    log = str(SAMPLE_LOGS[0])
+    log = str(TORCHTITAN_LEAK)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert ESC not in runner.invoke(app, ["analyze", log]).stdout
@@ -99,7 +101,7 @@ def test_no_color_run_has_no_escape_codes_and_force_color_has(monkeypatch):
 
 
 def test_a_chart_renders_in_a_non_tty_run_and_no_chart_drops_it():
-    log = str(SAMPLE_LOGS[0])
+    log = str(TORCHTITAN_LEAK)
     piped = runner.invoke(app, ["analyze", log]).stdout
     assert "Device memory per rank vs step" in piped
     assert "Device memory per rank vs step" not in runner.invoke(app, ["analyze", log, "--no-chart"]).stdout
@@ -113,7 +115,7 @@ def _imports_plotext(*args: str) -> bool:
 
 
 def test_plotext_is_imported_only_when_a_chart_is_drawn():
-    log = str(SAMPLE_LOGS[0])
+    log = str(TORCHTITAN_LEAK)
     assert not _imports_plotext("analyze", log, "-o", "json")
     assert not _imports_plotext("analyze", log, "--no-chart")
     assert _imports_plotext("analyze", log)
@@ -143,12 +145,13 @@ def test_nice_ticks_are_whole_steps_including_the_ends():
         assert ticks == sorted(set(ticks)) and ticks[0] == low and ticks[-1] == high
 
 
-def test_thinning_keeps_peaks():
-    points = [(i, 1.0) for i in range(10_000)]
-    points[5_000] = (5_000, 99.0)
-    steps, values = _thin(points, 400)
-    assert len(steps) <= 400 and 99.0 in values and steps == sorted(steps)
-    assert all(math.isfinite(v) for v in values)
+def test_thinning_keeps_peaks_and_drops_non_finite():
+    values = [1.0] * 10_000
+    values[5_000], values[7_000] = 99.0, math.nan
+    view = SeriesView("device", "rank0", 0, "mem_reserved_gib", list(range(10_000)), values)
+    steps, kept = _finite_points(view, 100)
+    assert len(steps) <= 400 and 99.0 in kept and steps == sorted(steps) and 5_000 in steps
+    assert all(math.isfinite(v) for v in kept)
 
 
 def test_a_non_utf8_stdout_gets_ascii_text_and_utf8_data():

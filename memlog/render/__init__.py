@@ -39,6 +39,33 @@ _ASCII = str.maketrans(
 )  # fmt: skip
 
 
+def buckets(steps: list[int] | None, values: list[float], count: int):
+    """The finite points of one series cut into at most `count` runs of consecutive points, for
+    display: per bucket the lowest and highest point (with their steps), the mean, the first and
+    last value. Vectorised, so a million-step series costs milliseconds. Without `steps`, the
+    point's position stands in."""
+    import polars as pl
+
+    frame = pl.DataFrame({"value": values}, schema={"value": pl.Float64})
+    frame = frame.with_columns(step=pl.Series(steps, dtype=pl.Int64) if steps is not None else pl.int_range(pl.len()))
+    frame = frame.filter(pl.col("value").is_finite())
+    size = max(1, -(-frame.height // max(count, 1)))
+    return (
+        frame.with_row_index("i")
+        .group_by((pl.col("i") // size).alias("bucket"), maintain_order=True)
+        .agg(
+            low_step=pl.col("step").get(pl.col("value").arg_min()),
+            low=pl.col("value").min(),
+            high_step=pl.col("step").get(pl.col("value").arg_max()),
+            high=pl.col("value").max(),
+            mean=pl.col("value").mean(),
+            first=pl.col("value").first(),
+            last=pl.col("value").last(),
+        )
+        .sort("bucket")
+    )
+
+
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from memlog.render import ascii_text, safe
+from memlog.render import ascii_text, buckets, safe
 from memlog.report import Report, SeriesView
 from memlog.rulekit import workers_phrase
 
@@ -79,6 +79,7 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
     def marker(symbol: str, colour_code: int):
         return plt.marker(symbol, pixel=colour_code) if colour else symbol
 
+    points = {id(view): _finite_points(view, width) for view in drawn}
     fits = [v for v in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step]
     for view in fits:  # first, so the data is drawn over them
         xs = [view.fit.from_step, view.fit.to_step]
@@ -86,7 +87,7 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
 
     sentinel_views = [v for v in drawn if v.label in sentinel]
     for i, view in enumerate(v for v in drawn if v.label not in sentinel):
-        steps, values = _finite_points(view, width)
+        steps, values = points[id(view)]
         if not steps:
             continue
         code = COLOURS[i % len(COLOURS)]
@@ -94,7 +95,7 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
         fig.draw(fig.signal(steps, values, marker=marker(symbol, code)).lines())
         legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, safe(view.label)))
     for view in sentinel_views:
-        steps, values = _finite_points(view, width)
+        steps, values = points[id(view)]
         fig.draw(fig.signal(steps, values, marker=marker(SENTINEL_MARKER, 244)))
     if sentinel_views:
         value = sentinel_views[0].values[0] if sentinel_views[0].values else -1
@@ -109,14 +110,14 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
         fig.line(knee, "v", style="dotted", pixel=ANNOTATION_COLOUR if colour else None)
     if knees:
         legend.append(("┊", ANNOTATION_COLOUR, f"warmup knee at step {', '.join(map(str, knees))}"))
-    highest = max((v for view in drawn for v in view.values if math.isfinite(v)), default=0)
+    highest = max((max(values) for _, values in points.values() if values), default=0)
     if capacity and highest >= CAPACITY_IN_VIEW * capacity:
         fig.line(capacity, "h", style="heavy", pixel=ANNOTATION_COLOUR if colour else None)
         legend.append(("━", ANNOTATION_COLOUR, f"capacity {capacity:g} GiB"))
     elif capacity:
         legend.append(("↑", None, f"capacity {capacity:g} GiB, far above the chart"))
 
-    all_steps = [s for v in drawn for s in v.steps]
+    all_steps = [s for steps, _ in points.values() for s in steps[:1] + steps[-1:]]
     if all_steps:
         ticks = _nice_ticks(min(all_steps), max(all_steps))
         fig.ruler("x").ticks(ticks, [f"{t:,}" for t in ticks])
@@ -155,21 +156,13 @@ def _plain(text: str) -> str:
 
 
 def _finite_points(view: SeriesView, width: int) -> tuple[list[int], list[float]]:
-    points = [(s, v) for s, v in zip(view.steps, view.values) if math.isfinite(v)]
-    return _thin(points, 4 * width)
-
-
-def _thin(points: list[tuple[int, float]], max_points: int) -> tuple[list[int], list[float]]:
-    """At most about `max_points`, keeping each bucket's lowest and highest point (peaks stay visible)."""
-    if len(points) > max_points:
-        size = math.ceil(len(points) / (max_points // 2))
-        kept = []
-        for i in range(0, len(points), size):
-            bucket = points[i : i + size]
-            low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
-            kept += sorted({low, high})
-        points = kept
-    return [s for s, _ in points], [v for _, v in points]
+    """At most about 4 x width points, keeping each bucket's lowest and highest (peaks stay visible)."""
+    points: set[tuple[int, float]] = set()
+    for row in buckets(view.steps, view.values, 2 * width).iter_rows(named=True):
+        points.add((row["low_step"], row["low"]))
+        points.add((row["high_step"], row["high"]))
+    ordered = sorted(points)
+    return [s for s, _ in ordered], [v for _, v in ordered]
 
 
 def _nice_ticks(low: int, high: int, count: int = 7) -> list[int]:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render import VERDICT_TEXT, by_severity, evidence_summary, safe
+from memlog.render import VERDICT_TEXT, buckets, by_severity, evidence_summary, safe
 from memlog.report import Report, SeriesView
 from memlog.rulekit import workers_phrase
 
@@ -140,17 +140,17 @@ def _charts(report: Report) -> str:
 
 def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> list[str]:
     real = [v for v in views if v.label not in sentinel]
-    finite = [x for v in real for x in v.values if math.isfinite(x)]
-    low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
-    width = max((len(v.label) for v in views[:MAX_SPARK_ROWS]), default=0)
+    shown = [(v, buckets(None, v.values, SPARK_WIDTH)) for v in real[:MAX_SPARK_ROWS]]
+    shown = [(v, b) for v, b in shown if b.height]
+    low = min((b["low"].min() for _, b in shown), default=0.0)
+    high = max((b["high"].max() for _, b in shown), default=0.0)
+    width = max((len(v.label) for v, _ in shown), default=0)
     rows = []
-    for view in real[:MAX_SPARK_ROWS]:
-        values = [x for x in view.values if math.isfinite(x)]
-        if not values:
-            continue
-        marks = _sparkline(values, low, high, peaks)
+    for view, bucket in shown:
+        marks = _sparkline(bucket["high" if peaks else "mean"].to_list(), low, high)
+        first, last = bucket["first"][0], bucket["last"][-1]
+        first, last = (f"{first:.2f}", f"{last:.2f}") if view.metric.endswith("_gib") else (_num(first), _num(last))
         knee = f"  knee at step {view.knee_step}" if view.knee_step is not None else ""
-        first, last = (f"{values[0]:.2f}", f"{values[-1]:.2f}") if view.metric.endswith("_gib") else (_num(values[0]), _num(values[-1]))
         rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last}{knee}")
     if len(real) > MAX_SPARK_ROWS:
         rows.append(f"… and {len(real) - MAX_SPARK_ROWS} more")
@@ -161,11 +161,8 @@ def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> lis
     return rows
 
 
-def _sparkline(values: list[float], low: float, high: float, peaks: bool) -> str:
-    """At most SPARK_WIDTH marks; a bucket shows its highest value for memory (peaks matter), its mean otherwise."""
-    size = math.ceil(len(values) / SPARK_WIDTH)
-    buckets = [values[i : i + size] for i in range(0, len(values), size)]
-    points = [max(b) if peaks else sum(b) / len(b) for b in buckets]
+def _sparkline(points: list[float], low: float, high: float) -> str:
+    """One mark per bucket: its highest value for memory (peaks matter), its mean otherwise."""
     span = high - low
     if span <= 0:
         return SPARK[3] * len(points)
