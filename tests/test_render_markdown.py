@@ -128,3 +128,13 @@ def test_cli_markdown_names_the_command(tmp_path):
     result = runner.invoke(app, ["analyze", str(log), "-o", "markdown", "--fail-on", "warning"])
     assert result.exit_code == 0
     assert f"memlog analyze {log} -o markdown --fail-on warning" in result.stdout
+
+
+def test_from_stdin_the_parsed_event_lines_stand_in(tmp_path):
+    """stdin cannot be read twice: the OOM line (an event, whose text the parse kept) is still quoted."""
+    lines = torchtitan_lines({0: [20 + 2 * i for i in range(10)]}, capacity=79.11)
+    oom = "[rank0]:[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free."
+    result = runner.invoke(app, ["analyze", "-", "-o", "markdown"], input="\n".join(lines + [oom]) + "\n")
+    assert result.exit_code == 1
+    assert f"{len(lines) + 1}  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in result.stdout
+    assert "memlog analyze - -o markdown" in result.stdout

@@ -165,3 +165,16 @@ def test_a_non_utf8_stdout_gets_ascii_text_and_utf8_data():
     assert text.returncode == 1 and text.stdout.isascii() and b"Device memory per rank" in text.stdout
     data = run("-o", "json")
     assert data.returncode == 1 and json.loads(data.stdout.decode("utf-8"))["verdict"] == "leak"
+
+
+def test_long_worker_names_do_not_widen_the_chart():
+    report = sample_report(TORCHTITAN_LEAK)
+    saved = [view.label for view in report.series]
+    try:
+        for view in report.series:
+            view.label = "WorkerDict pid=123456, ip=10.0.0.1 " * 5 + view.label
+        chart = render_chart(report)
+    finally:
+        for view, label in zip(report.series, saved):
+            view.label = label
+    assert max(len(line) for line in chart.splitlines()) <= 100

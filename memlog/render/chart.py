@@ -142,6 +142,8 @@ def _title(subject: str, views: list[SeriesView], colour: bool) -> str:
 def _legend(entries: list[tuple[str, int | None, str]], width: int, colour: bool) -> list[str]:
     lines, current = [], ""
     for symbol, code, text in entries:
+        if len(text) > width - 6:  # one entry never overflows the chart's width
+            text = text[: width - 7] + "…"
         item = f"{symbol} {text}"
         shown = f"\x1b[38;5;{code}m{symbol}\x1b[0m {text}" if colour and code is not None else item
         if current and len(_plain(current)) + 3 + len(item) > width:
