@@ -45,6 +45,9 @@ def parse_sources(
             events += matches.events
             if progress is not None:
                 progress(source)
+        last = parser.finish_source()  # blocks still open at the end of the file
+        records += last.records
+        events += last.events
         if records:
             record_frames.append(source_frame(source.name, records))
         if events:

@@ -51,6 +51,11 @@ def find_capacity(tables: Tables, device_override: float | None = None) -> Capac
             )["cap"].drop_nulls()
             if len(both):
                 cap.device_gib, cap.device_from = round(float(both.median()), 2), "memory percentage in the step lines"
+        if cap.device_gib is None and "mem_capacity_gib" in tables.records.columns:
+            # verl's `device memory used/total (GB): U/T`, EasyR1's `X GB / Y GB.`: the whole device.
+            totals = tables.records["mem_capacity_gib"].drop_nulls()
+            if len(totals):
+                cap.device_gib, cap.device_from = float(totals.max()), "device total in the memory lines"
     host_totals = [float(e.detail["host_total_gib"]) for e in tables.events if "host_total_gib" in e.detail]
     if host_totals:
         cap.host_gib, cap.host_from = max(host_totals), "node memory total in the OOM message"

@@ -23,6 +23,7 @@ import yaml
 from memlog.columns import ALL_VALUE_COLUMNS, is_known_column
 from memlog.content import content_dir
 from memlog.errors import FormatSpecError
+from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 
 # Named groups a record pattern may use besides the canonical value columns.
 RECORD_KEYS = ("step",)
@@ -58,6 +59,8 @@ class LinePattern:
     # Lines with no step of their own (DeepSpeed's see_memory_usage) take the step of the
     # nearest earlier step-bearing line of the same worker (tables.build_records).
     inherit_step: bool = False
+    # Event patterns: lines below the matched one that belong to its message (memlog/multiline.py).
+    continuation: Continuation | None = None
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -104,6 +107,7 @@ class FormatSpec:
     records: tuple[LinePattern, ...]
     events: tuple[LinePattern, ...]
     samples: tuple[dict[str, Any], ...]
+    block_parser: BlockParserSpec | None = None  # Python escape hatch for multi-line blocks
 
     @property
     def patterns(self) -> tuple[LinePattern, ...]:
@@ -111,7 +115,7 @@ class FormatSpec:
 
     @property
     def literals(self) -> set[str]:
-        return {p.literal for p in self.patterns}
+        return {p.literal for p in self.patterns} | set(self.block_parser.start_literals if self.block_parser else ())
 
 
 def _group_names(regex_: str) -> tuple[str, ...]:
@@ -136,6 +140,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         units=dict(raw.get("units") or {}),
         fields=tuple(raw.get("fields") or ()),
         inherit_step=bool(raw.get("inherit_step", False)),
+        continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
     )
     try:
         for regex_ in (pattern.regex, *pattern.fields):
@@ -175,6 +180,7 @@ def load_spec(path: Path) -> FormatSpec:
         records=tuple(_pattern(path, r, "records") for r in raw.get("records") or ()),
         events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
         samples=tuple(raw.get("samples") or ()),
+        block_parser=load_block_parser(path, raw["block_parser"]) if raw.get("block_parser") else None,
     )
     return spec
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
+from memlog.multiline import BlockFeeder, Continuations
 from memlog.unwrap import Unwrapper
 
 
@@ -29,23 +30,53 @@ class ChunkParser:
         self.specs = list(specs)
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs))
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals})
+        self.start_source()
+
+    def start_source(self) -> None:
+        """Multi-line state (open blocks, unfinished continuations) belongs to one source."""
+        self.blocks = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
+        self.continuations = Continuations()
+
+    def finish_source(self) -> Matches:
+        """The end of a source: blocks still open and events still reading continuation lines."""
+        records = [frame for _, feeder in self.blocks if (frame := feeder.finish()) is not None]
+        events = _event_frame(self.continuations.finish())
+        self.start_source()
+        return Matches(records, events)
 
     def __call__(self, lines: pl.DataFrame) -> Matches:
+        lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
         candidates = lines.filter(pl.col("text").str.contains_any(self.literals)) if self.literals else lines.clear()
+        carried = self._multiline(lines, candidates)
         if candidates.is_empty():
-            return Matches([], [])
+            return carried
         unwrapped = self.unwrap(candidates)
         records, events = [], []
         for spec in self.specs:
             for pattern in spec.records:
                 hits = pattern.extract(unwrapped)
                 if not hits.is_empty():
-                    records.append(hits.drop("text").with_columns(format=pl.lit(spec.name), kind=pl.lit(pattern.kind)))
+                    records.append(hits.drop("text", "_row").with_columns(format=pl.lit(spec.name), kind=pl.lit(pattern.kind)))
             for pattern in spec.events:
                 hits = pattern.extract(unwrapped)
-                if not hits.is_empty():
+                if not hits.is_empty() and pattern.continuation is None:
                     events.append(_event_rows(hits, spec, pattern))
-        return Matches(records, events)
+                elif not hits.is_empty():
+                    rows = _event_rows(hits, spec, pattern).with_columns(hits["_row"])
+                    events += _event_frame(self.continuations.add(rows, pattern.continuation, lines, self.unwrap))
+        return Matches(records + carried.records, events + carried.events)
+
+    def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame) -> Matches:
+        """Block parsers' records from the rows near their start lines, and the events of earlier
+        chunks whose continuation lines this chunk completes (memlog/multiline.py)."""
+        records = []
+        for spec, feeder in self.blocks:
+            starts = candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
+            frame = feeder.feed(lines, starts, self.unwrap)
+            if frame is not None:
+                records.append(frame)
+        return Matches(records, _event_frame(self.continuations.resume(lines, self.unwrap)))
+
 
 
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
@@ -64,12 +95,26 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
     )
 
 
+EVENT_COLUMNS = {"line_no": pl.Int64, "text": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
+                 "rank": pl.Int64, "ts": pl.String, "detail": pl.String, "format": pl.String, "kind": pl.String}
+
+
+def _event_frame(rows: list[dict]) -> list[pl.DataFrame]:
+    """Events completed in Python (continuations) as a frame shaped like _event_rows' output."""
+    return [pl.DataFrame([{k: r[k] for k in EVENT_COLUMNS} for r in rows], schema=EVENT_COLUMNS)] if rows else []
+
+
 def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list[dict]]:
-    """Records and events that one raw line yields: for spec samples, tests and `formats check`."""
+    """Records and events that one raw line yields: for spec samples, tests and `formats check`.
+    A sample of a multi-line format (a block, an event with continuation lines) holds `\n`s."""
     import json
 
     specs = list(specs)
-    matches = ChunkParser(specs)(pl.DataFrame({"line_no": [1], "text": [line]}))
+    parser = ChunkParser(specs)
+    texts = [piece for physical in line.split("\n") for piece in physical.split("\r")]  # as reading.py does
+    first = parser(pl.DataFrame({"line_no": list(range(1, len(texts) + 1)), "text": texts}))
+    last = parser.finish_source()
+    matches = Matches(first.records + last.records, first.events + last.events)
     records = [row for frame in matches.records for row in frame.iter_rows(named=True)]
     events = []
     for frame in matches.events:

@@ -108,7 +108,11 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
         frame = frame.with_columns(step=pl.lit(None, dtype=pl.Int64))
     # Lines without a step of their own belong to the step the worker logged last (or, before
     # its first step line, to the first one).
-    frame = frame.with_columns(pl.col("step").forward_fill().backward_fill().over("source", "worker"))
+    # A worker that never logs a step itself (a Ray WorkerDict, whose steps the driver-side
+    # TaskRunner prints) takes the step the source logged last, from any worker.
+    own = pl.col("step").forward_fill().backward_fill().over("source", "worker")
+    shared = pl.col("step").forward_fill().backward_fill().over("source")
+    frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
     frame = frame.filter(pl.col("step").is_not_null())
     keys = ["source", "worker", "kind"]
     frame = frame.with_columns(
@@ -132,6 +136,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
         return [], {}
     frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
     steps = _steps_by_worker(records)
+    by_pid = _workers_by_pid(records, frame)
     events: list[Event] = []
     dropped: dict[str, int] = {}
     kept: dict[str, int] = {}
@@ -142,21 +147,49 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
             continue
         kept[kind] = kept.get(kind, 0) + 1
         detail = json.loads(row["detail"]) if row["detail"] else {}
+        worker = _concerned_worker(row, detail, by_pid)
         events.append(
             Event(
                 kind=kind,
                 source=row["source"],
                 line_no=row["line_no"],
-                worker=row["worker"],
+                worker=worker,
                 rank=row["rank"],
                 format=row["format"],
                 text=row["text"][:EVENT_TEXT_CHARS],
                 ts=row["ts"],
                 detail={k: v for k, v in detail.items() if v is not None},
+                # The step context is the printer's (the raylet, the driver: any worker of the source).
                 after_step=_last_step_before(steps, row["source"], row["worker"], row["line_no"]),
             )
         )
     return events, dropped
+
+
+def _workers_by_pid(*frames: pl.DataFrame) -> dict[tuple[str, int], str]:
+    """(source, pid) -> the worker label its Ray-prefixed lines carry."""
+    table: dict[tuple[str, int], str] = {}
+    for frame in frames:
+        if frame.is_empty() or "pid" not in frame.columns:
+            continue
+        rows = frame.filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True)
+        for source, pid, worker in rows.iter_rows():
+            table.setdefault((source, pid), worker)
+    return table
+
+
+def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[tuple[str, int], str]) -> str:
+    """An event about another process belongs to that process: Ray's memory-monitor message and its
+    worker-death notice name the killed worker's pid (`worker_pid`), while their lines come from the
+    raylet or the driver's traceback. Named as that worker's own lines name it, else as Ray would."""
+    pid = str(detail.get("worker_pid") or "")
+    if not pid.isdigit():
+        return row["worker"]
+    if (row["source"], int(pid)) in by_pid:
+        return by_pid[(row["source"], int(pid))]
+    name = str(detail.get("worker_name") or "")  # `1HsG1ZWorkerDict_0:0:WorkerDict.__init__` -> WorkerDict
+    name = name.rsplit(":", 1)[-1].split(".")[0]
+    return f"{name} pid={pid}" if name else f"pid={pid}"
 
 
 def _steps_by_worker(records: pl.DataFrame) -> dict[tuple[str, str], tuple[list[int], list[int]]]:

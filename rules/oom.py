@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
 
 
@@ -13,7 +15,7 @@ def check(ctx, t) -> list[Finding]:
     # (torchrun's ChildFailedError block), so an identical message counts once.
     first_per_worker, seen_messages = {}, set()
     for event in ooms:
-        message = (event.source, tuple(sorted(event.detail.items())))
+        message = (event.source, json.dumps(event.detail, sort_keys=True))  # detail may hold lists (Ray's top-10 table)
         if message in seen_messages and event.rank is None:
             continue
         seen_messages.add(message)

@@ -3,14 +3,18 @@
     python scripts/readme_examples.py          # rewrite the block between the markers
     python scripts/readme_examples.py --check  # exit 1 if the README is not current (tests run this)
 
-The block sits at the end of README.md between `<!-- BEGIN examples -->` and `<!-- END examples -->`;
-everything outside the markers is left alone. Output is produced in-process with colour off, from
+The block sits at the end of README.md between `<!-- BEGIN examples -->` and `<!-- END examples -->`.
+Smaller blocks elsewhere, `<!-- BEGIN output: memlog ARGS -->` ... `<!-- END output -->` (the
+quick-start output at the top), are refilled with the output of that command. Everything outside
+the markers is left alone. Output is produced in-process with colour off, from
 the repository root, so paths in it are the relative ones a reader would type.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,11 +127,26 @@ def examples() -> str:
 
 
 def updated_readme(current: str, block: str) -> str:
+    current = refilled_output_blocks(current)
     if BEGIN in current and END in current:
         before = current[: current.index(BEGIN)]
         after = current[current.index(END) + len(END) :].lstrip("\n")
         return before + block + after
     return current.rstrip("\n") + "\n\n" + block
+
+
+OUTPUT_BLOCK = re.compile(r"(<!-- BEGIN output: memlog (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- END output -->)", re.S)
+
+
+def refilled_output_blocks(current: str) -> str:
+    """Each `BEGIN output: memlog ARGS` block holds exactly what that command prints."""
+
+    def refill(match: re.Match) -> str:
+        with _plain_environment():
+            output, _ = run(*shlex.split(match.group("args")))
+        return match.group(1) + fence(output, "") + "\n" + match.group(4)
+
+    return OUTPUT_BLOCK.sub(refill, current)
 
 
 def main(argv: list[str]) -> int:

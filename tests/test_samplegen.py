@@ -17,6 +17,10 @@ RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 
 SAMPLES = build_all()
 IDS = [s.path for s in SAMPLES]
+# The checks below that re-read torchtitan's step lines apply to the torchtitan samples only;
+# other formats' generators are checked against memlog's parse in tests/test_parsers_*.py.
+TITAN = [s for s in SAMPLES if s.path.startswith("torchtitan/")]
+TITAN_IDS = [s.path for s in TITAN]
 
 # A substring every line carrying an event of that kind contains.
 EVENT_MARKERS = {
@@ -60,17 +64,18 @@ def test_write_all_keeps_bytes_exactly(tmp_path):
         data = (tmp_path / sample.path).read_bytes()
         assert data == sample.text.encode("utf-8")
     assert any(b"\r" in (tmp_path / s.path).read_bytes() for s in SAMPLES)
-    assert all(b"\x1b[" in (tmp_path / s.path).read_bytes() for s in SAMPLES)
+    assert all(b"\x1b[" in (tmp_path / s.path).read_bytes() for s in TITAN)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=IDS)
 def test_sample_is_small_and_described(sample):
     assert len(sample.text.encode("utf-8")) < 300_000
     assert sample.description.endswith(".") and "\n" not in sample.description
-    assert sample.truth.capacity_gib == 79.11
+    if sample in TITAN:
+        assert sample.truth.capacity_gib == 79.11
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=IDS)
+@pytest.mark.parametrize("sample", TITAN, ids=TITAN_IDS)
 def test_record_count_matches_step_lines(sample):
     lines = [ANSI.sub("", line) for line in physical_lines(sample.text)]
     train_lines = [line for line in lines if "step:" in line and "validate step:" not in line]
@@ -80,7 +85,7 @@ def test_record_count_matches_step_lines(sample):
     assert kinds.count("validate") == len(validate_lines)
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=IDS)
+@pytest.mark.parametrize("sample", TITAN, ids=TITAN_IDS)
 def test_records_agree_with_the_text_in_order(sample):
     """Re-read rank, step, loss and memory from each step line with a simple regex."""
     step_re = re.compile(r"(validate )?step:\s*(\d+)\s+loss:\s*(-?[\d.]+).*?memory:\s*([\d.]+)GiB\(([\d.]+)%\)")
@@ -102,7 +107,7 @@ def test_records_agree_with_the_text_in_order(sample):
     assert records == parsed
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=IDS)
+@pytest.mark.parametrize("sample", TITAN, ids=TITAN_IDS)
 def test_memory_percent_is_of_capacity(sample):
     cap = sample.truth.capacity_gib
     for r in sample.truth.records:
@@ -110,7 +115,7 @@ def test_memory_percent_is_of_capacity(sample):
         assert abs(r["mem_peak_reserved_pct"] - 100 * r["mem_peak_reserved_gib"] / cap) < 0.012, r
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=IDS)
+@pytest.mark.parametrize("sample", TITAN, ids=TITAN_IDS)
 def test_events_point_at_their_lines(sample):
     lines = physical_lines(sample.text)
     for ev in sample.truth.events:
@@ -128,7 +133,7 @@ def test_events_point_at_their_lines(sample):
 def test_only_known_event_kinds_and_record_keys():
     allowed = {"rank", "step", "kind", "loss", "grad_norm", "mem_peak_reserved_gib",
                "mem_peak_reserved_pct", "tps", "tflops", "mfu_pct"}
-    for sample in SAMPLES:
+    for sample in TITAN:
         for r in sample.truth.records:
             assert set(r) <= allowed, r
             assert isinstance(r["tps"], int)

@@ -1,0 +1,123 @@
+"""Block parser for EasyR1's console logger: one YAML block per step (log-formats.md §4.2).
+
+    (Runner pid=5121) Step 3
+    (Runner pid=5121) actor:
+    (Runner pid=5121)   pg_loss: -0.012
+    (Runner pid=5121) perf:
+    (Runner pid=5121)   cpu_memory_used_gb: 212.77
+
+`print(f"Step {step}\\n" + yaml.dump(unflatten_dict(metrics), indent=2))`: keys sorted, `/` in a
+metric name turned into nesting (2 spaces a level), floats rounded to 3 decimals or in `1.0e-06`
+style, and under Ray every line carries its own `(Runner pid=N)` prefix. A worker's block is its
+`Step N` line and the `key: value` lines that worker prints right after it; other workers' lines
+may come in between and are not part of it. The block ends at that worker's first other line
+(or a line indented wrongly), its next `Step N`, or where the engine stops feeding rows
+(`window_start`: rows the parser did not see).
+
+The engine (memlog/multiline.py) feeds the unwrapped rows within `max_lines` after each line
+holding the start literal, chunk by chunk. Everything here is polars expressions over those rows:
+blocks are runs of one worker's key lines after its `Step N`, a key's path is rebuilt from the
+nearest earlier key one level up (YAML's own rule), and blocks that may go on in the next chunk are
+held back and parsed again with it.
+
+Options (from the spec's `block_parser:`):
+  start_literal  literal every block's first line holds ("Step ")
+  start          regex of the first line after unwrapping, group 1 is the step
+  metrics        metric path (`perf/cpu_memory_used_gb`) -> canonical column
+  max_lines      rows after a start line that may still belong to its block
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+# `key:` or `key: value`, with the indentation that says how deep the key is.
+KEY_LINE = r"^(?P<indent> *)(?P<key>[\w@()./-]+):(?: (?P<value>.*))?$"
+WORKER = ["actor", "pid", "ip", "rank"]
+PARTS = ["line_no", "ts", *WORKER, "window_start", "step", "indent", "key", "value"]
+YAML_SPECIAL = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
+
+
+def yaml_number(text: pl.Expr) -> pl.Expr:
+    """A YAML scalar as PyYAML prints a number (`0.532`, `1.0e-06`, `12`, `!!float nan`), else null."""
+    plain = text.str.strip_chars().str.strip_prefix("!!float ").str.strip_chars("'\"").str.to_lowercase()
+    return plain.replace(YAML_SPECIAL).cast(pl.Float64, strict=False)
+
+
+class YamlStepBlocks:
+    def __init__(self, options: dict[str, Any]):
+        self.start_literals = (str(options.get("start_literal", "Step ")),)
+        self.start = str(options.get("start", r"^Step (\d+)$"))
+        self.metrics = {str(k): str(v) for k, v in (options.get("metrics") or {}).items()}
+        self.columns = tuple(dict.fromkeys(self.metrics.values()))
+        self.max_lines = int(options.get("max_lines", 400))
+        self.held: pl.DataFrame | None = None  # rows of blocks that may go on in the next chunk
+
+    def feed(self, rows: pl.DataFrame) -> list[dict[str, Any]]:
+        parts = rows.select(
+            "line_no", "ts", *WORKER, "window_start",
+            step=pl.col("text").str.extract(self.start, 1).cast(pl.Int64, strict=False),
+            line=pl.col("text").str.extract_groups(KEY_LINE),
+        ).unnest("line")
+        return self._blocks(parts, final=False)
+
+    def finish(self) -> list[dict[str, Any]]:
+        return self._blocks(None, final=True)
+
+    def _blocks(self, parts: pl.DataFrame | None, final: bool) -> list[dict[str, Any]]:
+        frames = [f for f in (self.held, parts) if f is not None]
+        self.held = None
+        if not frames:
+            return []
+        frame = pl.concat([f.select(PARTS) for f in frames], how="vertical_relaxed")
+        window = [*WORKER, "_win"]
+        is_key = pl.col("key").is_not_null()
+        depth = pl.when(is_key).then(pl.col("indent").str.len_chars()).otherwise(-2)
+        frame = frame.with_columns(_win=pl.col("window_start").cum_sum(), _depth=depth // 2, _odd=depth % 2 == 1)
+        # A worker's segment starts at each of its lines that is no key line: alive when that line
+        # is a `Step N`. A key line deeper than one below the line before it ends the segment too.
+        segment = (~is_key).cum_sum().over(window).alias("_seg")
+        frame = frame.with_columns(segment)
+        skipped = pl.col("_depth") > pl.col("_depth").shift(1).over([*window, "_seg"]) + 1
+        frame = frame.with_columns(_seg=(~is_key | pl.col("_odd") | skipped.fill_null(False)).cum_sum().over(window))
+        block = [*window, "_seg"]
+        # Each worker's last segment in the last window may go on in the next chunk.
+        last = (pl.col("_win") == pl.col("_win").max()) & (pl.col("_seg") == pl.col("_seg").max().over(window))
+        frame = frame.with_columns(_step=pl.col("step").first().over(block), _hold=last & pl.lit(not final))
+        frame = frame.filter(pl.col("_step").is_not_null())
+        held = frame.filter(pl.col("_hold")).select(PARTS).with_columns(window_start=pl.lit(False))
+        self.held = None if held.is_empty() else held
+        frame = frame.filter(~pl.col("_hold"))
+        if frame.is_empty():
+            return []
+        heads = frame.filter(pl.col("step").is_not_null()).select(*block, "line_no", "ts", "step")
+        values = self._values(frame, block)
+        records = heads.join(values, on=block, how="left", nulls_equal=True) if values is not None else heads
+        return records.drop("_win", "_seg").to_dicts()
+
+    def _values(self, frame: pl.DataFrame, block: list[str]) -> pl.DataFrame | None:
+        """The mapped metrics of each block, one column each (the last reading if a key repeats)."""
+        keys = frame.filter(pl.col("key").is_not_null())
+        if keys.is_empty() or not self.metrics:
+            return None
+        deepest = int(keys["_depth"].max())
+        ancestors = [pl.when(pl.col("_depth") == level).then(pl.col("key")).forward_fill().over(block) for level in range(deepest)]
+        keys = keys.with_columns(*(a.alias(f"_k{i}") for i, a in enumerate(ancestors)))
+        path = pl.col("key")
+        for level in range(1, deepest + 1):
+            path = pl.when(pl.col("_depth") == level).then(
+                pl.concat_str([*(pl.col(f"_k{i}") for i in range(level)), pl.col("key")], separator="/")
+            ).otherwise(path)
+        keys = keys.with_columns(_path=path).filter(pl.col("_path").is_in(list(self.metrics)))
+        if keys.is_empty():
+            return None
+        keys = keys.with_columns(_column=pl.col("_path").replace_strict(self.metrics), _value=yaml_number(pl.col("value")))
+        return keys.group_by(block).agg(
+            pl.col("_value").filter(pl.col("_column") == column).drop_nulls().last().alias(column) for column in self.columns
+        )
+
+
+def create(options: dict[str, Any]) -> YamlStepBlocks:
+    return YamlStepBlocks(options)
