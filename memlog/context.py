@@ -76,8 +76,26 @@ class Context:
         return series.key.label(self.many_sources)
 
     def series(self, column: str, kind: str = "train") -> list[Series]:
-        cap = self.capacity.device_gib if column in MEMORY_COLUMNS and not MEMORY_COLUMNS[column].is_host else None
+        cap = None
+        if column in MEMORY_COLUMNS:
+            cap = self.capacity.host_gib if MEMORY_COLUMNS[column].is_host else self.capacity.device_gib
         return build_series(self.tables.records, column, cap, kind)
+
+    def capacity_of(self, series: Series) -> tuple[float | None, str | None]:
+        """The capacity a memory series runs into (device or host), and where the number came from."""
+        if series.memory and series.memory.is_host:
+            return self.capacity.host_gib, self.capacity.host_from
+        return self.capacity.device_gib, self.capacity.device_from
+
+    @functools.cached_property
+    def versions(self) -> dict[str, str]:
+        """Framework (lower case) -> version, from `version` events (detail `framework`, `version`)."""
+        found: dict[str, str] = {}
+        for event in self.tables.events_of("version"):
+            framework, version = event.detail.get("framework"), event.detail.get("version")
+            if isinstance(framework, str) and isinstance(version, str) and framework and version:
+                found.setdefault(framework.lower(), version)
+        return found
 
     @functools.cached_property
     def device_series(self) -> list[Series]:

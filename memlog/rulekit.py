@@ -10,7 +10,7 @@ plateau where no leak was found).
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,28 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Example:
+    """A worked example of a rule: what it shows, whether the rule fires on it, and the run itself.
+
+    The run is format-free data (tests render it as a log and check `fires`): per-rank memory at
+    each logged step (`memory`, torchtitan's peak-reserved reading), other canonical columns
+    (`columns`: column -> rank -> values), the loss per rank, the device capacity, and raw extra
+    log lines (`lines`, e.g. an OOM message)."""
+
+    text: str
+    fires: bool
+    memory: Mapping[int, Sequence[float]] = field(default_factory=dict)
+    steps: Sequence[int] | None = None
+    columns: Mapping[str, Mapping[int, Sequence[float]]] = field(default_factory=dict)
+    loss: Mapping[int, Sequence[float]] = field(default_factory=dict)
+    capacity_gib: float | None = None
+    lines: Sequence[str] = ()
+
+    def __str__(self) -> str:
+        return f"{'fires' if self.fires else 'silent'}: {self.text}"
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     severity: str
@@ -58,7 +80,7 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     check: Callable[..., list[Finding]]
     order: int = 50
-    examples: tuple[str, ...] = ()
+    examples: tuple[str | Example, ...] = ()
     path: Path | None = None
 
     def defaults(self) -> dict[str, float | int]:

@@ -45,6 +45,8 @@ __all__ = [
     "mann_kendall",
     "find_knee",
     "ols",
+    "ols_slope_interval",
+    "student_t_quantile",
     "robust_sigma",
     "median",
     "project_crossing",
@@ -283,6 +285,59 @@ def ols(x: Sequence[float], y: Sequence[float]) -> tuple[float, float] | None:
     slope_s = sxy / sxx
     intercept_s = my - slope_s * mx
     return _unscale(slope_s, ey - ex), _unscale(intercept_s, ey)
+
+
+def student_t_quantile(p: float, dof: int) -> float:
+    """Quantile of Student's t with ``dof`` degrees of freedom (no scipy).
+
+    Exact for 1 and 2 degrees of freedom; the Cornish-Fisher expansion in 1/dof
+    (Abramowitz & Stegun 26.7.5) above, within 0.1 % of the tables at dof >= 3
+    for the 95-99.5 % quantiles that confidence intervals use.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p!r}")
+    v = max(int(dof), 1)
+    if v == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if v == 2:
+        return (2 * p - 1) * math.sqrt(2.0 / (4 * p * (1 - p)))
+    z = NormalDist().inv_cdf(p)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
+def ols_slope_interval(
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """``(slope, low, high)`` of the OLS slope with its t-based confidence interval.
+
+    Why next to Theil-Sen: Sen's interval is unbounded for n <= 4, but "has the
+    rise stopped?" must be answerable from a plateau seen in 3-4 points after a
+    warmup jump. The t interval uses the residual scatter, so 3 flat points
+    bound the slope tightly while 3 points that happen to line up with noise
+    (1 degree of freedom, t = 12.7 at 95 %) do not. ``None`` when n < 3 or
+    all x are equal.
+    """
+    n = _check_same_length(x, y)
+    if n < 3:
+        return None
+    line = ols(x, y)
+    if line is None:
+        return None
+    slope, intercept = line
+    mx = math.fsum(x) / n
+    sxx = math.fsum((xi - mx) ** 2 for xi in x)
+    if not sxx > 0.0:
+        return None
+    residual = math.fsum((yi - intercept - slope * xi) ** 2 for xi, yi in zip(x, y))
+    se = math.sqrt(max(residual, 0.0) / (n - 2) / sxx)
+    half = student_t_quantile(0.5 + confidence / 2.0, n - 2) * se
+    return slope, slope - half, slope + half
 
 
 def _order_stat(sorted_vals: Sequence[float], rank: float, upper: bool) -> float:
@@ -707,8 +762,32 @@ def find_stairs(
     ey = _exponent(y)
     ys = _scaled(y, ey)
     d = _diffs(ys)
-    med = median(d)
-    threshold = max(jump_sigma * _step_noise(d), _REL_EPS)
+    found = _stairs(ys, d, median(d), max(jump_sigma * _step_noise(d), _REL_EPS), need)
+    if found is None and len(d) >= 4:
+        # Jumps at every second or third sample (EasyR1's host memory) are not a minority of
+        # the steps, so they inflate the median and MAD above. Measure the noise on the lower
+        # half of the steps instead, about zero (flat runs): for symmetric noise the median |d|
+        # of that half is the noise's own 0.674 sigma quantile.
+        # A noisy ramp also has many "large" steps, so here the jumps must also stand apart:
+        # the smallest at least 3x the largest step between them.
+        lower = sorted(d)[: len(d) // 2]
+        noise = _MAD_TO_SIGMA * median([abs(v) for v in lower])
+        threshold = max(jump_sigma * noise, _REL_EPS)
+        jumps = [v for v in d if v > threshold]
+        others = [abs(v) for v in d if v <= threshold]
+        if jumps and min(jumps) >= 3.0 * max(others, default=0.0):
+            found = _stairs(ys, d, 0.0, threshold, need)
+    if found is None:
+        return None
+    jumps, mean_jump, flat_sd = found
+    return Stairs(jumps=jumps, mean_jump=_unscale(mean_jump, ey), flat_sd=_unscale(flat_sd, ey))
+
+
+def _stairs(
+    ys: Sequence[float], d: Sequence[float], med: float, threshold: float, need: int
+) -> tuple[tuple[int, ...], float, float] | None:
+    """find_stairs on scaled values, for one noise threshold: (jumps, mean jump, flat SD) or None."""
+    n = len(ys)
     is_jump = [di > 0.0 and di - med > threshold for di in d]
     if not any(is_jump):
         return None
@@ -742,6 +821,10 @@ def find_stairs(
         run_len = median([float(len(r)) for r in runs])
         if abs(median(flat_steps)) * run_len > 0.5 * mean_jump:
             return None  # climbs (or falls) between the jumps: a ramp, not stairs
+    for r in runs:
+        half = len(r) // 2
+        if half >= 2 and abs(median(r[-half:]) - median(r[:half])) > 0.5 * mean_jump:
+            return None  # one run is a ramp (a saturating warmup cut at its steepest steps)
     if median(runs[-1]) - median(runs[0]) < 0.5 * math.fsum(sizes):
         return None  # the steps do not add up to a climb
     shifts = [(median(b) - median(a)) / size for a, b, size in zip(runs, runs[1:], sizes)]
@@ -756,9 +839,4 @@ def find_stairs(
             ss += math.fsum((v - m) * (v - m) for v in r)
             dof += len(r) - 1
     flat_sd = math.sqrt(ss / dof) if dof else 0.0
-
-    return Stairs(
-        jumps=tuple(b + 1 for _, b in spans),
-        mean_jump=_unscale(mean_jump, ey),
-        flat_sd=_unscale(flat_sd, ey),
-    )
+    return tuple(b + 1 for _, b in spans), mean_jump, flat_sd

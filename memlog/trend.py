@@ -1,24 +1,48 @@
-"""The shape of one memory series: warmup knee, then the tail's level, slope and trend.
+"""The shape of one memory series: warmup knee, then the tail's level, slope, trend and pattern.
 
-Every memory rule reads the same `Shape`, so a leak, a plateau and a stable run are judged from
-one split of the series into warmup and tail; the rules only differ in the gates they apply.
-The user-needs lesson behind this: fit the trend after a warm-up window, never from step 1,
-because the first steps always allocate (optimizer state, caches, allocator warm-up).
+Every memory rule reads the same `Shape`, so a leak, a plateau, a periodic retention and a stable
+run are judged from one split of the series into warmup and tail and one reading of the tail's
+pattern; the rules only differ in the gates they apply. The user-needs lessons behind this:
+
+- fit the trend after a warm-up window, never from step 1, because the first steps always
+  allocate (optimizer state, caches, allocator warm-up); a warmup ends where the rise has
+  demonstrably stopped, so a line that merely wobbles is never cut into "warmup + plateau";
+- a sawtooth (memory held until a flush, then released) is judged by its floors: floors that
+  rise are a leak underneath, floors that return to the same level are periodic retention;
+- stairs (host memory under offload, per-save ratchets) are a leak read as "+X every N steps";
+- a running maximum only goes up: a few new peaks that stop are a settled high-water mark, and
+  only a climb that goes on through the end of the log is growth.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 from memlog import stats
+from memlog.columns import Window
 from memlog.series import Series
 
-# A split counts as warmup when the tail grows at most this fraction of the warmup's rate.
+# A split counts as warmup when the tail's slope, at the upper end of its 95 % confidence
+# interval, is at most this fraction of the warmup's rate: the rise has demonstrably slowed down.
 WARMUP_SLOPE_RATIO = 0.2
-# ...and the warmup rise stands out from the noise by this many noise sigmas.
+# ...and the warmup rise stands out from the tail's noise by this many noise sigmas.
 WARMUP_RISE_SIGMAS = 4.0
 MIN_TAIL_POINTS = 3
+# A warmup comes first: the tail after it holds at least this share of the points, so the last
+# flat run of a staircase (or of a growth that paused) is never taken for a plateau.
+MIN_TAIL_SHARE = 1 / 3
+# A warmup may bend more than once (a jump, then caches filling towards their cap): split again
+# while the tail still trends upward (Mann-Kendall p below TAIL_TREND_P), at most this often.
+MAX_WARMUP_SPLITS = 3
+TAIL_TREND_P = 0.05
+# A running maximum has settled when the flat run after its last new peak covers at least this
+# share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
+SETTLED_SHARE = 0.5
+# Patterns are looked for in series of at least this many points (a sawtooth also needs 3 cycles).
+MIN_PATTERN_POINTS = 6
 
 
 @dataclass(frozen=True)
@@ -30,9 +54,14 @@ class Shape:
     tail_steps: tuple[int, ...]
     tail_values: tuple[float, ...]
     level: float  # median of the tail
-    noise: float  # robust sigma of the point-to-point noise in the tail
-    fit: stats.SlopeFit | None  # Theil-Sen over the tail, per step
-    trend: stats.TrendTest | None  # Mann-Kendall over the tail
+    noise: float  # robust sigma of the point-to-point noise in the tail (of the floors for a sawtooth)
+    fit: stats.SlopeFit | None  # Theil-Sen per step: over the tail, or over the cycle floors of a sawtooth
+    trend: stats.TrendTest | None  # Mann-Kendall over the same points as `fit`
+    pattern: str = "line"  # how the tail reads: "line" (incl. flat), "stairs", "sawtooth"
+    stairs: stats.Stairs | None = None
+    sawtooth: stats.Period | None = None
+    running_max: bool = False
+    late_rate_ratio: float | None = None  # running max: growth rate over the last third / whole tail
 
     @property
     def has_warmup(self) -> bool:
@@ -47,9 +76,23 @@ class Shape:
         return self.tail_steps[-1] - self.tail_steps[0] if self.tail_steps else 0
 
     @property
+    def basis(self) -> str:
+        """What the slope and trend were computed on, for evidence."""
+        return "cycle floors" if self.sawtooth else "tail points"
+
+    @property
+    def points_used(self) -> int:
+        return len(self.sawtooth.floors) if self.sawtooth else len(self.tail_values)
+
+    @property
     def growth(self) -> float:
         """Fitted growth over the tail (GiB)."""
         return self.fit.slope * self.span if self.fit else 0.0
+
+    @property
+    def overall_change(self) -> float:
+        """Warmup rise plus fitted tail growth: how far the series moves from its first point."""
+        return self.rise + self.growth
 
     @property
     def r_squared(self) -> float | None:
@@ -67,44 +110,231 @@ class Shape:
 
     def is_flat(self, max_growth_gib: float, max_growth_pct: float) -> bool:
         """Fitted tail growth within the tolerance: GiB or percent of level, whichever is larger."""
-        return abs(self.growth) <= max(max_growth_gib, self.level * max_growth_pct / 100)
+        return abs(self.growth) <= self.tolerance(max_growth_gib, max_growth_pct)
+
+    def tolerance(self, max_growth_gib: float, max_growth_pct: float) -> float:
+        return max(max_growth_gib, self.level * max_growth_pct / 100)
 
     @property
     def spread(self) -> float:
         return max(self.tail_values) - min(self.tail_values) if self.tail_values else 0.0
 
+    @property
+    def interval(self) -> int | None:
+        """Median distance between logged steps in the tail."""
+        gaps = sorted(b - a for a, b in zip(self.tail_steps, self.tail_steps[1:]) if b > a)
+        return gaps[len(gaps) // 2] if gaps else None
 
-def _warmup_end(steps: list[int], values: list[float]) -> int:
-    knee = stats.find_knee(steps, values, min_left=1, min_right=MIN_TAIL_POINTS)
+    def stair_period_steps(self) -> float | None:
+        """Median number of steps between the jumps of a staircase."""
+        if not self.stairs or len(self.stairs.jumps) < 2:
+            return None
+        at = [self.tail_steps[i] for i in self.stairs.jumps]
+        return stats.median([b - a for a, b in zip(at, at[1:])])
+
+
+# --------------------------------------------------------------------------------------------
+# warmup
+# --------------------------------------------------------------------------------------------
+
+
+def _knee(steps: list[int], values: list[float]) -> int:
+    """Index where a warmup ends in this stretch, or 0: a steep rise, then a tail whose slope is
+    bounded well below the rise's rate."""
+    min_right = max(MIN_TAIL_POINTS, math.ceil(MIN_TAIL_SHARE * len(values)))
+    knee = stats.find_knee(steps, values, min_left=1, min_right=min_right)
     if knee is None or knee.index <= 0:
         return 0
-    rise = values[knee.index] - values[0]
-    noise = stats.robust_sigma(values[knee.index :])
-    left_rate = rise / max(steps[knee.index] - steps[0], 1)
+    i = knee.index
+    rise = _tail_start_level(steps[i:], values[i:]) - values[0]
+    noise = stats.robust_sigma(values[i:])
+    left_rate = rise / max(steps[i] - steps[0], 1)
     if rise <= 0 or left_rate <= 0 or rise <= WARMUP_RISE_SIGMAS * noise:
         return 0
-    if knee.right_slope > WARMUP_SLOPE_RATIO * left_rate:
-        return 0  # it keeps rising at a comparable rate: no warmup, one trend
-    return knee.index
+    bounds = stats.ols_slope_interval(steps[i:], values[i:])
+    if bounds is None or bounds[2] > WARMUP_SLOPE_RATIO * left_rate:
+        return 0  # the tail may still rise at a comparable rate: no warmup, one trend
+    return i
 
 
-@functools.lru_cache(maxsize=1024)
-def _shape(steps: tuple[int, ...], values: tuple[float, ...]) -> Shape:
-    start = _warmup_end(list(steps), list(values)) if len(steps) >= MIN_TAIL_POINTS + 1 else 0
+def _tail_start_level(steps, values) -> float:
+    """Level at the start of a tail, from its robust (Theil-Sen) line: allocator spikes right
+    after a flat stretch are not mistaken for the end of a warmup."""
+    fit = stats.theil_sen(steps, values)
+    if fit is None:
+        return stats.median(values)
+    return fit.intercept + fit.slope * steps[0]
+
+
+def _warmup_end(steps: list[int], values: list[float]) -> int:
+    start = 0
+    for _ in range(MAX_WARMUP_SPLITS):
+        more = _knee(steps[start:], values[start:])
+        if not more:
+            break
+        start += more
+        trend = stats.mann_kendall(values[start:])
+        if trend is None or trend.p_increasing > TAIL_TREND_P:
+            break
+    return start
+
+
+def _settled_running_max(values: list[float]) -> int:
+    """Index of the last new peak of a running maximum when the peaks stopped, else 0."""
+    last_rise = max((i for i in range(1, len(values)) if values[i] > values[i - 1]), default=0)
+    flat = len(values) - last_rise
+    if last_rise and flat >= max(MIN_TAIL_POINTS, SETTLED_SHARE * len(values)):
+        return last_rise
+    return 0
+
+
+def _late_rate_ratio(steps: tuple[int, ...], values: tuple[float, ...]) -> float | None:
+    """Growth rate over the last third of the points relative to the whole stretch (1 = steady)."""
+    if len(values) < 4 or steps[-1] <= steps[0]:
+        return None
+    whole = (values[-1] - values[0]) / (steps[-1] - steps[0])
+    k = len(values) * 2 // 3
+    if whole <= 0 or steps[-1] <= steps[k]:
+        return None
+    return (values[-1] - values[k]) / (steps[-1] - steps[k]) / whole
+
+
+# --------------------------------------------------------------------------------------------
+# the shape
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=2048)
+def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool) -> Shape:
+    sawtooth = None
+    if not running_max and len(steps) >= MIN_PATTERN_POINTS:
+        sawtooth = stats.find_sawtooth(steps, values)
+        if sawtooth and (sawtooth.floor_slope is None or len(sawtooth.floors) < 3):
+            sawtooth = None
+    if sawtooth:
+        return _sawtooth_shape(steps, values, sawtooth)
+
+    start = 0
+    if len(steps) >= MIN_TAIL_POINTS + 1:
+        start = _settled_running_max(list(values)) if running_max else 0
+        start = start or _warmup_end(list(steps), list(values))
+    stairs = None
+    if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
+        stairs = stats.find_stairs(steps[start:], values[start:])
     tail_s, tail_v = steps[start:], values[start:]
     return Shape(
         n=len(steps),
         tail_start=start,
         first_value=values[0],
-        rise=values[start] - values[0] if start else 0.0,
+        rise=_tail_start_level(tail_s, tail_v) - values[0] if start else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         level=stats.median(tail_v),
         noise=stats.robust_sigma(tail_v),
         fit=stats.theil_sen(tail_s, tail_v),
         trend=stats.mann_kendall(tail_v),
+        pattern="stairs" if stairs else "line",
+        stairs=stairs,
+        running_max=running_max,
+        late_rate_ratio=_late_rate_ratio(tail_s, tail_v) if running_max else None,
+    )
+
+
+def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: stats.Period) -> Shape:
+    """A sawtooth is judged by its floors (one per cycle). The stretch before the first drop is
+    warmup when it starts clearly below the floors, else the first cycle (its floor counts)."""
+    noise = stats.robust_sigma(period.floors)
+    line = period.floor_slope
+    expected = line.intercept + line.slope * steps[0] if line else min(period.floors)
+    warm = values[0] < expected - max(WARMUP_RISE_SIGMAS * noise, 0.02 * abs(expected))
+    bounds = [*period.drops, len(values)]
+    if not warm and period.drops[0] >= 2:
+        bounds = [0, *bounds]
+    at = [min(range(a, b), key=values.__getitem__) for a, b in zip(bounds, bounds[1:])]
+    floors = tuple(values[i] for i in at)
+    floor_fit = stats.theil_sen([steps[i] for i in at], floors)
+    period = stats.Period(period.period, period.drops, floors, floor_fit)
+    start = period.drops[0] if warm else 0
+    tail_s, tail_v = steps[start:], values[start:]
+    return Shape(
+        n=len(steps),
+        tail_start=start,
+        first_value=values[0],
+        rise=_tail_start_level(tail_s, tail_v) - values[0] if start else 0.0,
+        tail_steps=tail_s,
+        tail_values=tail_v,
+        level=stats.median(tail_v),
+        noise=noise,
+        fit=floor_fit,
+        trend=stats.mann_kendall(floors),
+        pattern="sawtooth",
+        sawtooth=period,
     )
 
 
 def shape_of(series: Series) -> Shape:
-    return _shape(tuple(series.steps), tuple(series.values))
+    running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
+    return _shape(tuple(series.steps), tuple(series.values), running_max)
+
+
+# --------------------------------------------------------------------------------------------
+# projection to capacity
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Projection:
+    capacity_gib: float
+    step: float  # projected step at which the series reaches capacity
+    from_step: int  # last logged step the projection starts from
+    seconds: float | None  # wall time from the last logged step to capacity, when timestamps exist
+    at: str | None  # projected wall-clock time (ISO, the log's own clock), when timestamps exist
+
+    @property
+    def steps_left(self) -> float:
+        return self.step - self.from_step
+
+
+def project(series: Series, shape: Shape, capacity_gib: float | None) -> Projection | None:
+    """Where the tail's fitted growth reaches capacity: step, and wall time when the log has timestamps.
+
+    Starts from the highest of the fitted value and the last reading (for a sawtooth, the top of
+    the last cycle: the peaks reach capacity first)."""
+    if not capacity_gib or not shape.fit or shape.fit.slope <= 0:
+        return None
+    last_step = shape.tail_steps[-1]
+    fitted_now = shape.fit.intercept + shape.fit.slope * last_step
+    if shape.sawtooth:
+        last_cycle = shape.tail_values[-max(2, round(shape.sawtooth.period / max(shape.interval or 1, 1))) :]
+        fitted_now += max(last_cycle) - min(last_cycle)
+    step = stats.project_crossing(last_step, max(fitted_now, shape.tail_values[-1]), shape.fit.slope, capacity_gib)
+    if step is None:
+        return None
+    seconds = at = None
+    rate = seconds_per_step(series)
+    if rate is not None:
+        seconds = (step - last_step) * rate
+        last_time = series.times[-1] if series.times else None
+        if last_time is not None and math.isfinite(seconds) and seconds < 1e10:
+            moment = datetime.fromtimestamp(last_time, tz=timezone.utc) + timedelta(seconds=seconds)
+            at = moment.strftime("%Y-%m-%d %H:%M")
+    return Projection(capacity_gib, step, last_step, seconds, at)
+
+
+def seconds_per_step(series: Series) -> float | None:
+    """Wall time per optimizer step over the series, from its timestamps (None without them)."""
+    pairs = [(s, t) for s, t in zip(series.steps, series.times or []) if t is not None]
+    if len(pairs) < 2 or pairs[-1][0] <= pairs[0][0] or pairs[-1][1] <= pairs[0][1]:
+        return None
+    return (pairs[-1][1] - pairs[0][1]) / (pairs[-1][0] - pairs[0][0])
+
+
+def duration(seconds: float) -> str:
+    """'~3.2 h' style, for messages."""
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"~{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"~{seconds / 3600:.1f} h"
+    return f"~{seconds / 86400:.1f} days"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -64,6 +64,11 @@ RULE = Rule(
     ),
     not_meaning="Not a leak by itself: retries also happen on a flat series that runs close to the device's capacity.",
     thresholds=(Threshold("min_retries", 1, "retries", "cumulative retries (or counted OOMs) that trigger the warning"),),
-    examples=("torchtitan at 94-98% memory: `WARNING - 2 CUDA memory allocation retries.` before each step line.",),
+    examples=(
+        Example("torchtitan at 94-98% memory: `WARNING - 2 CUDA memory allocation retries.` before a step line.", True,
+                memory={0: [75.2] * 6},
+                lines=("[rank0]:[titan] 2025-06-01 08:00:40,000 - root - WARNING - 2 CUDA memory allocation retries.",)),
+        Example("No allocator warnings.", False, memory={0: [40.0] * 6}),
+    ),
     check=check,
 )

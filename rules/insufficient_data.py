@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Finding, Rule, Threshold, gib, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
 
-MEMORY_RULES = ("memory-leak", "warmup-plateau", "stable-memory")
+MEMORY_RULES = ("memory-leak", "warmup-plateau", "stable-memory", "periodic-retention")
 
 
 def check(ctx, t) -> list[Finding]:
@@ -15,7 +15,7 @@ def check(ctx, t) -> list[Finding]:
     ]
     if not undecided:
         return []
-    labels = [ctx.label(s) for s in undecided]
+    labels = list(dict.fromkeys(ctx.label(s) for s in undecided))  # a worker's device and host series name it once
     fewest = min(undecided, key=len)
     interval = ctx.log_interval(fewest)
     missing = max(int(t["target_points"]) - len(fewest), 1)
@@ -60,9 +60,17 @@ RULE = Rule(
     severity="info",
     order=40,
     summary="Too few logged points (or no clear shape) to tell a leak from warmup; says how many more would decide.",
-    explanation="Fires for every memory series that none of memory-leak, warmup-plateau and stable-memory could judge.",
+    explanation=(
+        "Fires for every memory series that none of memory-leak, warmup-plateau, stable-memory and "
+        "periodic-retention could judge: too few points (it says how many more logged steps would decide), or "
+        "a movement without a clear shape."
+    ),
     not_meaning="Not a clean bill of health and not a leak: the log simply does not decide it.",
     thresholds=(Threshold("target_points", 8, "points", "logged points that usually decide leak versus warmup"),),
-    examples=("torchtitan log_freq=10 stopped after step 10: two points, 19.5 GiB then 33.8 GiB.",),
+    examples=(
+        Example("torchtitan log_freq=10 stopped after step 10 (field report 5): two points, 19.5 GiB then 33.8 GiB.",
+                True, memory={0: [19.5, 33.8]}, steps=[1, 10]),
+        Example("Thirty flat points at 23.4 GiB: decided (stable).", False, memory={0: [23.4] * 30}),
+    ),
     check=check,
 )

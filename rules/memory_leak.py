@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import statistics
 
-from memlog import stats
-from memlog.columns import Window
-from memlog.rulekit import Finding, Rule, Threshold, gib, rounded, workers_phrase
-from memlog.trend import shape_of
+from memlog.columns import Measure
+from memlog.known_issues import known_issues
+from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.trend import duration, project, shape_of
 
 DEVICE_HINTS = [
     "Look for tensors or buffers kept alive across steps: lists of losses or outputs, hooks, caches keyed by step.",
@@ -23,80 +23,118 @@ HOST_HINTS = [
     "Check what else keeps host memory per step: dataloader workers, rollout buffers, checkpoint saves "
     "(memory that jumps at each save), and the inference engine version (e.g. vLLM v0 vs v1).",
 ]
+STAIRS_HINT = (
+    "Stairs mean something is retained at intervals, not every step: line the jumps up against checkpoint saves, "
+    "rollout/generation phases and evaluation, and with parameter or optimizer offload on, compare a run with it off."
+)
+SAWTOOTH_HINT = (
+    "The memory retained between flushes is released, but not all of it: look for what survives each flush "
+    "(values accumulated until the log step and only partly cleared, caches keyed by step)."
+)
+RESERVED_ONLY_HINT = (
+    "Only reserved memory (the caching allocator's pool) is logged: part of this growth may be cache or "
+    "fragmentation rather than live tensors. Log allocated memory as well to tell them apart."
+)
 
 
-def _leak(series, shape, t) -> dict | None:
-    """Evidence for one series, or None when it does not pass every gate."""
+def leak_evidence(series, shape, t) -> dict | None:
+    """Numbers for one series when it passes every gate, else None."""
     fit, trend = shape.fit, shape.trend
-    if len(shape.tail_values) < t["min_tail_points"] or fit is None or trend is None:
+    if fit is None or trend is None:
+        return None
+    if shape.sawtooth:
+        if len(shape.sawtooth.floors) < t["min_cycles"] or trend.p_increasing > t["max_pattern_p_value"]:
+            return None
+    elif len(shape.tail_values) < t["min_tail_points"]:
+        return None
+    elif trend.p_increasing > (t["max_pattern_p_value"] if shape.stairs else t["max_p_value"]):
         return None
     growth_pct = 100 * shape.growth / shape.level if shape.level > 0 else math.inf
-    if not (
-        fit.low > 0
-        and trend.p_increasing <= t["max_p_value"]
-        and shape.growth >= t["min_growth_gib"]
-        and growth_pct >= t["min_growth_pct"]
-    ):
+    # Stairs of exactly repeated readings tie most pairwise slopes at zero, which pins the lower
+    # bound of Sen's interval at 0; the detected jumps themselves carry the evidence there.
+    rising = fit.low > 0 or (shape.stairs is not None and fit.low >= 0 and fit.slope > 0)
+    if not (rising and shape.growth >= t["min_growth_gib"] and growth_pct >= t["min_growth_pct"]):
         return None
-    if series.memory and series.memory.window is Window.RUNNING_MAX:
-        # A running maximum only goes up: a few ratchets are new peaks, not a leak. Require it to
-        # keep rising through the tail, including its last third.
-        ups = [b > a for a, b in zip(shape.tail_values, shape.tail_values[1:])]
-        last_third = ups[len(ups) * 2 // 3 :]
-        if sum(ups) / len(ups) < t["min_rising_fraction"] or not any(last_third):
+    new_peaks = None
+    if shape.running_max:
+        # A running maximum only goes up: a few new peaks are a high-water mark settling, not a
+        # leak. It must keep making new peaks, at a steady rate, through the end of the log.
+        new_peaks = sum(b > a for a, b in zip(shape.tail_values, shape.tail_values[1:]))
+        late = shape.late_rate_ratio
+        if new_peaks < t["min_new_peaks"] or late is None or late < t["min_late_rate_ratio"]:
             return None
-    return {"growth_pct": growth_pct}
-
-
-def _projection(series, shape, capacity: float | None) -> float | None:
-    if not capacity or not shape.fit:
-        return None
-    last_step = shape.tail_steps[-1]
-    fitted_now = shape.fit.intercept + shape.fit.slope * last_step
-    return stats.project_crossing(last_step, max(fitted_now, shape.tail_values[-1]), shape.fit.slope, capacity)
+    return {"growth_pct": growth_pct, "new_peaks": new_peaks}
 
 
 def check(ctx, t) -> list[Finding]:
     findings = []
     for subject, candidates in (("device", ctx.device_series), ("host", ctx.host_series)):
-        capacity = ctx.capacity.device_gib if subject == "device" else ctx.capacity.host_gib
-        capacity_from = ctx.capacity.device_from if subject == "device" else ctx.capacity.host_from
         leaking = []
         for series in candidates:
             shape = shape_of(series)
-            extra = _leak(series, shape, t)
+            extra = leak_evidence(series, shape, t)
             if extra is not None:
-                leaking.append((series, shape, extra, _projection(series, shape, capacity)))
+                leaking.append((series, shape, extra, project(series, shape, ctx.capacity_of(series)[0])))
         if leaking:
-            findings.append(_finding(ctx, subject, leaking, candidates, capacity, capacity_from, t))
+            findings.append(_finding(ctx, subject, leaking, candidates, t))
     return findings
 
 
-def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> Finding:
+def _pattern_text(shape, slope: float) -> str:
+    if shape.sawtooth:
+        saw = shape.sawtooth
+        per_cycle = shape.fit.slope * saw.period
+        return (
+            f" under a sawtooth: it climbs and drops back every ~{saw.period:g} steps, but the floor rises from "
+            f"{gib(saw.floors[0])} to {gib(saw.floors[-1])} over {len(saw.floors)} cycles ({gib(per_cycle)} per cycle)"
+        )
+    if shape.stairs:
+        every = shape.stair_period_steps()
+        every_text = f" every ~{every:g} steps" if every else ""
+        return (
+            f" in stairs: +{gib(shape.stairs.mean_jump)}{every_text} ({len(shape.stairs.jumps)} jumps), "
+            "flat in between"
+        )
+    r2 = shape.r_squared
+    return f" in a straight line (R² {r2:.3f})" if r2 is not None and r2 >= 0.95 else ""
+
+
+def _finding(ctx, subject, leaking, candidates, t) -> Finding:
     labels = [ctx.label(s) for s, *_ in leaking]
-    slopes = [sh.fit.slope for _, sh, _, _ in leaking]
-    slope = statistics.median(slopes)
-    first = min(sh.tail_steps[0] for _, sh, _, _ in leaking)
-    last = max(sh.tail_steps[-1] for _, sh, _, _ in leaking)
-    start = statistics.median(sh.tail_values[0] for _, sh, _, _ in leaking)
-    end = statistics.median(sh.tail_values[-1] for _, sh, _, _ in leaking)
-    projected = [p for *_, p in leaking if p is not None]
+    shapes = [sh for _, sh, _, _ in leaking]
+    slope = statistics.median(sh.fit.slope for sh in shapes)
+    first = min(sh.tail_steps[0] for sh in shapes)
+    last = max(sh.tail_steps[-1] for sh in shapes)
+    start = statistics.median(sh.tail_values[0] for sh in shapes)
+    end = statistics.median(sh.tail_values[-1] for sh in shapes)
+    projections = [p for *_, p in leaking if p is not None]
+    soonest = min(projections, key=lambda p: p.step) if projections else None
     column = leaking[0][0].memory
     where = "Host" if subject == "host" else "Device"
-    warmed = any(sh.has_warmup for _, sh, _, _ in leaking)
+    typical = min(shapes, key=lambda sh: abs(sh.fit.slope - slope))  # the series the pattern text describes
+    patterns = sorted({sh.pattern for sh in shapes})
 
-    straightness = [sh.r_squared for _, sh, _, _ in leaking if sh.r_squared is not None]
-    r2 = min(straightness) if straightness else None
     per_1k = f" ({gib(slope * 1000)} per 1k steps)" if slope < 0.1 else ""
     msg = (
         f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises "
         f"{gib(slope)}/step{per_1k} from step {first} to {last}, {gib(start)} -> {gib(end)}"
     )
-    if r2 is not None and r2 >= 0.95:
-        msg += f" in a straight line (R² {r2:.3f})"
-    msg += ", after a warmup" if warmed else ", from the first logged steps (with constant-size inputs that is not warmup)"
-    if projected:
-        msg += f"; projected to reach the {gib(capacity)} capacity at step ~{round(min(projected))}"
+    msg += _pattern_text(typical, slope)
+    if typical.running_max:
+        msg += (
+            f" (a running maximum that keeps setting new peaks through step {last}: {typical_new_peaks(leaking)} new peaks, "
+            "so this is sustained growth, not a few large batches)"
+        )
+    warmed = [sh for sh in shapes if sh.has_warmup]
+    if warmed:
+        msg += f", after a warmup until step {max(sh.knee_step for sh in warmed)}"
+    elif not typical.sawtooth:
+        msg += ", from the first logged steps (with constant-size inputs that is not warmup)"
+    if soonest:
+        capacity, capacity_from = ctx.capacity_of(leaking[0][0])
+        msg += f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at step ~{round(soonest.step)}"
+        if soonest.seconds is not None and soonest.steps_left > 0:
+            msg += f", {duration(soonest.seconds)} after the last logged step" + (f" (around {soonest.at})" if soonest.at else "")
     ooms = [e for e in ctx.tables.events if e.kind == "oom"]
     if ooms:
         oom_steps = sorted({e.after_step + 1 for e in ooms if e.after_step is not None})
@@ -104,12 +142,28 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
     if len(leaking) < len(candidates):
         msg += f" ({len(candidates) - len(leaking)} other series do not grow)"
     msg += "."
+    if subject == "host":
+        flat_device = [s for s in ctx.device_series if not _grows(s, t)]
+        if ctx.device_series and len(flat_device) == len(ctx.device_series):
+            msg += f" Device memory does not grow meanwhile ({workers_phrase([ctx.label(s) for s in flat_device])}): the growth is in host memory."
+
+    hints = list(HOST_HINTS if subject == "host" else DEVICE_HINTS)
+    if "stairs" in patterns:
+        hints.insert(0, STAIRS_HINT)
+    if "sawtooth" in patterns:
+        hints.insert(0, SAWTOOTH_HINT)
+    if subject == "device" and column.measure is Measure.RESERVED and not _logs_allocated(ctx):
+        hints.append(RESERVED_ONLY_HINT)
+    versions = known_issues(ctx.versions, subject)
+    hints = versions + hints
 
     per_series = [
         {
             "series": ctx.label(s),
             "rank": s.rank,
             "metric": s.column,
+            "pattern": sh.pattern,
+            "basis": sh.basis,
             "slope_gib_per_step": rounded(sh.fit.slope, 6),
             "slope_ci_gib_per_step": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
             "trend_p_value": rounded(sh.trend.p_increasing, 6),
@@ -120,29 +174,46 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
             "start_gib": rounded(sh.tail_values[0]),
             "end_gib": rounded(sh.tail_values[-1]),
             "growth_pct_of_level": rounded(extra["growth_pct"], 2),
-            "points": len(sh.tail_values),
+            "points": sh.points_used,
             "warmup_until_step": sh.knee_step if sh.has_warmup else None,
-            "projected_capacity_step": rounded(p, 1),
+            "warmup_rise_gib": rounded(sh.rise) if sh.has_warmup else None,
+            "stair_jump_gib": rounded(sh.stairs.mean_jump) if sh.stairs else None,
+            "stair_every_steps": rounded(sh.stair_period_steps()) if sh.stairs else None,
+            "cycle_period_steps": rounded(sh.sawtooth.period) if sh.sawtooth else None,
+            "new_peaks": extra["new_peaks"],
+            "projected_capacity_step": rounded(p.step, 1) if p else None,
+            "projected_capacity_seconds": rounded(p.seconds, 0) if p else None,
             "lines": [s.line_nos[sh.tail_start], s.line_nos[-1]],
         }
         for s, sh, extra, p in leaking
     ]
+    capacity, capacity_from = ctx.capacity_of(leaking[0][0])
     evidence = {
         "metric": column.name,
         "measures": column.description,
+        "pattern": typical.pattern,
         "observed": {
             "slope_gib_per_step": rounded(slope, 6),
             "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
-            "r_squared_min": rounded(r2),
+            "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
             "from_step": first,
             "to_step": last,
             "start_gib": rounded(start),
             "end_gib": rounded(end),
         },
+        "confidence": {
+            "slope_ci_gib_per_step": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
+            "trend_p_value_max": rounded(max(sh.trend.p_increasing for sh in shapes), 6),
+            "points_min": min(sh.points_used for sh in shapes),
+            "basis": typical.basis,
+        },
         "thresholds": dict(t),
         "capacity_gib": rounded(capacity),
         "capacity_from": capacity_from,
-        "projected_capacity_step": rounded(min(projected), 1) if projected else None,
+        "projected_capacity_step": rounded(soonest.step, 1) if soonest else None,
+        "projected_capacity_seconds": rounded(soonest.seconds, 0) if soonest else None,
+        "projected_capacity_at": soonest.at if soonest else None,
+        "known_versions": ctx.versions or None,
         "ranks": sorted({s.rank for s, *_ in leaking if s.rank is not None}),
         "series": per_series[:16],
         "series_count": len(per_series),
@@ -153,12 +224,28 @@ def _finding(ctx, subject, leaking, candidates, capacity, capacity_from, t) -> F
         severity=RULE.severity,
         message=msg,
         evidence=evidence,
-        hints=HOST_HINTS if subject == "host" else DEVICE_HINTS,
+        hints=hints,
         subject=subject,
         series=labels,
         lines=anchors,
     )
 
+
+def typical_new_peaks(leaking) -> int:
+    return int(statistics.median(extra["new_peaks"] or 0 for _, _, extra, _ in leaking))
+
+
+def _grows(series, t) -> bool:
+    return leak_evidence(series, shape_of(series), t) is not None
+
+
+def _logs_allocated(ctx) -> bool:
+    return any(ctx.series(c) for c in ("mem_allocated_gib", "mem_peak_allocated_gib", "mem_max_allocated_gib"))
+
+
+_LINE = [21.0 + 9.5 * i for i in range(6)]
+_CREEP_STEPS = [1] + list(range(10, 1001, 10))
+_CREEP = [34.0] + [41.8 + 0.003 * (s - 10) + (0.04 if i % 3 == 0 else -0.03 if i % 3 == 1 else 0.0) for i, s in enumerate(_CREEP_STEPS[1:])]
 
 RULE = Rule(
     id="memory-leak",
@@ -166,28 +253,46 @@ RULE = Rule(
     order=10,
     summary="Memory keeps rising after any warmup: something is retained every step and the run will run out of memory.",
     explanation=(
-        "Splits each worker's memory series into warmup and tail (the knee where a steep rise turns flat), "
-        "then fits the tail with a Theil-Sen slope and tests it with Mann-Kendall. It fires when the slope's "
-        "confidence interval is above zero, the trend is significant, and the growth is large enough in GiB and "
-        "relative to the level. It judges allocated memory when the log has it (live tensors), otherwise reserved "
-        "or peak memory, and host memory separately. A running maximum (process-lifetime peak) must keep rising "
-        "through the tail: a few ratchets that stop are new peaks, not a leak."
+        "Splits each worker's memory series into warmup and tail (the knee where a steep rise demonstrably slows "
+        "down), then fits the tail with a Theil-Sen slope and tests it with Mann-Kendall. It fires when the slope's "
+        "95% confidence interval is above zero, the trend is significant, and the growth is large enough in GiB and "
+        "relative to the level. Stairs (a fixed jump every few steps) are reported as stairs. A sawtooth is judged by "
+        "its cycle floors: a rising floor is a leak under the periodic part. A running maximum (process-lifetime "
+        "peak) must keep setting new peaks at a steady rate through the end of the log: a few new peaks that stop are "
+        "a settled high-water mark. It judges allocated memory when the log has it (live tensors), otherwise "
+        "reserved or peak memory, and host memory separately; ranks and pipeline stages are never averaged. When "
+        "the log reveals the capacity (and timestamps), it projects the step (and wall time) at which it is reached."
     ),
     not_meaning=(
         "Not a leak: growth in the first steps that then flattens (warmup-plateau), reserved memory growing while "
-        "allocated is flat (fragmentation), a sawtooth returning to the same floor, a few new peaks of a "
-        "running maximum."
+        "allocated is flat (fragmentation), a sawtooth returning to the same floor (periodic-retention), a few new "
+        "peaks of a running maximum, different but flat levels on different ranks or pipeline stages."
     ),
     thresholds=(
         Threshold("min_tail_points", 5, "points", "logged points after warmup needed to judge a trend"),
-        Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend"),
+        Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend over the tail"),
         Threshold("min_growth_gib", 0.1, "GiB", "fitted growth over the judged steps, at least"),
         Threshold("min_growth_pct", 0.75, "%", "fitted growth over the judged steps relative to the memory level, at least"),
-        Threshold("min_rising_fraction", 0.5, "fraction", "running-maximum series: share of intervals that rise"),
+        Threshold("min_cycles", 6, "cycles", "sawtooth: cycle floors needed to judge their trend (6 is the fewest that bound Sen's 95% interval)"),
+        Threshold("max_pattern_p_value", 0.05, "p", "sawtooth floors (one point per cycle) and stairs (jumps of at least "
+                  "6 noise sigmas): Mann-Kendall p-value, where the pattern itself already carries evidence"),
+        Threshold("min_new_peaks", 4, "peaks", "running maximum: new peaks in the tail, at least"),
+        Threshold("min_late_rate_ratio", 0.35, "ratio", "running maximum: growth rate over the last third of the tail relative to the whole tail, at least"),
     ),
     examples=(
-        "torchtitan pp=2 ep=2: 21 -> 68 GiB in 6 steps, +9.5 GiB/step on every rank, then CUDA OOM at step 7.",
-        "torchtitan log_freq=10: +3 MiB/step for 1000 steps under 0.04 GiB noise.",
+        Example("torchtitan pp=2 ep=2 (field report 1): 21 -> 68.5 GiB in 6 steps, +9.5 GiB/step, projected to hit "
+                "79 GiB at step ~7.", True, memory={0: _LINE}, capacity_gib=79.11),
+        Example("torchtitan log_freq=10 (field report 2): +3 MiB/step for 1000 steps under 0.04 GiB noise.", True,
+                memory={0: _CREEP}, steps=_CREEP_STEPS),
+        Example("EasyR1 with offload (field report 3): host memory +12 GiB every 2 steps, flat in between.", True,
+                columns={"host_mem_used_gib": {0: [310.0, 310.2, 322.1, 322.0, 334.2, 334.1, 346.0, 346.1]}},
+                memory={0: [30.1] * 8}),
+        Example("Warmup then flat: 18.2 GiB at step 1, 31.6-31.9 GiB from step 2 on.", False,
+                memory={0: [18.2, 31.6, 31.9, 31.85, 31.9, 31.88, 31.9, 31.87, 31.9, 31.9]}),
+        Example("Running maximum with three new peaks early, then flat for 30 steps (variable batch sizes).", False,
+                columns={"mem_max_allocated_gib": {0: [30.0, 31.2, 31.2, 32.0, 32.0, 32.6] + [32.6] * 30}}),
+        Example("Two pipeline stages flat at 22.7 and 18.0 GiB.", False,
+                memory={0: [22.74] * 12, 1: [17.97] * 12}),
     ),
     check=check,
 )

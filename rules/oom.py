@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -62,6 +62,12 @@ RULE = Rule(
     explanation="Fires on out-of-memory events in the log: one entry per worker, with the step it was in and what the error message says.",
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
     thresholds=(),
-    examples=("`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.",),
+    examples=(
+        Example("`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.", True,
+                memory={0: [21.0 + 9.5 * i for i in range(6)]},
+                lines=("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                       "capacity of 79.11 GiB of which 1.02 GiB is free.",)),
+        Example("A run that ends normally.", False, memory={0: [20.0] * 6}),
+    ),
     check=check,
 )

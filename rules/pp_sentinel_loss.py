@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Finding, Rule, Threshold, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 
 
 def is_sentinel(values: list[float], t) -> bool:
@@ -83,6 +83,13 @@ RULE = Rule(
         Threshold("min_points", 1, "points", "logged loss values needed"),
         Threshold("max_abs_sentinel", 4096, "", "largest |placeholder| accepted (micro-batches x DP ranks)"),
     ),
-    examples=("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.",),
+    examples=(
+        Example("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.", True,
+                memory={0: [22.74] * 6}, loss={0: [-1.0] * 6}),
+        Example("Newer torchtitan summing the placeholder over 8 micro-batches: `loss: -8.0000`.", True,
+                memory={0: [22.74] * 6}, loss={0: [-8.0] * 6}),
+        Example("A real loss that happens to be negative and varies (e.g. a reward-shaped objective).", False,
+                memory={0: [22.74] * 6}, loss={0: [-1.5, -1.52, -1.49, -1.55, -1.6, -1.58]}),
+    ),
     check=check,
 )

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
 from memlog.trend import shape_of
+
+
+def is_plateau(shape, t) -> bool:
+    """A warmup rise that stands out, then enough flat points (shared with stable-memory's view)."""
+    return (
+        shape.has_warmup
+        and len(shape.tail_values) >= t["min_plateau_points"]
+        and shape.rise >= max(t["min_rise_gib"], shape.level * t["min_rise_pct"] / 100)
+        and shape.is_flat(t["max_tail_growth_gib"], t["max_tail_growth_pct"])
+    )
 
 
 def check(ctx, t) -> list[Finding]:
@@ -14,15 +24,7 @@ def check(ctx, t) -> list[Finding]:
         plateaus = []
         for series in candidates:
             shape = shape_of(series)
-            if ctx.fired_on("memory-leak", series) or not shape.has_warmup:
-                continue
-            rise_pct = 100 * shape.rise / shape.first_value if shape.first_value > 0 else float("inf")
-            if (
-                len(shape.tail_values) >= t["min_plateau_points"]
-                and shape.rise >= t["min_rise_gib"]
-                and rise_pct >= t["min_rise_pct"]
-                and shape.is_flat(t["max_tail_growth_gib"], t["max_tail_growth_pct"])
-            ):
+            if not ctx.fired_on("memory-leak", series) and is_plateau(shape, t):
                 plateaus.append((series, shape))
         if plateaus:
             findings.append(_finding(ctx, subject, plateaus, t))
@@ -35,12 +37,17 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
     levels = [sh.level for _, sh in plateaus]
     where = "Host" if subject == "host" else "Device"
     level_text = gib(levels[0]) if max(levels) - min(levels) < 0.5 else f"{gib(min(levels))} to {gib(max(levels))} depending on the worker"
+    points = min(len(sh.tail_values) for _, sh in plateaus)
     msg = (
         f"{where} memory warms up and then stays flat on {workers_phrase(labels)}: it rises "
         f"{gib(statistics.median(sh.rise for _, sh in plateaus))} until step {knee}, then holds at {level_text} "
         f"through step {max(sh.tail_steps[-1] for _, sh in plateaus)} "
-        f"({min(len(sh.tail_values) for _, sh in plateaus)}+ points on the plateau). This is warmup, not a leak."
+        f"({points}+ points on the plateau). This is warmup, not a leak."
     )
+    if any(sh.running_max for _, sh in plateaus):
+        msg += " The series is a running maximum: its new peaks stopped at the knee (a high-water mark that has settled)."
+    if points < 5:
+        msg += f" Only {points} logged points show the plateau; a few more would confirm it."
     return Finding(
         rule=RULE.id,
         severity=RULE.severity,
@@ -48,6 +55,13 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
         evidence={
             "metric": plateaus[0][0].column,
             "observed": {"plateau_from_step": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
+            "confidence": {
+                "points_on_plateau_min": points,
+                "tail_slope_ci_gib_per_step": [
+                    rounded(min(sh.fit.low for _, sh in plateaus if sh.fit), 6),
+                    rounded(max(sh.fit.high for _, sh in plateaus if sh.fit), 6),
+                ],
+            },
             "thresholds": dict(t),
             "ranks": sorted({s.rank for s, _ in plateaus if s.rank is not None}),
             "series": [
@@ -60,6 +74,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
                     "plateau_gib": rounded(sh.level),
                     "plateau_spread_gib": rounded(sh.spread),
                     "tail_slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6),
+                    "tail_growth_gib": rounded(sh.growth),
                     "points_on_plateau": len(sh.tail_values),
                     "lines": [s.line_nos[0], s.line_nos[sh.tail_start]],
                 }
@@ -84,17 +99,28 @@ RULE = Rule(
     order=20,
     summary="Memory rises in the first steps, then stays flat: warmup (optimizer state, caches, allocator), not a leak.",
     explanation=(
-        "Fires for series where the shared knee detection finds a steep early rise followed by a tail whose fitted "
-        "growth stays within a small tolerance, with enough points on the plateau, and memory-leak did not fire."
+        "Fires for series where the shared knee detection finds a steep early rise followed by a tail whose slope is "
+        "bounded well below the rise's rate and whose fitted growth stays within a small tolerance, with enough "
+        "points on the plateau (3 are enough when they are flat), and memory-leak did not fire. A running maximum "
+        "whose new peaks stopped counts as a plateau from its last new peak."
     ),
     not_meaning="Does not mean the plateau fits the device: a high plateau can still run out of memory on a longer sequence.",
     thresholds=(
         Threshold("min_plateau_points", 3, "points", "logged points on the plateau, at least"),
         Threshold("min_rise_gib", 0.25, "GiB", "warmup rise, at least"),
-        Threshold("min_rise_pct", 3.0, "%", "warmup rise relative to the first value, at least"),
+        Threshold("min_rise_pct", 1.5, "%", "warmup rise relative to the plateau level, at least"),
         Threshold("max_tail_growth_gib", 0.25, "GiB", "fitted growth over the plateau tolerated (absolute)"),
         Threshold("max_tail_growth_pct", 1.5, "%", "fitted growth over the plateau tolerated (relative to level)"),
     ),
-    examples=("torchtitan pp=2: 18 GiB at step 1, 31.6 GiB at step 2 (optimizer state), flat at 31.9 GiB through step 30.",),
+    examples=(
+        Example("torchtitan pp=2 (field report 5): 18.2 GiB at step 1, 31.6 GiB at step 2 (optimizer state), flat at "
+                "31.9 GiB through step 12.", True,
+                memory={0: [18.2, 31.6, 31.9, 31.88, 31.9, 31.92, 31.9, 31.89, 31.9, 31.91, 31.9, 31.9]}),
+        Example("A plateau seen in only three points after the rise: 19.5, then 33.8, 33.9, 33.8 GiB.", True,
+                memory={0: [19.5, 33.8, 33.9, 33.8]}, steps=[1, 10, 20, 30]),
+        Example("Flat from the first step: 23.4 GiB throughout.", False, memory={0: [23.41, 23.4, 23.42, 23.41, 23.4] * 4}),
+        Example("A rise that keeps going: +2 GiB per step after the first jump.", False,
+                memory={0: [18.0, 30.0, 32.0, 34.0, 36.0, 38.0, 40.0, 42.0]}),
+    ),
     check=check,
 )

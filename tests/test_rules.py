@@ -142,3 +142,191 @@ def test_restart_segments_are_judged_separately(tmp_path):
     assert report.verdict == "stable"
     assert report.coverage["event_counts"]["restart"] == 1
     assert report.findings[0].series == ["rank0", "rank0 (segment 2)"]
+
+
+# -- every rule file's worked examples, run as tests -----------------------------------------------
+
+from memlog.rulekit import Example  # noqa: E402
+
+from tests.scenarios import FORMATS_DIR, SECONDS_PER_STEP, example_log  # noqa: E402
+
+EXAMPLES = [(rule.id, i, e) for rule in load_rules() for i, e in enumerate(rule.examples) if isinstance(e, Example)]
+
+
+def judge(tmp_path, example: Example, name: str = "run.log"):
+    path = tmp_path / name
+    path.write_text(example_log(example))
+    report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
+    return report, {f.rule: f for f in report.findings}
+
+
+def test_every_rule_has_firing_and_silent_examples():
+    for rule in load_rules():
+        assert {e.fires for e in rule.examples if isinstance(e, Example)} == {True, False}, rule.id
+        assert rule.thresholds or rule.id == "oom", f"{rule.id}: no named thresholds"
+        for threshold in rule.thresholds:
+            assert threshold.description and threshold.unit is not None
+
+
+@pytest.mark.parametrize(("rule_id", "index", "example"), EXAMPLES, ids=[f"{r}-{i + 1}" for r, i, _ in EXAMPLES])
+def test_rule_example(tmp_path, rule_id, index, example):
+    report, fired = judge(tmp_path, example)
+    assert (rule_id in fired) == example.fires, f"{example}: fired {sorted(fired)}"
+    if example.fires:
+        assert fired[rule_id].evidence["thresholds"] == report.thresholds[rule_id]
+
+
+def series_example(text="", fires=True, **columns_by_name) -> Example:
+    return Example(text or "test", fires, **columns_by_name)
+
+
+class TestFragmentation:
+    def test_reserved_rising_with_flat_allocated_is_not_a_leak(self, tmp_path):
+        steps = list(range(1, 61))
+        ex = series_example(columns={"mem_allocated_gib": {0: [24.3 + 0.01 * (i % 3) for i in range(60)]},
+                                     "mem_reserved_gib": {0: [30.0 + 0.15 * i for i in range(60)]}}, steps=steps)
+        report, fired = judge(tmp_path, ex)
+        assert "memory-leak" not in fired and report.verdict == "stable"
+        finding = fired["fragmentation"]
+        assert finding.severity == "warning" and "not live tensors" in finding.message
+        assert any("expandable_segments:True" in h for h in finding.hints)
+        assert finding.evidence["observed"]["reserved_growth_gib"] == pytest.approx(0.15 * 59, rel=0.05)
+
+    def test_running_maxima_pair(self, tmp_path):
+        ex = series_example(columns={"mem_max_allocated_gib": {0: [24.3] * 40},
+                                     "mem_max_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}})
+        _, fired = judge(tmp_path, ex)
+        assert "fragmentation" in fired and "memory-leak" not in fired
+
+    def test_known_bad_deepspeed_version_is_named(self, tmp_path):
+        ex = series_example(columns={"mem_allocated_gib": {0: [24.3] * 40}, "mem_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}},
+                            lines=("[rank0]:[titan] 2025-06-01 08:00:00,000 - root - INFO - running framework DeepSpeed 0.16.0",))
+        _, fired = judge(tmp_path, ex)
+        assert "DeepSpeed 0.16.0" in fired["fragmentation"].hints[0]
+
+
+class TestLeakNumbersAndHints:
+    def test_projection_names_step_and_wall_time(self, tmp_path):
+        steps = list(range(1, 201))
+        ex = series_example(memory={0: [40.0 + 0.05 * s for s in steps]}, steps=steps, capacity_gib=79.11)
+        _, fired = judge(tmp_path, ex)
+        ev = fired["memory-leak"].evidence
+        left = ev["projected_capacity_step"] - 200
+        assert left == pytest.approx((79.11 - 50.0) / 0.05, rel=0.02)
+        assert ev["projected_capacity_seconds"] == pytest.approx(left * SECONDS_PER_STEP, rel=0.02)
+        assert "after the last logged step (around 2025-06-01" in fired["memory-leak"].message
+        assert ev["confidence"]["slope_ci_gib_per_step"][0] > 0 and ev["confidence"]["trend_p_value_max"] < 0.01
+        assert ev["series"][0]["points"] == 200
+
+    def test_host_leak_with_flat_device_projects_to_the_node_total(self, tmp_path):
+        ex = series_example(memory={0: [30.0 + 0.01 * (i % 2) for i in range(30)]},
+                            columns={"host_mem_used_gib": {0: [400.0 + 2.0 * i for i in range(30)]}},
+                            lines=("[rank0]:[titan] 2025-06-01 08:05:00,000 - root - INFO - node memory: 458.0 / 937.5 GiB",))
+        report, fired = judge(tmp_path, ex)
+        leak = fired["memory-leak"]
+        assert report.verdict == "leak" and leak.subject == "host"
+        assert "the growth is in host memory" in leak.message
+        assert leak.evidence["capacity_gib"] == 937.5 and leak.evidence["projected_capacity_step"] == pytest.approx(30 + (937.5 - 458) / 2, abs=1)
+        assert "offload" in " ".join(leak.hints)
+
+    def test_host_stairs_say_how_much_and_how_often(self, tmp_path):
+        host = [310.0 + 12.0 * (i // 2) + (0.1 if i % 3 else 0.0) for i in range(8)]
+        _, fired = judge(tmp_path, series_example(memory={0: [30.1] * 8}, columns={"host_mem_used_gib": {0: host}}))
+        leak = fired["memory-leak"]
+        assert leak.evidence["pattern"] == "stairs"
+        assert "in stairs: +12.0" in leak.message and "every ~2 steps" in leak.message
+
+    def test_known_bad_version_only_for_that_version(self, tmp_path):
+        line = "[rank0]:[titan] 2025-06-01 08:00:00,000 - root - INFO - running framework DeepSpeed {}"
+        for version, named in (("0.16.0", True), ("0.16.1", False)):
+            ex = series_example(memory={0: [20.0 + 0.5 * i for i in range(20)]}, lines=(line.format(version),))
+            _, fired = judge(tmp_path, ex, f"v{version}.log")
+            assert any("known leak" in h for h in fired["memory-leak"].hints) == named
+
+    def test_running_max_few_new_peaks_is_not_a_leak_but_a_steady_climb_is(self, tmp_path):
+        settled = [30.0, 31.2, 31.2, 32.0, 32.0, 32.6] + [32.6] * 40
+        report, fired = judge(tmp_path, series_example(columns={"mem_max_allocated_gib": {0: settled}}), "settled.log")
+        assert "memory-leak" not in fired and report.verdict == "warmup-plateau"
+        assert "running maximum" in fired["warmup-plateau"].message
+        rng = random.Random(5)
+        climbing, top = [], 0.0
+        for i in range(80):
+            top = max(top, 30.0 + 0.02 * i + rng.gauss(0, 0.05))
+            climbing.append(round(top, 2))
+        _, fired = judge(tmp_path, series_example(columns={"mem_max_allocated_gib": {0: climbing}}), "climb.log")
+        assert "memory-leak" in fired and "running maximum" in fired["memory-leak"].message
+
+    def test_pipeline_stages_at_different_flat_levels_are_never_averaged(self, tmp_path):
+        report, fired = judge(tmp_path, series_example(memory={r: noisy([22.7 if r < 4 else 18.0] * 30, 0.02, seed=r) for r in range(8)}))
+        assert report.verdict == "stable" and "memory-leak" not in fired
+        assert "depending on the worker" in fired["stable-memory"].message
+
+    def test_flat_device_without_host_series_says_growth_elsewhere_is_not_in_this_log(self, tmp_path):
+        _, fired = judge(tmp_path, series_example(memory={0: noisy([23.4] * 30, 0.02)}))
+        assert any("not in this log" in h for h in fired["stable-memory"].hints)
+
+
+class TestPeriodicRetention:
+    @staticmethod
+    def sawtooth(n, period, floor_rise=0.0):
+        return [40.0 + floor_rise * (i // period) + 0.3 * (i % period) for i in range(n)]
+
+    def test_names_the_period_and_the_loss_log_interval(self, tmp_path):
+        steps = [5 * k for k in range(1, 81)]  # memory every 5 steps, loss every 50 (a flush each log step)
+        values = self.sawtooth(80, 10)
+        loss = {0: [9.0 - 0.01 * i for i in range(80)]}
+        text = example_log(series_example(columns={"mem_allocated_gib": {0: values}}, steps=steps, loss=loss))
+        text = "\n".join(line for line in text.splitlines() if "loss:" not in line or int(line.split("step:")[1].split()[0]) % 50 == 0)
+        path = tmp_path / "saw.log"
+        path.write_text(text + "\n")
+        report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
+        fired = {f.rule: f for f in report.findings}
+        finding = fired["periodic-retention"]
+        assert finding.severity == "warning" and report.verdict == "stable" and "memory-leak" not in fired
+        assert finding.evidence["observed"]["period_steps"] == 50
+        assert "matches the loss log interval of 50 steps" in finding.message
+
+    def test_relates_the_period_to_the_memory_log_interval(self, tmp_path):
+        _, fired = judge(tmp_path, series_example(memory={0: self.sawtooth(60, 6)}, steps=[10 * k for k in range(1, 61)]))
+        assert "every 6 logged points at the memory log interval of 10 steps" in fired["periodic-retention"].message
+
+    def test_rising_floor_is_a_leak(self, tmp_path):
+        _, fired = judge(tmp_path, series_example(memory={0: self.sawtooth(60, 6, floor_rise=0.25)}))
+        assert "periodic-retention" not in fired
+        assert fired["memory-leak"].evidence["pattern"] == "sawtooth" and "floor rises" in fired["memory-leak"].message
+
+
+class TestCorruptAndNan:
+    def test_impossible_readings_are_listed_and_excluded(self, tmp_path):
+        values = [23.4] * 30
+        values[10], values[20] = 1136404.0, 812.4
+        report, fired = judge(tmp_path, series_example(memory={0: values}, capacity_gib=79.11))
+        assert report.verdict == "stable" and "memory-leak" not in fired
+        ev = fired["corrupt-readings"].evidence
+        assert ev["observed"]["readings"] == 2 and ev["observed"]["above_capacity"] == 2
+        assert [r["step"] for r in ev["readings"]] == [11, 21]
+
+    def test_negative_and_nan_readings_without_a_known_capacity(self, tmp_path):
+        path = tmp_path / "neg.log"
+        text = example_log(series_example(columns={"mem_allocated_gib": {0: [23.4] * 20}}))
+        text = text.replace("step:  5  allocated: 23.40GiB", "step:  5  allocated: -3.20GiB")
+        text = text.replace("step:  9  allocated: 23.40GiB", "step:  9  allocated: nanGiB")
+        text = text.replace("step: 12  allocated: 23.40GiB", "step: 12  allocated: 2048.00GiB")
+        path.write_text(text)
+        report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
+        ev = next(f for f in report.findings if f.rule == "corrupt-readings").evidence
+        assert {r["reason"] for r in ev["readings"]} == {"negative", "not a number", "above capacity"}
+
+    def test_nan_loss_is_its_own_finding_and_ignores_the_pp_sentinel(self, tmp_path):
+        loss = {0: [-1.0] * 20, 1: [9.0 - 0.1 * i if i < 12 else float("nan") for i in range(20)]}
+        report, fired = judge(tmp_path, series_example(memory={0: [23.4] * 20, 1: [20.1] * 20}, loss=loss))
+        finding = fired["nan-loss"]
+        assert finding.evidence["ranks"] == [1] and finding.evidence["observed"]["first_step"] == 13
+        assert "diverged" in finding.message and "says nothing about memory" in finding.message
+        assert report.verdict == "pp-sentinel-loss" and "memory-leak" not in fired
+
+
+def test_insufficient_data_names_the_steps_needed_for_three_points(tmp_path):
+    _, fired = judge(tmp_path, series_example(memory={0: [19.5, 33.8, 34.9]}, steps=[1, 10, 20]))
+    assert "only 3 logged points" in fired["insufficient-data"].message
+    assert fired["insufficient-data"].evidence["observed"]["more_points_needed"] == 5

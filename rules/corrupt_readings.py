@@ -1,0 +1,92 @@
+"""corrupt-readings: memory readings that cannot be true, excluded from every other rule."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from memlog.columns import MEMORY_COLUMNS
+from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.series import MAX_DEVICE_GIB
+
+
+def check(ctx, t) -> list[Finding]:
+    dropped = []  # (series, corrupt reading)
+    for column in MEMORY_COLUMNS:
+        for series in ctx.series(column):
+            dropped += [(series, c) for c in series.corrupt]
+    if len(dropped) < t["min_readings"]:
+        return []
+    dropped.sort(key=lambda pair: (pair[0].key.source, pair[1].line_no))
+    reasons = Counter(c.reason for _, c in dropped)
+    labels = sorted({ctx.label(s) for s, _ in dropped})
+    subjects = {"host" if s.memory.is_host else "device" for s, _ in dropped}
+    cap, cap_from = ctx.capacity.device_gib, ctx.capacity.device_from
+    shown = [f"{_value(c.value)} at step {c.step} (line {c.line_no}, {ctx.label(s)}, {_why(c.reason, s, ctx)})" for s, c in dropped[:5]]
+    msg = (
+        f"{len(dropped)} impossible memory reading{'s' if len(dropped) != 1 else ''} on {workers_phrase(labels)} "
+        f"{'were' if len(dropped) != 1 else 'was'} excluded from the analysis: {'; '.join(shown)}"
+        f"{f'; and {len(dropped) - 5} more' if len(dropped) > 5 else ''}. They are misparsed or corrupt values "
+        "(a wrong unit, an overflow, a broken monitor), not spikes and not a leak."
+    )
+    return [
+        Finding(
+            rule=RULE.id,
+            severity=RULE.severity,
+            message=msg,
+            evidence={
+                "observed": {"readings": len(dropped), **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
+                "thresholds": dict(t),
+                "capacity_gib": rounded(cap),
+                "capacity_from": cap_from,
+                "limit_without_capacity_gib": MAX_DEVICE_GIB,
+                "ranks": sorted({s.rank for s, _ in dropped if s.rank is not None}),
+                "readings": [
+                    {"series": ctx.label(s), "metric": s.column, "step": c.step, "line": c.line_no,
+                     "value": _number(c.value), "reason": c.reason}
+                    for s, c in dropped[:32]
+                ],
+            },
+            hints=["Check the unit the log prints (bytes, MB, GB) and whether the monitor wraps or overflows; "
+                   "with --capacity the device limit used to judge readings can be set explicitly."],
+            subject="device" if "device" in subjects else "host",
+            series=labels,
+            lines=[(s.key.source, c.line_no) for s, c in dropped[:8]],
+        )
+    ]
+
+
+def _number(value: float) -> float | str:
+    return rounded(value, 4) if rounded(value, 4) is not None else str(value)
+
+
+def _value(value: float) -> str:
+    return gib(value) if value == value and abs(value) != float("inf") else str(value)
+
+
+def _why(reason: str, series, ctx) -> str:
+    if reason != "above capacity":
+        return reason
+    cap = ctx.capacity.host_gib if series.memory.is_host else ctx.capacity.device_gib
+    return f"above the {gib(cap)} capacity" if cap else f"above {MAX_DEVICE_GIB:g} GiB, more than any device holds"
+
+
+RULE = Rule(
+    id="corrupt-readings",
+    severity="warning",
+    order=3,
+    summary="Memory readings that cannot be true (above capacity, negative, not a number) were excluded.",
+    explanation=(
+        "Lists the memory readings that the series builder dropped: negative values, NaN or infinite values, and "
+        "values above the capacity the log reveals (device: capacity line, percentage or --capacity, 5% slack; "
+        "without one, above 1024 GiB; host: the node total from an OOM message). They never reach the trend "
+        "statistics, so they can be neither a spike nor a leak."
+    ),
+    not_meaning="Not a memory problem of the run: a problem of the numbers in the log (unit, overflow, monitor).",
+    thresholds=(Threshold("min_readings", 1, "readings", "impossible readings that trigger the warning"),),
+    examples=(
+        Example("mmdetection-style overflow: one reading of 1136404.00 GiB among 23.4 GiB readings on an 80 GiB device.",
+                True, memory={0: [23.4] * 10 + [1136404.0] + [23.4] * 10}, capacity_gib=79.11),
+        Example("Plausible readings only.", False, memory={0: [23.4] * 20}, capacity_gib=79.11),
+    ),
+    check=check,
+)
