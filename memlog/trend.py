@@ -38,6 +38,11 @@ MIN_TAIL_SHARE = 1 / 3
 # while the tail still trends upward (Mann-Kendall p below TAIL_TREND_P), at most this often.
 MAX_WARMUP_SPLITS = 3
 TAIL_TREND_P = 0.05
+# A still-rising tail is the end of a saturating warmup when a curve approaching a cap beats a
+# straight line by this much BIC (10: very strong evidence) and the data come within noise (or
+# this percentage of the cap) of the cap.
+SATURATION_BIC = 10.0
+SATURATION_NEAR_PCT = 0.25
 # A running maximum has settled when the flat run after its last new peak covers at least this
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
@@ -151,10 +156,20 @@ def _knee(steps: list[int], values: list[float]) -> int:
     left_rate = rise / max(steps[i] - steps[0], 1)
     if rise <= 0 or left_rate <= 0 or rise <= WARMUP_RISE_SIGMAS * noise:
         return 0
-    bounds = stats.ols_slope_interval(steps[i:], values[i:])
-    if bounds is None or bounds[2] > WARMUP_SLOPE_RATIO * left_rate:
+    upper = _slope_upper_bound(steps[i:], values[i:])
+    if upper is None or upper > WARMUP_SLOPE_RATIO * left_rate:
         return 0  # the tail may still rise at a comparable rate: no warmup, one trend
     return i
+
+
+def _slope_upper_bound(steps, values) -> float | None:
+    """Upper end of the 95 % interval of a stretch's slope: Sen's interval (robust to allocator
+    spikes) once it is bounded (5+ points), the t interval of least squares for 3-4 points."""
+    if len(values) >= 5:
+        fit = stats.theil_sen(steps, values)
+        return fit.high if fit is not None and math.isfinite(fit.high) else None
+    bounds = stats.ols_slope_interval(steps, values)
+    return bounds[2] if bounds else None
 
 
 def _tail_start_level(steps, values) -> float:
@@ -173,10 +188,65 @@ def _warmup_end(steps: list[int], values: list[float]) -> int:
         if not more:
             break
         start += more
-        trend = stats.mann_kendall(values[start:])
-        if trend is None or trend.p_increasing > TAIL_TREND_P:
-            break
-    return start
+        if not _still_rising(values[start:]):
+            return start
+    return _saturated(steps, values, start) if _still_rising(values[start:]) else start
+
+
+def _still_rising(values) -> bool:
+    trend = stats.mann_kendall(values)
+    return trend is not None and trend.p_increasing <= TAIL_TREND_P
+
+
+def _saturated(steps: list[int], values: list[float], start: int) -> int:
+    """A tail that still rises may be the end of a saturating warmup (caches filling towards a
+    cap). When a curve approaching a cap, y = cap - c * exp(-step / tau), explains the tail much
+    better than a straight line (BIC, SATURATION_BIC) and the data reach that cap within noise,
+    the warmup runs to where they do. A steady leak is a line (or a cap far above the data)."""
+    xs, ys = steps[start:], values[start:]
+    n = len(ys)
+    if n < 2 * MIN_TAIL_POINTS + 2:
+        return start
+    line = stats.ols(xs, ys)
+    if line is None:
+        return start
+    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
+    best = _best_saturation(xs, ys)
+    if best is None or sse_line <= 0:
+        return start
+    sse, cap, fitted = best
+    if n * math.log(max(sse, 1e-300) / sse_line) + math.log(n) > -SATURATION_BIC:
+        return start
+    near = max(2 * stats.robust_sigma(ys), SATURATION_NEAR_PCT / 100 * abs(cap))
+    reached = next((i for i, f in enumerate(fitted) if cap - f <= near), None)
+    if reached is None or reached == 0 or n - reached < max(MIN_TAIL_POINTS, math.ceil(n / 4)):
+        return start
+    return start + reached
+
+
+def _best_saturation(xs: list[int], ys: list[float]) -> tuple[float, float, list[float]] | None:
+    """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
+    (rising towards the cap): (sse, cap, fitted values) of the best tau."""
+    span = xs[-1] - xs[0]
+    if span <= 0:
+        return None
+    best = None
+    for k in range(24):
+        tau = span * 0.01 * (300 ** (k / 23))  # 1 % .. 300 % of the span, log-spaced
+        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
+        mu, my = sum(u) / len(u), sum(ys) / len(ys)
+        suu = sum((ui - mu) ** 2 for ui in u)
+        if suu <= 0:
+            continue
+        c = sum((ui - mu) * (yi - my) for ui, yi in zip(u, ys)) / suu
+        if c >= 0:
+            continue
+        cap = my - c * mu
+        fitted = [cap + c * ui for ui in u]
+        sse = sum((yi - fi) ** 2 for yi, fi in zip(ys, fitted))
+        if best is None or sse < best[0]:
+            best = (sse, cap, fitted)
+    return best
 
 
 def _settled_running_max(values: list[float]) -> int:

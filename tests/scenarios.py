@@ -144,10 +144,10 @@ def warmup(rng: random.Random, n: int, level: float, style: str) -> list[float]:
     start = level * (1 - rng.uniform(0.15, 0.6))
     if style == "jump":
         return [start] + [level] * (n - 1)
-    if style == "ramp":
-        width = rng.choice((2, 3))
+    if style == "ramp":  # a few steps, or a slow fill over up to a quarter of the run
+        width = rng.choice((2, 3, max(2, int(0.25 * n))))
         return [start + (level - start) * min(i / width, 1.0) for i in range(n)]
-    tau = rng.uniform(0.6, max(0.8, 0.06 * n))  # saturating: caches that fill to a cap
+    tau = rng.uniform(0.6, max(0.8, 0.12 * n))  # saturating: caches that fill to a cap
     return [level - (level - start) * math.exp(-i / tau) for i in range(n)]
 
 
@@ -306,6 +306,20 @@ def build_creep(rng, s):
             values[0] = level * (1 - rng.uniform(0.2, 0.5))
         judged[r] = noisy(rng, values, level, s.noise, spikes=s.kind != "running-max")
     return [_segment(rng, s, steps, judged)], {}
+
+
+def build_late_leak(rng, s):
+    """Flat (or warmed up and flat) for a while, then a leak starts (a new phase, a bad batch of code)."""
+    steps = log_steps(s.points, _creep_interval(s.points))
+    pct = _creep_pct(s)
+    onset = steps[int(len(steps) * rng.uniform(0.2, 0.45))]
+    judged = {}
+    for r in range(s.ranks):
+        level = _level(rng, s)
+        per_step = level * pct / 100 / 100
+        judged[r] = noisy(rng, [level + per_step * max(0, st - onset) for st in steps], level, s.noise,
+                          spikes=s.kind != "running-max")
+    return [_segment(rng, s, steps, judged)], {"onset": onset}
 
 
 def _creep_interval(points: int) -> int:
@@ -525,6 +539,7 @@ BUILDERS = {
     "plateau-short": build_plateau_short,
     "creep": build_creep,
     "line-leak": build_line_leak,
+    "late-leak": build_late_leak,
     "stairs": build_stairs,
     "sawtooth-flat": build_sawtooth_flat,
     "sawtooth-rising": build_sawtooth_rising,
@@ -560,6 +575,9 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
         return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
                       leak_subject="host" if kind == "host" else "device",
                       leak_pct_per_100_steps=_creep_pct(probe), leak_steps=span)
+    if s_shape == "late-leak":  # the target counts the steps the leak itself runs (from its onset)
+        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
+                      leak_subject="host" if kind == "host" else "device")
     if s_shape == "line-leak":
         return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
                       leak_subject="host" if kind == "host" else "device", leak_pattern="line")
@@ -597,6 +615,7 @@ GRID: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {
     "plateau-short": (("window-peak", "current", "host"), ((1, 4), (2, 5))),
     "creep": (KINDS, ((1, 40), (1, 60), (2, 100), (1, 150))),
     "line-leak": (KINDS, ((1, 6), (4, 7))),
+    "late-leak": (KINDS, ((1, 100), (2, 150))),
     "stairs": (("window-peak", "current", "host"), ((1, 7), (2, 12), (1, 40))),
     "sawtooth-flat": (("window-peak", "current", "host"), ((1, 48), (2, 80))),
     "sawtooth-rising": (("window-peak", "current", "host"), ((1, 48), (2, 80))),
