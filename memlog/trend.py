@@ -16,7 +16,6 @@ pattern; the rules only differ in the gates they apply. The user-needs lessons b
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -207,6 +206,12 @@ def _saturated(steps: list[int], values: list[float], start: int) -> int:
     n = len(ys)
     if n < 2 * MIN_TAIL_POINTS + 2:
         return start
+    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
+    bins = min(n, stats.MAX_PAIRWISE_POINTS)
+    edges = [b * n // bins for b in range(bins + 1)]
+    if bins < n:
+        xs = [stats.median(xs[a:b]) for a, b in zip(edges, edges[1:])]
+        ys = [stats.median(ys[a:b]) for a, b in zip(edges, edges[1:])]
     line = stats.ols(xs, ys)
     if line is None:
         return start
@@ -215,11 +220,15 @@ def _saturated(steps: list[int], values: list[float], start: int) -> int:
     if best is None or sse_line <= 0:
         return start
     sse, cap, fitted = best
-    if n * math.log(max(sse, 1e-300) / sse_line) + math.log(n) > -SATURATION_BIC:
+    m = len(ys)
+    if m * math.log(max(sse, 1e-300) / sse_line) + math.log(m) > -SATURATION_BIC:
         return start
     near = max(2 * stats.robust_sigma(ys), SATURATION_NEAR_PCT / 100 * abs(cap))
     reached = next((i for i, f in enumerate(fitted) if cap - f <= near), None)
-    if reached is None or reached == 0 or n - reached < max(MIN_TAIL_POINTS, math.ceil(n / 4)):
+    if reached is None or reached == 0:
+        return start
+    reached = edges[reached]  # back to an index of the tail
+    if n - reached < max(MIN_TAIL_POINTS, math.ceil(n / 4)):
         return start
     return start + reached
 
@@ -274,7 +283,6 @@ def _late_rate_ratio(steps: tuple[int, ...], values: tuple[float, ...]) -> float
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=2048)
 def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool) -> Shape:
     sawtooth = None
     if not running_max and len(steps) >= MIN_PATTERN_POINTS:
@@ -343,8 +351,12 @@ def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: s
 
 
 def shape_of(series: Series) -> Shape:
-    running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
-    return _shape(tuple(series.steps), tuple(series.values), running_max)
+    """The series' shape, computed once per Series object (every memory rule asks for it)."""
+    shape = series.__dict__.get("_shape")
+    if shape is None:
+        running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
+        shape = series.__dict__["_shape"] = _shape(tuple(series.steps), tuple(series.values), running_max)
+    return shape
 
 
 # --------------------------------------------------------------------------------------------
