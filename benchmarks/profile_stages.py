@@ -1,0 +1,136 @@
+"""Where `memlog analyze` spends its wall time, by pipeline stage, sampled with py-spy.
+
+    pip install py-spy
+    python -m benchmarks.profile_stages /tmp/memlog-bench/sparse-1G.log
+    python -m benchmarks.profile_stages /tmp/memlog-bench/dense-1G.log --rate 20 --keep dense.txt
+
+py-spy samples memlog's Python stack (idle frames included, so time spent waiting inside a polars
+call counts against the Python line that made it). Each sample goes to the stage of its innermost
+memlog frame: read / decode / split / pre-filter / unwrap / extract / tables / rules / report /
+startup (imports and format-spec loading) / other. The top lines show the detail. --keep saves the
+collapsed stacks, which speedscope (https://www.speedscope.app) and flamegraph.pl open as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import linecache
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.run import default_memlog
+
+REPO = Path(__file__).resolve().parents[1]
+FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*):(?P<line>\d+)\)$")
+STAGES = ("read", "decode", "split", "pre-filter", "unwrap", "extract", "tables", "rules", "report", "startup", "other")
+RULE_MODULES = ("context.py", "series.py", "trend.py", "stats.py", "rulekit.py")
+
+
+def _source(file: str, line: int) -> str:
+    path = file if file.startswith("/") else str(REPO / file)
+    return linecache.getline(path, line)
+
+
+def stage_of(func: str, file: str, line: int) -> str | None:
+    """The stage of one memlog frame, or None for a frame outside memlog."""
+    name = file.rsplit("/", 1)[-1]
+    func = func.rsplit(".", 1)[-1]  # py-spy writes methods as Class.method
+    if func == "<module>" and ("memlog/" in file or "/rules/" in file or file.startswith("rules/")):
+        return "startup"
+    if "/rules/" in file or file.startswith("rules/") or ("memlog/" in file and name in RULE_MODULES):
+        return "rules"
+    if "memlog/" not in file:
+        return None
+    text = _source(file, line)
+    if name == "reading.py":
+        if func == "_to_frame":
+            return "decode" if ("decode" in text or "\\ufffd" in text) else "split"
+        return "read"
+    if name == "parse.py":
+        return "pre-filter" if "contains_any" in text else "extract"
+    if name == "unwrap.py":
+        return "unwrap"
+    if name == "formats.py":
+        return "extract" if func in ("extract", "_value", "to_number") else "startup"
+    if name in ("tables.py",):
+        return "tables"
+    if name == "api.py":
+        if func in ("parse_sources", "coverage", "_restart_events"):
+            return "tables"
+        if "rule" in text or "Context(" in text or "find_capacity" in text:
+            return "rules"
+        return "other"
+    if name == "report.py" or "/render/" in file:
+        return "report"
+    if name in ("content.py", "config.py"):
+        return "startup"
+    return "other"
+
+
+def classify(stack: str) -> tuple[str, str]:
+    """(stage, innermost memlog frame) of one collapsed stack."""
+    frames = stack.split(";")
+    for frame in reversed(frames):
+        match = FRAME.match(frame)
+        if not match:
+            continue
+        stage = stage_of(match["func"], match["file"], int(match["line"]))
+        if stage:
+            return stage, frame
+    if any("importlib" in f for f in frames):
+        return "startup", "imports"
+    return "other", frames[-1] if frames else "?"
+
+
+def summarise(collapsed: str, rate: int, top: int) -> str:
+    stages: collections.Counter[str] = collections.Counter()
+    lines: collections.Counter[str] = collections.Counter()
+    for row in collapsed.splitlines():
+        stack, _, count = row.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        stage, frame = classify(stack)
+        stages[stage] += int(count)
+        lines[f"{stage}: {frame}"] += int(count)
+    total = sum(stages.values()) or 1
+    out = ["| stage | wall (s) | share |", "|---|---:|---:|"]
+    out += [f"| {s} | {stages[s] / rate:.2f} | {100 * stages[s] / total:.0f}% |" for s in STAGES if stages[s]]
+    out.append(f"| total | {total / rate:.2f} | 100% |")
+    out += ["", f"Top {top} lines (innermost memlog frame):", ""]
+    out += [f"- {100 * n / total:4.1f}%  {frame}" for frame, n in lines.most_common(top)]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_stages", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("logs", nargs="+", help="log files to analyze")
+    parser.add_argument("--rate", type=int, default=50, help="samples per second (default 50)")
+    parser.add_argument("--top", type=int, default=15, help="how many top lines to list (default 15)")
+    parser.add_argument("--keep", type=Path, help="also save the collapsed stacks here")
+    args = parser.parse_args(argv)
+    py_spy = shutil.which("py-spy")
+    if not py_spy:
+        raise SystemExit("py-spy not found: pip install py-spy")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "stacks.txt"
+        cmd = [py_spy, "record", "--idle", "--rate", str(args.rate), "--format", "raw", "--output", str(raw),
+               "--", *default_memlog(), "analyze", "-o", "json", *args.logs]
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+        collapsed = raw.read_text()
+        if args.keep:
+            args.keep.write_text(collapsed)
+    print(summarise(collapsed, args.rate, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,354 @@
+"""Time `memlog analyze -o json` against `rg -c 'step:'` on generated logs; print a Markdown table.
+
+    python -m benchmarks.run                          # every case at the issue's sizes (~15 GiB of logs)
+    python -m benchmarks.run --cases dense,sparse     # some cases
+    python -m benchmarks.run --cases dense --sizes 256M,512M --runs 5
+    python -m benchmarks.run --quick                  # small sizes: a smoke run in a minute
+
+Each measurement is the median wall time of --runs runs after --warmup runs (which also bring the
+file into the page cache), for memlog and for ripgrep alike, run one after the other as
+subprocesses. Peak RSS is the memlog process's own maximum resident set (os.wait4), the largest
+over the runs. The figures are printed, never asserted: the targets (issue 6) are shown beside them
+with whether they are met. Logs come from benchmarks/generate.py and are reused between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.generate import DEFAULT_OUT, generate, parse_size, size_label
+
+GIB = 1 << 30
+MIB = 1 << 20
+RG_PATTERN = "step:"
+LINEAR_TOLERANCE = 1.2  # s/GiB at the largest size may exceed the smallest size's by this factor
+
+
+@dataclass(frozen=True)
+class Target:
+    """What issue 6 asks of a case; None where it asks nothing."""
+
+    ratio: float | None = None  # memlog wall <= ratio x rg wall
+    seconds: float | None = None  # memlog wall <= seconds
+    rss_mib: float | None = None  # peak RSS <= this
+    same_rss_as: str | None = None  # peak RSS within +-10% of this case's (memory follows records, not size)
+    linear_to: str | None = None  # s/GiB within LINEAR_TOLERANCE of this case's
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # benchmarks.generate kind
+    size: int  # bytes per file
+    files: int = 1
+    target: Target = field(default_factory=Target)
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """Cases with the same key measure the same input, so they share one measurement."""
+        return (self.kind, self.size, self.files)
+
+    @property
+    def size_text(self) -> str:
+        total = self.size * self.files
+        text = f"{total / GIB:g} GiB" if total >= GIB else f"{total / MIB:g} MiB"
+        return f"{self.files} × {size_label(self.size)}iB" if self.files > 1 else text
+
+
+# Case groups and their sizes: (full run, --quick). Sizes are per file.
+DEFAULT_SIZES = {
+    "dense": (["1G"], ["16M"]),
+    "sparse": (["1G", "4G"], ["16M", "64M"]),
+    "ranks": (["16M"], ["1M"]),
+    "small": (["1M"], ["1M"]),
+    "linearity": (["1G", "2G", "4G"], ["16M", "32M", "64M"]),
+    "ray": (["256M"], ["8M"]),
+    "deepspeed": (["256M"], ["8M"]),
+}
+RANK_FILES = (64, 8)  # files in the `ranks` case: (full, --quick)
+
+
+def build_cases(groups: list[str], sizes: list[int] | None, quick: bool) -> list[Case]:
+    cases: list[Case] = []
+    for group in groups:
+        group_sizes = sizes or [parse_size(s) for s in DEFAULT_SIZES[group][1 if quick else 0]]
+        if group == "dense":
+            cases += [Case(f"dense {size_label(s)}", "dense", s, target=Target(ratio=2.0, rss_mib=512)) for s in group_sizes]
+        elif group == "sparse":
+            first = f"sparse {size_label(group_sizes[0])}"
+            cases += [Case(f"sparse {size_label(s)}", "sparse", s,
+                           target=Target(ratio=1.5, rss_mib=250, same_rss_as=first if i else None))
+                      for i, s in enumerate(group_sizes)]
+        elif group == "ranks":
+            files = RANK_FILES[1 if quick else 0]
+            cases += [Case(f"per-rank files {files}×{size_label(s)}", "ranks", s, files, Target(ratio=2.0)) for s in group_sizes]
+        elif group == "small":
+            cases += [Case(f"small {size_label(s)}", "dense", s, target=Target(seconds=0.5)) for s in group_sizes]
+        elif group == "linearity":
+            first = f"linearity {size_label(group_sizes[0])}"
+            cases += [Case(f"linearity {size_label(s)}", "dense", s, target=Target(linear_to=first if i else None))
+                      for i, s in enumerate(group_sizes)]
+        elif group in ("ray", "deepspeed"):
+            cases += [Case(f"{group} {size_label(s)}", group, s) for s in group_sizes]
+        else:
+            raise SystemExit(f"unknown case {group!r} (known: {', '.join(DEFAULT_SIZES)})")
+    return cases
+
+
+@dataclass
+class Timing:
+    wall: float
+    rss_mib: float
+    code: int
+    stdout: bytes
+    stderr: bytes
+    killed: str | None = None  # why the guard stopped it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Stop a run that would take the shared machine down with it."""
+
+    seconds: float | None = None
+    rss_mib: float | None = None
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _guard(proc: subprocess.Popen, limits: Limits, done: threading.Event, why: list[str]) -> None:
+    """Watch from a thread, so that the timed wait4 in the caller adds no polling delay."""
+    started = time.monotonic()
+    while not done.wait(0.2):
+        if limits.seconds and time.monotonic() - started > limits.seconds:
+            why.append(f"over {limits.seconds:g} s")
+        elif limits.rss_mib and _rss_mib(proc.pid) > limits.rss_mib:
+            why.append(f"over {limits.rss_mib:g} MiB")
+        if why:
+            proc.kill()
+            return
+
+
+def timed(cmd: list[str], limits: Limits = Limits()) -> Timing:
+    """Run `cmd`; wall time and that child's own peak RSS (wait4 reports it per process)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        done, why = threading.Event(), []
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        watch = threading.Thread(target=_guard, args=(proc, limits, done, why), daemon=True)
+        if limits.seconds or limits.rss_mib:
+            watch.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        done.set()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        return Timing(wall, usage.ru_maxrss / 1024, proc.returncode, out.read(), err.read(), why[0] if why else None)
+
+
+@dataclass
+class Result:
+    memlog_wall: float
+    memlog_rss: float
+    rg_wall: float | None
+    records: int | None
+    verdict: str | None
+    error: str | None  # memlog could not judge (exit 2): its message
+    stopped: bool = False  # killed by the guard: the wall time is a lower bound
+
+
+def measure(memlog: list[str], paths: list[Path], runs: int, warmup: int, limits: Limits = Limits()) -> Result:
+    rg = shutil.which("rg")
+    memlog_cmd = [*memlog, "analyze", "-o", "json", *map(str, paths)]
+    rg_cmd = [rg, "-c", RG_PATTERN, *map(str, paths)] if rg else None
+    memlog_runs, rg_runs = [], []
+    for i in range(warmup + runs):
+        m = timed(memlog_cmd, limits)
+        r = timed(rg_cmd) if rg_cmd else None
+        if m.killed:  # one stopped run says enough; do not repeat it
+            memlog_runs, rg_runs = [m], [r] if r else []
+            break
+        if i >= warmup:
+            memlog_runs.append(m)
+            if r:
+                rg_runs.append(r)
+    last = memlog_runs[-1]
+    records = verdict = error = None
+    if last.killed:
+        error = f"stopped by the benchmark's guard: {last.killed} (--timeout / --max-rss)"
+    elif last.code in (0, 1):  # judged; 1 = a finding at or above --fail-on
+        report = json.loads(last.stdout)
+        records, verdict = report["coverage"]["records"], report["verdict"]
+    else:
+        error = (last.stderr.decode(errors="replace").strip().splitlines() or [f"exit {last.code}"])[-1]
+    return Result(
+        memlog_wall=statistics.median(t.wall for t in memlog_runs),
+        memlog_rss=max(t.rss_mib for t in memlog_runs),
+        rg_wall=statistics.median(t.wall for t in rg_runs) if rg_runs else None,
+        records=records,
+        verdict=verdict,
+        error=error,
+        stopped=bool(last.killed),
+    )
+
+
+def judge(case: Case, result: Result, results: dict[str, Result], cases: dict[str, Case]) -> tuple[str, str]:
+    """(target text, met text) for one row."""
+    t = case.target
+    wants, misses = [], []
+    if t.ratio is not None:
+        wants.append(f"≤ {t.ratio:g}× rg")
+        if result.rg_wall is None:
+            misses.append("no rg")
+        elif result.memlog_wall > t.ratio * result.rg_wall:
+            misses.append("wall")
+    if t.seconds is not None:
+        wants.append(f"≤ {t.seconds:g} s")
+        if result.memlog_wall > t.seconds:
+            misses.append("wall")
+    if t.rss_mib is not None:
+        wants.append(f"≤ {t.rss_mib:g} MiB")
+        if result.memlog_rss > t.rss_mib:
+            misses.append("RSS")
+    if t.same_rss_as and t.same_rss_as in results:
+        base = results[t.same_rss_as].memlog_rss
+        wants.append(f"RSS ±10% of {t.same_rss_as}")
+        if abs(result.memlog_rss - base) > 0.1 * base:
+            misses.append("RSS growth")
+    if t.linear_to and t.linear_to in results:
+        per_gib = result.memlog_wall / (case.size * case.files / GIB)
+        ref = cases[t.linear_to]
+        base = results[t.linear_to].memlog_wall / (ref.size * ref.files / GIB)
+        wants.append(f"s/GiB ≤ {LINEAR_TOLERANCE:g}× {t.linear_to}'s ({per_gib / base:.2f}×)")
+        if per_gib > LINEAR_TOLERANCE * base:
+            misses.append("not linear")
+    if result.error:
+        misses.insert(0, "could not judge")
+    if not wants:
+        return "—", "—" if not result.error else "could not judge"
+    return ", ".join(wants), "yes" if not misses else "no (" + ", ".join(misses) + ")"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" if value < 1 else f"{value:.2f}"
+
+
+def table(cases: list[Case], results: dict[str, Result]) -> str:
+    by_name = {c.name: c for c in cases}
+    rows = [
+        "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio | memlog peak RSS (MiB) | target | met? |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|---|",
+    ]
+    notes = []
+    for case in cases:
+        r = results[case.name]
+        ratio = (">" if r.stopped else "") + f"{r.memlog_wall / r.rg_wall:.1f}×" if r.rg_wall else "—"
+        records = f"{r.records:,}" if r.records is not None else "—"
+        target, met = judge(case, r, results, by_name)
+        if target == "—" and case.name.startswith("linearity"):
+            target = f"reference: {r.memlog_wall / (case.size * case.files / GIB):.1f} s/GiB"
+        wall = (">" if r.stopped else "") + seconds(r.memlog_wall)
+        rows.append(f"| {case.name} | {case.size_text} | {records} | {r.verdict or '—'} | {wall} | "
+                    f"{seconds(r.rg_wall)} | {ratio} | {r.memlog_rss:.0f} | {target} | {met} |")
+        if r.error:
+            notes.append(f"- {case.name}: {r.error}")
+    return "\n".join(rows + ([""] + notes if notes else []))
+
+
+def environment(memlog: list[str]) -> str:
+    def output(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "n/a"
+
+    import polars
+
+    commit = output(["git", "-C", str(Path(__file__).resolve().parents[1]), "describe", "--always", "--dirty"])
+    rg = output(["rg", "--version"]) if shutil.which("rg") else "ripgrep not installed"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"memlog `{shlex.join(memlog)}` at {commit}; polars {polars.__version__}; {rg}; "
+            f"Python {platform.python_version()}; {os.cpu_count()} CPUs; {platform.platform()}; load average {load}")
+
+
+def default_memlog() -> list[str]:
+    """The console script next to this interpreter (a pyenv shim would add its own start-up time)."""
+    beside = Path(sys.executable).with_name("memlog")
+    if beside.exists():
+        return [str(beside)]
+    return [sys.executable, "-c", "from memlog.cli import main; main()"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(DEFAULT_SIZES),
+                        help=f"comma-separated, from: {', '.join(DEFAULT_SIZES)} (default: all)")
+    parser.add_argument("--sizes", help="comma-separated sizes (per file) for every selected case, e.g. 256M,1G; "
+                                        "default: each case's own (dense 1G; sparse 1G,4G; linearity 1G,2G,4G; ...)")
+    parser.add_argument("--runs", type=int, default=3, help="measured runs per case; the median is shown (default 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs first (default 1)")
+    parser.add_argument("--quick", action="store_true", help="small default sizes, for a smoke run")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where generated logs live (default {DEFAULT_OUT})")
+    parser.add_argument("--memlog", help="memlog command to time (default: the installed console script)")
+    parser.add_argument("--timeout", type=float, default=1800, help="stop a memlog run after this many seconds (default 1800)")
+    parser.add_argument("--max-rss", type=float, default=8192, help="stop a memlog run above this RSS in MiB (default 8192)")
+    args = parser.parse_args(argv)
+
+    groups = [g.strip() for g in args.cases.split(",") if g.strip()]
+    sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
+    cases = build_cases(groups, sizes, args.quick)
+    memlog = shlex.split(args.memlog) if args.memlog else default_memlog()
+    if not shutil.which("rg"):
+        print("warning: ripgrep (rg) not found; install it with `apt-get install ripgrep`", file=sys.stderr)
+
+    start_load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    measured: dict[tuple, Result] = {}
+    results: dict[str, Result] = {}
+    for case in cases:
+        if case.key not in measured:
+            started = time.perf_counter()
+            paths = generate(case.kind, case.size, args.out, files=case.files)
+            generated = time.perf_counter() - started
+            measured[case.key] = measure(memlog, paths, args.runs, args.warmup, Limits(args.timeout, args.max_rss))
+            r = measured[case.key]
+            print(f"{case.name}: memlog {r.memlog_wall:.2f} s, {r.memlog_rss:.0f} MiB; rg "
+                  f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s (log ready in {generated:.1f} s)",
+                  file=sys.stderr, flush=True)
+        results[case.name] = measured[case.key]
+
+    print(environment(memlog) + f" (at start: {start_load})")
+    print(f"Median of {args.runs} runs after {args.warmup} warm-up; rg = `rg -c '{RG_PATTERN}'` on the same files.\n")
+    print(table(cases, results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
