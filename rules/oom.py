@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
