@@ -71,6 +71,23 @@ def _restart_events(records: pl.DataFrame) -> list[Event]:
 
 
 def coverage(tables: Tables, sources: list[Source]) -> dict:
+def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
+    """Why no record came out, in one line naming the input: damage, emptiness, binary, or no match."""
+    damaged = [f"{s.name}: {s.stats.damaged}" for s in sources if s.stats.damaged]
+    if damaged:
+        return "; ".join(damaged) + "; no training-step records before the damage"
+    names = ", ".join(s.name for s in sources)
+    read = sum(s.stats.bytes_read for s in sources)
+    if read == 0:
+        return f"no training-step records found in {names}: {'it is' if len(sources) == 1 else 'they are'} empty"
+    garbage = sum(s.stats.replaced_bytes + s.stats.nul_bytes for s in sources)
+    if garbage * 10 > read:
+        return f"no training-step records found in {names}: not a text log ({100 * garbage // read}% of the bytes are undecodable or NUL)"
+    tried = ", ".join(s.name for s in specs if s.records)
+    lines = sum(s.stats.lines for s in sources)
+    return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
+
+
     records = tables.records
     return {
         "lines_read": sum(s.stats.lines for s in sources),
@@ -87,7 +104,11 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
                 "gzip": s.stats.gzip,
                 "truncated_lines": s.stats.truncated_lines,
                 "replaced_bytes": s.stats.replaced_bytes,
+                "first_truncated_line": s.stats.first_truncated_line,
                 "damaged": s.stats.damaged,
+                "first_replaced_line": s.stats.first_replaced_line,
+                "nul_bytes": s.stats.nul_bytes,
+                "first_nul_line": s.stats.first_nul_line,
             }
             for s in sources
         ],
@@ -112,12 +133,7 @@ def analyze(
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs]), format)
     tables, sources = parse_sources(inputs, specs, progress)
     if tables.records.is_empty():
-        damaged = [f"{s.name}: {s.stats.damaged}" for s in sources if s.stats.damaged]
-        tried = ", ".join(s.name for s in specs if s.records)
-        names = ", ".join(s.name for s in sources)
-        raise NoRecordsError(
-            "; ".join(damaged) if damaged else f"no training-step records found in {names} (formats tried: {tried})"
-        )
+        raise NoRecordsError(nothing_found(sources, specs))
     ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))
     rules = load_rules()
     unknown = set(config.rules) - {r.id for r in rules}

@@ -58,7 +58,9 @@ FormatsDir = Annotated[Optional[list[Path]], typer.Option("--formats-dir", help=
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"memlog: error: {message}", err=True)
+    from memlog.render import safe  # file names and log text can hold escape sequences
+
+    typer.echo(f"memlog: error: {safe(message)}", err=True)
     raise typer.Exit(EXIT_CANNOT_JUDGE)
 
 
@@ -66,7 +68,7 @@ def _guard(debug: bool, action):
     """Run `action`; any failure becomes one line on stderr and exit code 2."""
     try:
         return action()
-    except typer.Exit:
+    except (typer.Exit, BrokenPipeError):
         raise
     except MemlogError as exc:
         if debug:
@@ -74,11 +76,25 @@ def _guard(debug: bool, action):
         _fail(str(exc))
     except KeyboardInterrupt:
         _fail("interrupted")
-    except Exception as exc:  # noqa: BLE001 - a crash must still be one clear line and exit 2
+    except (SystemExit, GeneratorExit):
+        raise
+    # BaseException: a panic inside polars (pyo3's PanicException) is not an Exception.
+    except BaseException as exc:  # noqa: BLE001 - a crash must still be one clear line and exit 2
         if debug:
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
         _fail(f"internal error: {type(exc).__name__}: {first} (run with --debug for a traceback)")
+
+
+def _warn_damaged(report) -> None:
+    """A partly unreadable input is analysed, and says so on stderr: one line per damaged source."""
+    from memlog.render import safe
+    from memlog.report import source_damage
+
+    for source in report.coverage["sources"]:
+        damage = source_damage(source)
+        if damage:
+            typer.echo(f"memlog: warning: {safe(source['name'])}: {damage}; analysed what was readable", err=True)
 
 
 def _colour() -> bool:
@@ -148,7 +164,7 @@ def analyze(
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001)] = None,
+    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
     formats_dir: FormatsDir = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
     debug: Debug = False,
@@ -187,6 +203,7 @@ def analyze(
         _emit(render(report, output.value, **options))
         if output is Output.github:
             _write_step_summary(report)
+        _warn_damaged(report)
         return report
 
     report = _guard(debug, action)
@@ -202,23 +219,25 @@ def series(
     debug: Debug = False,
 ) -> None:
     """Print the parsed step records, one row per (source, worker, step), header first."""
-    from memlog.api import parse_sources, select_specs
+    from memlog.api import nothing_found, parse_sources, select_specs
     from memlog.errors import NoRecordsError
     from memlog.formats import load_specs
+    from memlog.render import safe, safe_json
 
     def action():
-        tables, _ = parse_sources(log, select_specs(load_specs(formats_dir or ()), format))
+        specs = select_specs(load_specs(formats_dir or ()), format)
+        tables, sources = parse_sources(log, specs)
         if tables.records.is_empty():
-            raise NoRecordsError(f"no training-step records found in {', '.join(log)}")
+            raise NoRecordsError(nothing_found(sources, specs))
         records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
         if output is SeriesOutput.parquet:
             if sys.stdout.isatty():
                 raise MemlogError("parquet is binary: redirect stdout to a file")
             records.write_parquet(sys.stdout.buffer)
         elif output is SeriesOutput.json:
-            sys.stdout.write(records.write_json() + "\n")
+            sys.stdout.write(safe_json(records.write_json()) + "\n")
         else:
-            sys.stdout.write(records.write_csv())
+            sys.stdout.write(safe(records.write_csv()))  # a file name can hold escape sequences
 
     _guard(debug, action)
 

@@ -10,6 +10,7 @@ Read with yaml.safe_load only: a config can never construct Python objects.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,10 @@ def load_config(path: str | None) -> Config:
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(f"{path}: `rules` maps rule ids to mappings of threshold: value")
     capacity = raw.get("capacity_gib")
-    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity <= 0):
-        raise ConfigError(f"{path}: capacity_gib must be a positive number")
+    if capacity is not None and (
+        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity < math.inf
+    ):
+        raise ConfigError(f"{path}: capacity_gib must be a positive number, got {capacity!r}")
     dirs = raw.get("formats_dirs") or []
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError(f"{path}: formats_dirs must be a list of paths")

@@ -10,7 +10,7 @@ import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.rulekit import Finding
-from memlog.series import Series, build_series
+from memlog.series import Series, build_series, with_seconds
 from memlog.tables import Tables
 
 # Which device column to judge when a worker logs several: live tensors (allocated) say more about
@@ -79,7 +79,12 @@ class Context:
         cap = None
         if column in MEMORY_COLUMNS:
             cap = self.capacity.host_gib if MEMORY_COLUMNS[column].is_host else self.capacity.device_gib
-        return build_series(self.tables.records, column, cap, kind)
+        return build_series(self._timed_records, column, cap, kind)
+
+    @functools.cached_property
+    def _timed_records(self) -> pl.DataFrame:
+        """The records with their timestamps parsed once, for every series built from them."""
+        return with_seconds(self.tables.records)
 
     def capacity_of(self, series: Series) -> tuple[float | None, str | None]:
         """The capacity a memory series runs into (device or host), and where the number came from."""

@@ -91,6 +91,10 @@ class LinePattern:
         return hits.with_columns(columns).drop(scratch)
 
     def _value(self, group: str, raw: pl.Expr) -> pl.Expr:
+            if group == "step":
+                # A printed step that is no integer (overflow, garbage) is damage, not a line without
+                # a step: it must not take a neighbour's step (tables.build_records) and its values.
+                hits = hits.filter(raw.is_null() | self._value(group, raw).is_not_null())
         value = to_number(raw)
         if group == "step":
             return value.cast(pl.Int64, strict=False).alias(group)
@@ -125,9 +129,13 @@ def _group_names(regex_: str) -> tuple[str, ...]:
 
 
 def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
-    where = f"{spec_path.name}: {section} entry {raw.get('name', '?')!r}"
     if not isinstance(raw, dict):
-        raise FormatSpecError(f"{where}: must be a mapping")
+        raise FormatSpecError(f"{spec_path.name}: each entry of `{section}` must be a mapping, got {raw!r:.60}")
+    where = f"{spec_path.name}: {section} entry {raw.get('name', '?')!r}"
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
     missing = [k for k in ("name", "literal", "regex") if not isinstance(raw.get(k), str) or not raw.get(k)]
     if missing:
         raise FormatSpecError(f"{where}: missing or empty {', '.join(missing)}")
@@ -135,6 +143,19 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         name=raw["name"],
         literal=raw["literal"],
         regex=raw["regex"],
+    wrong = [
+        message
+        for key, ok, message in (
+            ("fields", _is_str_list, "`fields` must be a list of regexes"),
+            ("units", lambda v: isinstance(v, dict) and all(isinstance(u, str) for u in v.values()), "`units` maps group names to units"),
+            ("kind", lambda v: isinstance(v, str), "`kind` must be a string"),
+            ("event", lambda v: isinstance(v, str), "`event` must be a string"),
+            ("inherit_step", lambda v: isinstance(v, bool), "`inherit_step` must be true or false"),
+        )
+        if raw.get(key) is not None and not ok(raw[key])
+    ]
+    if wrong:
+        raise FormatSpecError(f"{where}: {'; '.join(wrong)}")
         kind=raw.get("kind", "train") if section == "records" else None,
         event=raw.get("event") if section == "events" else None,
         units=dict(raw.get("units") or {}),
@@ -180,6 +201,13 @@ def load_spec(path: Path) -> FormatSpec:
         records=tuple(_pattern(path, r, "records") for r in raw.get("records") or ()),
         events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
         samples=tuple(raw.get("samples") or ()),
+    for key in ("logger_prefixes", "records", "events", "samples"):
+        if raw.get(key) is not None and not isinstance(raw[key], list):
+            raise FormatSpecError(f"{path}: `{key}` must be a list")
+    if not _is_str_list(raw.get("logger_prefixes") or []):
+        raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
+    for prefix in raw.get("logger_prefixes") or ():
+        _check_logger_prefix(path, prefix)
         block_parser=load_block_parser(path, raw["block_parser"]) if raw.get("block_parser") else None,
     )
     return spec
@@ -194,6 +222,18 @@ def load_specs(extra_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
     specs: dict[str, FormatSpec] = {}
     for directory in (builtin_dir(), *extra_dirs):
         if not Path(directory).is_dir():
+def _check_logger_prefix(path: Path, prefix: str) -> None:
+    """Logger prefixes of all specs are joined into one regex (unwrap.Unwrapper): each must compile
+    alone and carry no named group, which would clash with another spec's."""
+    try:
+        pl.Series(["x"]).str.extract(f"^(?:{prefix})", 0)
+        named = _group_names(prefix)
+    except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
+        raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: invalid regex ({str(exc).splitlines()[0]})") from None
+    if named:
+        raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: named groups {list(named)} are not allowed here")
+
+
             raise FormatSpecError(f"{directory}: formats directory not found")
         for path in sorted(Path(directory).glob("*.yaml")):
             spec = load_spec(path)

@@ -106,6 +106,25 @@ class Report:
         }
 
 
+def source_damage(source: dict[str, Any]) -> str | None:
+    """What reading one source (an entry of coverage["sources"]) had to skip or repair, in one
+    line: counts and the first line affected. None for an intact source."""
+
+    def first(key: str) -> str:
+        return f" (first: line {source[key]:,})" if source.get(key) else ""
+
+    problems = []
+    if source.get("truncated_lines"):
+        problems.append(f"{source['truncated_lines']:,} over-long line(s) cut{first('first_truncated_line')}")
+    if source.get("replaced_bytes"):
+        problems.append(f"{source['replaced_bytes']:,} undecodable byte(s) replaced{first('first_replaced_line')}")
+    if source.get("nul_bytes"):
+        problems.append(f"{source['nul_bytes']:,} NUL byte(s) removed{first('first_nul_line')}")
+    if source.get("damaged"):
+        problems.append(f"reading stopped after line {source['lines']:,}: {source['damaged']}")
+    return "; ".join(problems) if problems else None
+
+
 def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
     """What the charts draw: the judged device series, the host series and the loss per worker,
     each with the knee and tail fit of the shared shape (memlog.trend), plus `metric` when asked."""

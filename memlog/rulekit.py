@@ -10,6 +10,7 @@ plateau where no leak was found).
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,7 @@ class Rule:
         for name, value in overrides.items():
             if name not in values:
                 raise ConfigError(f"rule {self.id}: unknown threshold {name!r} (known: {', '.join(values)})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r}")
             values[name] = value
         return values

@@ -8,7 +8,6 @@ statistics. Each kept point carries its timestamp when the log has one (wall-tim
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -21,6 +20,12 @@ from memlog.columns import MEMORY_COLUMNS, MemoryColumn
 MAX_DEVICE_GIB = 1024.0
 # Slack above a known capacity before a reading counts as impossible (rounding, GB vs GiB).
 CAPACITY_SLACK = 1.05
+# A series longer than this is binned before it reaches Python: consecutive steps become one point
+# (see _binned). A dense 1 GiB log holds ~570k steps per rank; the statistics downsample to
+# stats.MAX_PAIRWISE_POINTS for pairwise work anyway, and turning every step into Python objects
+# was two thirds of the wall time. 2000 points keeps knees, stairs and sawtooth cycles of a few
+# thousand steps visible; every shorter series (all sample logs) is judged point by point.
+MAX_SERIES_POINTS = 2000
 
 
 class Corrupt(NamedTuple):
@@ -66,27 +71,78 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     """Series of `column` per (source, worker, segment) for records of `kind`.
 
     `capacity_gib` is the capacity of what the column measures (device or host memory); readings
-    above it, negative readings and non-finite memory readings are dropped into `corrupt`."""
+    above it, negative readings and non-finite memory readings are dropped into `corrupt`.
+    Series longer than MAX_SERIES_POINTS are binned in polars (see there) before they reach Python.
+    `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds)."""
     if records.is_empty() or column not in records.columns:
         return []
     rows = records.filter((pl.col("kind") == kind) & pl.col(column).is_not_null())
     if rows.is_empty():
         return []
-    rows = rows.with_columns(_seconds=_seconds(rows), _why=_impossible(column, capacity_gib))
+    keys = ["source", "worker", "segment"]
+    if "_seconds" not in rows.columns:
+        rows = with_seconds(rows)
+    rows = rows.select(*keys, "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value")).with_columns(
+        _why=_impossible(pl.col("_value"), column, capacity_gib)
+    )
+    # Groups in order of first appearance, each with the rank of its earliest step.
+    groups = rows.group_by(keys, maintain_order=True).agg(pl.col("rank").sort_by("step").first())
+    bad = rows.filter(pl.col("_why").is_not_null()).sort([*keys, "step"])
+    kept = _binned(rows.filter(pl.col("_why").is_null()), keys)
+    corrupt: dict[tuple, list[Corrupt]] = {}
+    for source, worker, segment, line_no, value, step, why in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
+        corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, why))
+    points: dict[tuple, tuple[int, int]] = {}  # group -> (offset, length) in `kept`
+    bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"))
+    offset = 0
+    for source, worker, segment, n in bounds.iter_rows():
+        points[(source, worker, segment)] = (offset, n)
+        offset += n
+    steps, values, line_nos, times = (kept[c].to_list() for c in ("step", "_value", "line_no", "_seconds"))
     out: list[Series] = []
-    for (source, worker, segment), group in rows.group_by(["source", "worker", "segment"], maintain_order=True):
-        group = group.sort("step")
-        series = Series(SeriesKey(source, worker, segment), column, group["rank"][0], [], [], [])
-        for step, value, line_no, seconds, why in zip(group["step"], group[column], group["line_no"], group["_seconds"], group["_why"]):
-            if why is not None:
-                series.corrupt.append(Corrupt(line_no, value, step, why))
-                continue
-            series.steps.append(step)
-            series.values.append(value)
-            series.line_nos.append(line_no)
-            series.times.append(seconds)
-        out.append(series)
+    for source, worker, segment, rank in groups.iter_rows():
+        start, n = points.get((source, worker, segment), (0, 0))
+        end = start + n
+        out.append(
+            Series(
+                SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
+                corrupt=corrupt.get((source, worker, segment), []), times=times[start:end],
+            )
+        )
     return out
+
+
+def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Kept points sorted by group and step; a group longer than MAX_SERIES_POINTS binned down to it.
+
+    A bin's point is the median of its values (the first non-finite value if the bin has one, so a
+    NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
+    last points of a series are bins of their own: where a series starts and ends stays exact."""
+    kept = kept.sort([*keys, "step"]).with_columns(_i=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
+    inner = MAX_SERIES_POINTS - 2
+    last = pl.col("_n") - 1
+    bin_of = (
+        pl.when((pl.col("_n") <= MAX_SERIES_POINTS) | (pl.col("_i") == 0)).then(pl.col("_i"))
+        .when(pl.col("_i") == last).then(MAX_SERIES_POINTS - 1)
+        .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
+    )
+    long = pl.col("_n") > MAX_SERIES_POINTS
+    if kept.filter(long).is_empty():
+        return kept
+    value = pl.col("_value")
+    return (
+        kept.with_columns(_bin=bin_of)
+        .group_by([*keys, "_bin"], maintain_order=True)
+        .agg(
+            pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
+            pl.when(value.is_finite().all()).then(value.median()).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
+        )
+    )
+
+
+def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
+    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it."""
+    return records.with_columns(_seconds=_seconds(records))
 
 
 def _seconds(rows: pl.DataFrame) -> pl.Series:
@@ -100,10 +156,9 @@ def _seconds(rows: pl.DataFrame) -> pl.Series:
     return rows.select((parsed.dt.epoch("ms") / 1000).alias("s"))["s"]
 
 
-def _impossible(column: str, capacity_gib: float | None) -> pl.Expr:
-    """Why a reading cannot be true, or null. A NaN loss is a finding of its own (nan-loss), a NaN
-    memory reading is not a reading at all."""
-    value = pl.col(column)
+def _impossible(value: pl.Expr, column: str, capacity_gib: float | None) -> pl.Expr:
+    """Why a reading of `column` cannot be true, or null. A NaN loss is a finding of its own
+    (nan-loss), a NaN memory reading is not a reading at all."""
     if column not in MEMORY_COLUMNS:
         return pl.lit(None, dtype=pl.String)
     is_host = MEMORY_COLUMNS[column].is_host

@@ -18,12 +18,13 @@ import polars as pl
 # the reader's terminal, whatever memlog later prints.
 ESCAPES = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, DCS, SOS, PM, APC strings up to BEL or ST
     r"|\x1b[@-Z\\-_]"
     r"|#033\[[0-9;]*m"
 )
-# Remaining C0 controls (tab kept), DEL, C1 controls, and Unicode bidi overrides/isolates.
-CONTROLS = r"[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
+# Remaining C0 controls (tab kept), DEL, C1 controls, Unicode line/paragraph separators and bidi
+# overrides/isolates.
+CONTROLS = r"[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}\x{2028}\x{2029}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
 
 RAY_PREFIX = (
     r"^\((?:(?P<actor>[^()]*?) )?"
@@ -35,10 +36,24 @@ RAY_REPEATED = r"\s*\[repeated (?P<repeated>\d+)x across cluster\](?: \(Ray dedu
 # and under --tee they carry both (`[rank0]:[rank0]: Traceback ...`).
 TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?(?:\[[A-Za-z_]+?\d+\]: ?)*"
 TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
+# Ranks sharing one stdout without line buffering glue the start of one line to another rank's
+# line: `[rank1]: ... loss:  9.1  [rank0]:[titan] ... step: 3 ...`. A torchrun prefix in mid-line
+# starts a line of its own, unless it follows another prefix (`]:`, `]: `) or a Ray `(...) `.
+INTERLEAVED = r"([^\s:\])]|[^\]]:|[^:)]\s)(\[[A-Za-z_]+\d+\]:)"
 
 
 def strip_escapes(text: pl.Expr) -> pl.Expr:
     return text.str.replace_all(ESCAPES, "").str.replace_all(CONTROLS, "")
+
+
+def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
+    """Cut lines where another rank's line was glued in; the pieces keep their line number."""
+    glued = pl.col("text").str.contains(INTERLEAVED)
+    if not lines.select(glued.any()).item():
+        return lines
+    return lines.with_columns(
+        pl.when(glued).then(pl.col("text").str.replace_all(INTERLEAVED, "$1\n$2")).otherwise(pl.col("text")).str.split("\n")
+    ).explode("text")
 
 
 def _strip_prefix(frame: pl.DataFrame, pattern: str, groups: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -59,8 +74,9 @@ class Unwrapper:
         self.logger_prefix = "^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")" if prefixes else None
 
     def __call__(self, lines: pl.DataFrame) -> pl.DataFrame:
-        """lines(line_no, text) -> lines + actor, pid, ip, rank, repeated, ts, with text unwrapped."""
-        frame = lines.with_columns(strip_escapes(pl.col("text")))
+        """lines(line_no, text) -> lines + actor, pid, ip, rank, repeated, ts, with text unwrapped.
+        A line with another rank's line glued into it comes out as two rows (split_interleaved)."""
+        frame = split_interleaved(lines.with_columns(strip_escapes(pl.col("text"))))
         frame = _strip_prefix(frame, RAY_PREFIX, {"actor": pl.String, "pid": pl.Int64, "special": pl.String, "ip": pl.String})
         frame = frame.with_columns(pl.coalesce("actor", "special").alias("actor")).drop("special")
         frame = frame.with_columns(

@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""Fuzz `memlog analyze` with mutated real-looking logs; report crashes, hangs and peak memory.
+
+Not part of CI (tests/test_hostile_inputs.py runs a small budget of it). Seeds are the logs in
+sample_logs/ plus, for every format spec in parsers/, a log assembled from the spec's own sample
+lines (so a format without a sample log yet is still fuzzed). Each input is a window of a seed
+with one to four mutations: bit flips, byte noise, truncation, line shuffles/duplicates/drops,
+spliced (interleaved) lines, huge/odd numbers (1e309, nan, 400 digits, negatives), control
+characters, ANSI/OSC/DCS injections, bidi and separator characters, invalid UTF-8, NUL blocks,
+CRLF and bare CR, over-long lines, and gzip (intact, truncated or bit-flipped).
+
+Each input is analysed in-process (default; specs and rules are loaded once per worker) or with
+`--subprocess` through `python -m memlog.cli analyze`, then rendered in every output mode.
+
+    crash   an exception other than memlog's own "cannot judge" errors (MemlogError, exit 2),
+            or (--subprocess) an exit code other than 0/1/2, a traceback or an "internal error"
+    hang    no answer within --timeout seconds (the worker is killed and replaced)
+    unsafe  a rendered output holding a control/escape/bidi character, or JSON that does not parse
+
+Inputs are derived from (--seed, index), so any finding can be replayed: `--replay INDEX` runs one
+input and prints its traceback; `--save DIR` writes every failing input there.
+
+    python scripts/fuzz.py --budget 100000 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from multiprocessing.connection import wait
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+OWN_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+INJECTIONS = (
+    "\x1b]0;pwned\x07", "\x1b]52;c;cHduZWQ=\x07", "\x1b]8;;https://evil.example/\x1b\\x\x1b]8;;\x1b\\",
+    "\x1b[2J\x1b[H", "\x1b[10;10H", "\x1b[3A\x1b[2K", "\x1b[5;7;8m", "\x1bP+q544e\x1b\\", "\x1b]0;open",
+    "\x1b[31m", "\x1b[38;2;1;2;3m", "\x1b[0m", "#033[32m", "\x9b2J", "\x9d0;x\x9c", "\u202e", "\u2066",
+    "\u2028", "\x08", "\x07", "\x7f", "\x0b", "\x0c", "\t", "<img src=x onerror=alert(1)>", "|", "`",
+    "::add-mask::x", "%0A", "]]>", "&amp;", "\ufeff", "\ufffd",
+)  # fmt: skip
+NUMBERS = (
+    "nan", "NaN", "inf", "-inf", "1e309", "-1e309", "1e-400", "9" * 400, "-1", "-0.0", "0", "0x1F",
+    "1,2,3", "1..2", "99999999999999999999", "-99999999999999999999", "1e18", "3.4e38", "00012", "+5",
+)  # fmt: skip
+NUMBER_TOKEN = re.compile(rb"\d+(?:\.\d+)?")
+
+
+# --- seeds -------------------------------------------------------------------------------------
+
+
+def load_seeds() -> list[tuple[str, bytes]]:
+    seeds = []
+    for path in sorted((REPO / "sample_logs").rglob("*")):
+        if path.is_file() and path.stat().st_size < 4 << 20:
+            data = path.read_bytes()
+            seeds.append((str(path.relative_to(REPO)), gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data))
+    try:
+        from memlog.formats import load_specs
+
+        for spec in load_specs().values():
+            lines = [s["line"] for s in spec.samples if isinstance(s, dict) and isinstance(s.get("line"), str)]
+            if lines:
+                seeds.append((f"samples of {spec.name}", ("\n".join(lines * 6) + "\n").encode()))
+    except Exception:  # noqa: BLE001 - a broken spec is the fuzzer's finding, not its failure
+        traceback.print_exc()
+    if not seeds:
+        raise SystemExit("no seeds: sample_logs/ is empty and no spec has samples")
+    return seeds
+
+
+# --- mutations ---------------------------------------------------------------------------------
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")
+
+
+def bit_flips(rng: random.Random, data: bytes) -> bytes:
+    if not data:
+        return data
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 16)):
+        i = rng.randrange(len(buf))
+        buf[i] ^= 1 << rng.randrange(8)
+    return bytes(buf)
+
+
+def byte_noise(rng: random.Random, data: bytes) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        i = rng.randint(0, len(buf))
+        kind = rng.random()
+        if kind < 0.4:
+            buf[i:i] = rng.randbytes(rng.randint(1, 8))
+        elif kind < 0.7 and buf:
+            del buf[i : i + rng.randint(1, 8)]
+        elif buf:
+            buf[min(i, len(buf) - 1)] = rng.randrange(256)
+    return bytes(buf)
+
+
+def truncate(rng: random.Random, data: bytes) -> bytes:
+    return data[: rng.randint(0, len(data))]
+
+
+def shuffle_lines(rng: random.Random, data: bytes) -> bytes:
+    lines = _lines(data)
+    if len(lines) > 2:
+        a = rng.randrange(len(lines) - 1)
+        b = min(len(lines), a + rng.randint(2, 30))
+        part = lines[a:b]
+        rng.shuffle(part)
+        lines[a:b] = part
+    return b"\n".join(lines)
+
+
+def duplicate_or_drop_lines(rng: random.Random, data: bytes) -> bytes:
+    lines = _lines(data)
+    out = []
+    for line in lines:
+        r = rng.random()
+        if r < 0.05:
+            continue
+        out.append(line)
+        if r > 0.95:
+            out.extend([line] * rng.randint(1, 3))
+    return b"\n".join(out)
+
+
+def splice_lines(rng: random.Random, data: bytes) -> bytes:
+    """Interleave: the head of one line, another whole line, then the tail (ranks sharing stdout)."""
+    lines = _lines(data)
+    for _ in range(rng.randint(1, 4)):
+        if len(lines) < 2:
+            break
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        cut = rng.randint(0, len(lines[i]))
+        head, tail = lines[i][:cut], lines[i][cut:]
+        lines[i : i + 1] = [head + lines[j], tail]
+    return b"\n".join(lines)
+
+
+def odd_numbers(rng: random.Random, data: bytes) -> bytes:
+    tokens = list(NUMBER_TOKEN.finditer(data))
+    if not tokens:
+        return data
+    chosen = sorted(rng.sample(tokens, min(len(tokens), rng.randint(1, 12))), key=lambda m: m.start(), reverse=True)
+    buf = bytearray(data)
+    for m in chosen:
+        r = rng.random()
+        new = rng.choice(NUMBERS) if r < 0.6 else str(rng.choice([-1, 1]) * rng.randint(0, 10 ** rng.randint(1, 25)))
+        buf[m.start() : m.end()] = new.encode()
+    return bytes(buf)
+
+
+def control_chars(rng: random.Random, data: bytes) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 10)):
+        char = chr(rng.choice([*range(0, 32), 127, *range(0x80, 0xA0), 0x2028, 0x202E, 0x2067]))
+        i = rng.randint(0, len(buf))
+        buf[i:i] = char.encode("utf-8") if rng.random() < 0.8 else bytes([ord(char) & 0xFF])
+    return bytes(buf)
+
+
+def escape_injection(rng: random.Random, data: bytes) -> bytes:
+    lines = _lines(data)
+    for _ in range(rng.randint(1, 8)):
+        i = rng.randrange(len(lines))
+        at = rng.randint(0, len(lines[i]))
+        lines[i] = lines[i][:at] + rng.choice(INJECTIONS).encode() + lines[i][at:]
+    return b"\n".join(lines)
+
+
+def invalid_utf8(rng: random.Random, data: bytes) -> bytes:
+    junk = (b"\xff", b"\xfe\xff", b"\xc0\xaf", b"\xe2\x82", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80\x80")
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        i = rng.randint(0, len(buf))
+        buf[i:i] = rng.choice(junk)
+    return bytes(buf)
+
+
+def nul_block(rng: random.Random, data: bytes) -> bytes:
+    i = rng.randint(0, len(data))
+    return data[:i] + b"\0" * rng.choice([1, 7, 512, 4096, 65536]) + data[i:]
+
+
+def line_endings(rng: random.Random, data: bytes) -> bytes:
+    r = rng.random()
+    if r < 0.4:
+        return data.replace(b"\n", b"\r\n")
+    if r < 0.7:
+        return data.replace(b"\n", b"\r")
+    lines = _lines(data)
+    i = rng.randrange(len(lines))
+    at = rng.randint(0, len(lines[i]))
+    lines[i] = lines[i][:at] + b"\r" + lines[i][at:]
+    return b"\n".join(lines)
+
+
+def long_line(rng: random.Random, data: bytes) -> bytes:
+    """Rare (costly): a line past the reader's cut, with or without a newline after it."""
+    if rng.random() > 0.05:
+        return data + rng.choice([b"x", b"step: "]) * rng.randint(1000, 20000)
+    size = rng.choice([1 << 20, (1 << 20) + 1, 3 << 20])
+    block = (rng.choice([b"a", b"step: 1 loss: 2 ", "\u00e9".encode()]) * size)[:size]
+    i = rng.randint(0, len(data))
+    return data[:i] + block + (b"\n" if rng.random() < 0.5 else b"") + data[i:]
+
+
+def step_jumps(rng: random.Random, data: bytes) -> bytes:
+    return re.sub(
+        rb"(step[:= ]\s*)(\d+)",
+        lambda m: m.group(1) + str(rng.choice([0, 1, -3, 2**31, 2**63, 10**30, rng.randint(0, 10**6)])).encode()
+        if rng.random() < 0.2 else m.group(0),
+        data,
+    )  # fmt: skip
+
+
+def gzip_wrap(rng: random.Random, data: bytes) -> bytes:
+    packed = gzip.compress(data, compresslevel=1)
+    r = rng.random()
+    if r < 0.4:
+        return packed
+    if r < 0.7:
+        return packed[: rng.randint(0, len(packed))]
+    return bit_flips(rng, packed)
+
+
+MUTATIONS = (
+    bit_flips, byte_noise, truncate, shuffle_lines, duplicate_or_drop_lines, splice_lines, odd_numbers,
+    odd_numbers, control_chars, escape_injection, escape_injection, invalid_utf8, nul_block, line_endings,
+    long_line, step_jumps,
+)  # fmt: skip
+
+
+def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[bytes, str]:
+    """Input number `index` of run `seed`: a window of a seed log, mutated. Deterministic."""
+    rng = random.Random(f"{seed}:{index}")
+    name, data = seeds[rng.randrange(len(seeds))]
+    lines = data.split(b"\n")
+    size = rng.choice([5, 20, 60, 200, 600])
+    start = rng.randrange(max(1, len(lines) - size))
+    data = b"\n".join(lines[start : start + size]) + b"\n"
+    applied = []
+    for mutate in rng.sample(MUTATIONS, rng.randint(1, 4)):
+        data = mutate(rng, data)
+        applied.append(mutate.__name__)
+    if rng.random() < 0.08:
+        data = gzip_wrap(rng, data)
+        applied.append("gzip_wrap")
+    return data, f"{name} lines {start + 1}-{start + size}: {', '.join(applied)}"
+
+
+# --- running one input -------------------------------------------------------------------------
+
+
+class InProcess:
+    """analyze() and every renderer, with specs and rules loaded once (they are the same for every input)."""
+
+    def __init__(self):
+        import memlog.api as api
+        from memlog.formats import load_specs
+        from memlog.render import render
+        from memlog.rulekit import load_rules
+
+        specs, rules = load_specs(), load_rules()
+        api.load_specs = lambda extra=(): specs
+        api.load_rules = lambda: rules
+        self.api, self.render = api, render
+        try:
+            from memlog.render import OUTPUTS
+        except ImportError:
+            OUTPUTS = ("text", "json")
+        self.outputs = OUTPUTS
+
+    def __call__(self, path: str) -> tuple[str, str | None]:
+        from memlog.errors import MemlogError
+
+        try:
+            report = self.api.analyze([path])
+        except MemlogError:
+            return "exit 2", None
+        except BaseException as exc:  # noqa: BLE001 - PanicException from polars is a BaseException
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return "crash", traceback.format_exc()
+        try:
+            try:
+                from memlog.excerpt import attach_log_lines
+
+                attach_log_lines(report)
+            except ImportError:
+                pass
+            for output in self.outputs:
+                options = {"colour": False, "chart": True} if output == "text" else {}
+                text = self.render(report, output, **options)
+                problem = unsafe(output, OWN_COLOUR.sub("", text) if output == "text" else text)
+                if problem:
+                    return "unsafe", f"-o {output}: {problem}"
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return "crash", traceback.format_exc()
+        return f"exit {1 if report.fails('error') else 0}", None
+
+
+def unsafe(output: str, text: str) -> str | None:
+    bad = UNSAFE.search(text)
+    if bad:
+        return f"{bad.group()!r} in {text[max(0, bad.start() - 60) : bad.start() + 20]!r}"
+    if output in ("json", "sarif"):
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return f"invalid JSON: {exc}"
+    return None
+
+
+class Subprocess:
+    """`python -m memlog.cli analyze FILE -o json`: the exit code and stderr decide."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+
+    def __call__(self, path: str) -> tuple[str, str | None]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "memlog.cli", "analyze", path, "-o", "json"],
+            capture_output=True, text=True, cwd=REPO, timeout=self.timeout * 2,
+        )  # fmt: skip
+        if proc.returncode not in (0, 1, 2) or "Traceback" in proc.stderr or "internal error" in proc.stderr:
+            return "crash", f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
+        if proc.returncode in (0, 1):
+            problem = unsafe("json", proc.stdout) or (UNSAFE.search(proc.stderr) and "unsafe stderr")
+            if problem:
+                return "unsafe", problem
+        return f"exit {proc.returncode}", None
+
+
+def worker(conn, seed: int, use_subprocess: bool, timeout: float) -> None:
+    seeds = load_seeds()
+    run_one = Subprocess(timeout) if use_subprocess else InProcess()
+    tmp = Path(tempfile.mkdtemp(prefix="memlog-fuzz-"))
+    path = tmp / "input.log"
+    try:
+        while True:
+            index = conn.recv()
+            if index is None:
+                break
+            data, _ = make_input(seeds, seed, index)
+            path.write_bytes(data)
+            outcome, detail = run_one(str(path))
+            conn.send((index, outcome, detail, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+    finally:
+        path.unlink(missing_ok=True)
+        tmp.rmdir()
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=1000, help="number of inputs (default 1000)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before an input counts as a hang")
+    parser.add_argument("--subprocess", action="store_true", help="run `python -m memlog.cli` per input")
+    parser.add_argument("--save", type=Path, help="write failing inputs (and their tracebacks) here")
+    parser.add_argument("--replay", type=int, help="run input INDEX alone, in this process, and print the result")
+    args = parser.parse_args(argv)
+
+    if args.replay is not None:
+        seeds = load_seeds()
+        data, description = make_input(seeds, args.seed, args.replay)
+        with tempfile.NamedTemporaryFile(suffix=".log") as f:
+            f.write(data)
+            f.flush()
+            outcome, detail = (Subprocess(args.timeout) if args.subprocess else InProcess())(f.name)
+        print(f"input {args.replay}: {description} ({len(data):,} bytes)\noutcome: {outcome}\n{detail or ''}")
+        return 0 if outcome.startswith("exit") else 1
+
+    seeds = load_seeds()
+    print(f"seeds: {len(seeds)} ({', '.join(name for name, _ in seeds)})", flush=True)
+    ctx = mp.get_context("spawn")  # polars runs threads: a forked child can deadlock on their locks
+    started = time.monotonic()
+    outcomes: Counter[str] = Counter()
+    failures: list[tuple[int, str, str]] = []
+    peak_rss_kib = 0
+    next_index, done = 0, 0
+    busy: dict = {}  # connection -> (process, index, started)
+
+    def spawn():
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=worker, args=(child, args.seed, args.subprocess, args.timeout), daemon=True)
+        proc.start()
+        child.close()
+        return parent, proc
+
+    workers = [spawn() for _ in range(max(1, args.workers))]
+    idle = list(workers)
+
+    def record(index: int, outcome: str, detail: str | None) -> None:
+        nonlocal done
+        done += 1
+        outcomes[outcome] += 1
+        if not outcome.startswith("exit"):
+            failures.append((index, outcome, detail or ""))
+            _, description = make_input(seeds, args.seed, index)
+            print(f"  {outcome.upper()} input {index} ({description})", flush=True)
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                data, _ = make_input(seeds, args.seed, index)
+                (args.save / f"{outcome}-{index}.log").write_bytes(data)
+                (args.save / f"{outcome}-{index}.txt").write_text(f"{description}\n\n{detail or ''}")
+
+    last_report = started
+    while done < args.budget:
+        while idle and next_index < args.budget:
+            conn, proc = idle.pop()
+            conn.send(next_index)
+            busy[conn] = (proc, next_index, time.monotonic())
+            next_index += 1
+        for conn in wait(list(busy), timeout=0.5):
+            proc, index, _ = busy.pop(conn)
+            try:
+                got, outcome, detail, rss = conn.recv()
+            except EOFError:  # the worker died (segfault, OOM kill): a crash
+                record(index, "crash", f"worker died with exit code {proc.join(1) or proc.exitcode}")
+                conn.close()
+                idle.append(spawn())
+                continue
+            peak_rss_kib = max(peak_rss_kib, rss)
+            record(got, outcome, detail)
+            idle.append((conn, proc))
+        now = time.monotonic()
+        for conn, (proc, index, since) in list(busy.items()):
+            if now - since > args.timeout:
+                proc.kill()
+                proc.join()
+                del busy[conn]
+                conn.close()
+                record(index, "hang", f"no answer after {args.timeout:.0f}s")
+                idle.append(spawn())
+        if now - last_report > 30:
+            last_report = now
+            print(f"  ... {done:,}/{args.budget:,} inputs, {done / (now - started):.0f}/s", flush=True)
+    for conn, proc in idle:
+        conn.send(None)
+    for conn, proc in idle:
+        proc.join(5)
+    children_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    elapsed = time.monotonic() - started
+
+    crashes = outcomes["crash"] + outcomes["unsafe"]
+    print(f"inputs:        {done}")
+    print(f"crashes:       {outcomes['crash']}")
+    print(f"unsafe:        {outcomes['unsafe']}")
+    print(f"hangs:         {outcomes['hang']}")
+    print(f"exit codes:    " + ", ".join(f"{k[5:]}={v:,}" for k, v in sorted(outcomes.items()) if k.startswith("exit")))
+    print(f"peak RSS:      {max(peak_rss_kib, children_rss) / 1024:.0f} MiB (largest worker)")
+    print(f"time:          {elapsed:.1f} s ({done / elapsed:.0f} inputs/s, {len(workers)} workers, {'subprocess' if args.subprocess else 'in-process'})")
+    for index, outcome, detail in failures[:5]:
+        print(f"\n--- {outcome} input {index} (replay: scripts/fuzz.py --seed {args.seed} --replay {index})\n{detail[-3000:]}")
+    return 1 if crashes or outcomes["hang"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
