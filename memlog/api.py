@@ -70,7 +70,6 @@ def _restart_events(records: pl.DataFrame) -> list[Event]:
     ]
 
 
-def coverage(tables: Tables, sources: list[Source]) -> dict:
 def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     """Why no record came out, in one line naming the input: damage, emptiness, binary, or no match."""
     damaged = [f"{s.name}: {s.stats.damaged}" for s in sources if s.stats.damaged]
@@ -88,6 +87,7 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
 
 
+def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
     return {
         "lines_read": sum(s.stats.lines for s in sources),
@@ -103,12 +103,12 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
                 "lines": s.stats.lines,
                 "gzip": s.stats.gzip,
                 "truncated_lines": s.stats.truncated_lines,
-                "replaced_bytes": s.stats.replaced_bytes,
                 "first_truncated_line": s.stats.first_truncated_line,
-                "damaged": s.stats.damaged,
+                "replaced_bytes": s.stats.replaced_bytes,
                 "first_replaced_line": s.stats.first_replaced_line,
                 "nul_bytes": s.stats.nul_bytes,
                 "first_nul_line": s.stats.first_nul_line,
+                "damaged": s.stats.damaged,
             }
             for s in sources
         ],

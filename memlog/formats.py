@@ -87,14 +87,14 @@ class LinePattern:
         for group, exprs in sources.items():
             raw = pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]
             columns.append(self._value(group, raw) if group == "step" or is_known_column(group) else raw.alias(group))
-        scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
-        return hits.with_columns(columns).drop(scratch)
-
-    def _value(self, group: str, raw: pl.Expr) -> pl.Expr:
             if group == "step":
                 # A printed step that is no integer (overflow, garbage) is damage, not a line without
                 # a step: it must not take a neighbour's step (tables.build_records) and its values.
                 hits = hits.filter(raw.is_null() | self._value(group, raw).is_not_null())
+        scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
+        return hits.with_columns(columns).drop(scratch)
+
+    def _value(self, group: str, raw: pl.Expr) -> pl.Expr:
         value = to_number(raw)
         if group == "step":
             return value.cast(pl.Int64, strict=False).alias(group)
@@ -128,21 +128,17 @@ def _group_names(regex_: str) -> tuple[str, ...]:
     return tuple(regex.compile(regex_).groupindex)
 
 
-def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
-    if not isinstance(raw, dict):
-        raise FormatSpecError(f"{spec_path.name}: each entry of `{section}` must be a mapping, got {raw!r:.60}")
-    where = f"{spec_path.name}: {section} entry {raw.get('name', '?')!r}"
 def _is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
+    if not isinstance(raw, dict):
+        raise FormatSpecError(f"{spec_path.name}: each entry of `{section}` must be a mapping, got {raw!r:.60}")
+    where = f"{spec_path.name}: {section} entry {raw.get('name', '?')!r}"
     missing = [k for k in ("name", "literal", "regex") if not isinstance(raw.get(k), str) or not raw.get(k)]
     if missing:
         raise FormatSpecError(f"{where}: missing or empty {', '.join(missing)}")
-    pattern = LinePattern(
-        name=raw["name"],
-        literal=raw["literal"],
-        regex=raw["regex"],
     wrong = [
         message
         for key, ok, message in (
@@ -156,6 +152,10 @@ def _is_str_list(value: Any) -> bool:
     ]
     if wrong:
         raise FormatSpecError(f"{where}: {'; '.join(wrong)}")
+    pattern = LinePattern(
+        name=raw["name"],
+        literal=raw["literal"],
+        regex=raw["regex"],
         kind=raw.get("kind", "train") if section == "records" else None,
         event=raw.get("event") if section == "events" else None,
         units=dict(raw.get("units") or {}),
@@ -192,6 +192,13 @@ def load_spec(path: Path) -> FormatSpec:
         raise FormatSpecError(f"{path}: cannot read format spec ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise FormatSpecError(f"{path}: a format spec is a mapping with at least `name:`")
+    for key in ("logger_prefixes", "records", "events", "samples"):
+        if raw.get(key) is not None and not isinstance(raw[key], list):
+            raise FormatSpecError(f"{path}: `{key}` must be a list")
+    if not _is_str_list(raw.get("logger_prefixes") or []):
+        raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
+    for prefix in raw.get("logger_prefixes") or ():
+        _check_logger_prefix(path, prefix)
     spec = FormatSpec(
         name=raw["name"],
         title=str(raw.get("title", raw["name"])),
@@ -201,27 +208,11 @@ def load_spec(path: Path) -> FormatSpec:
         records=tuple(_pattern(path, r, "records") for r in raw.get("records") or ()),
         events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
         samples=tuple(raw.get("samples") or ()),
-    for key in ("logger_prefixes", "records", "events", "samples"):
-        if raw.get(key) is not None and not isinstance(raw[key], list):
-            raise FormatSpecError(f"{path}: `{key}` must be a list")
-    if not _is_str_list(raw.get("logger_prefixes") or []):
-        raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
-    for prefix in raw.get("logger_prefixes") or ():
-        _check_logger_prefix(path, prefix)
         block_parser=load_block_parser(path, raw["block_parser"]) if raw.get("block_parser") else None,
     )
     return spec
 
 
-def builtin_dir() -> Path:
-    return content_dir("parsers")
-
-
-def load_specs(extra_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
-    """Built-in specs plus user ones (later directories override earlier names)."""
-    specs: dict[str, FormatSpec] = {}
-    for directory in (builtin_dir(), *extra_dirs):
-        if not Path(directory).is_dir():
 def _check_logger_prefix(path: Path, prefix: str) -> None:
     """Logger prefixes of all specs are joined into one regex (unwrap.Unwrapper): each must compile
     alone and carry no named group, which would clash with another spec's."""
@@ -234,6 +225,15 @@ def _check_logger_prefix(path: Path, prefix: str) -> None:
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: named groups {list(named)} are not allowed here")
 
 
+def builtin_dir() -> Path:
+    return content_dir("parsers")
+
+
+def load_specs(extra_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
+    """Built-in specs plus user ones (later directories override earlier names)."""
+    specs: dict[str, FormatSpec] = {}
+    for directory in (builtin_dir(), *extra_dirs):
+        if not Path(directory).is_dir():
             raise FormatSpecError(f"{directory}: formats directory not found")
         for path in sorted(Path(directory).glob("*.yaml")):
             spec = load_spec(path)

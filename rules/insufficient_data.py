@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memlog.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
+from memlog.trend import shape_of
 
 MEMORY_RULES = ("memory-leak", "warmup-plateau", "stable-memory", "periodic-retention")
 
@@ -29,9 +30,17 @@ def check(ctx, t) -> list[Finding]:
         msg += f" ({missing * interval} steps at the current log interval of {interval})" if interval and interval > 1 else ""
         msg += "; best: log every step (log_freq = 1) for 20-30 steps."
     else:
+        shape = shape_of(fewest)
+        after = " after a warmup" if shape.has_warmup else ""
+        if shape.trend and shape.fit and shape.trend.p_increasing <= 0.05 and shape.growth > 0:
+            seen = (
+                f"it rises {gib(shape.growth)} (fitted) from step {shape.tail_steps[0]} to {shape.tail_steps[-1]}{after} "
+                f"(trend p = {shape.trend.p_increasing:.2g}), more than a flat run moves but less than the leak thresholds"
+            )
+        else:
+            seen = f"no significant trend{after} and no flat plateau ({gib(min(fewest.values))} to {gib(max(fewest.values))})"
         msg = (
-            f"Memory on {workers_phrase(labels)} changes without a clear shape: no significant trend after warmup and "
-            f"no flat plateau over {len(fewest)} points ({gib(min(fewest.values))} to {gib(max(fewest.values))}). "
+            f"Memory on {workers_phrase(labels)} changes without a clear shape over {len(fewest)} points: {seen}. "
             "A longer run, or every step logged, would decide it."
         )
     return [

@@ -330,3 +330,15 @@ def test_insufficient_data_names_the_steps_needed_for_three_points(tmp_path):
     _, fired = judge(tmp_path, series_example(memory={0: [19.5, 33.8, 34.9]}, steps=[1, 10, 20]))
     assert "only 3 logged points" in fired["insufficient-data"].message
     assert fired["insufficient-data"].evidence["observed"]["more_points_needed"] == 5
+
+
+def test_a_trend_below_the_leak_thresholds_is_described_not_hidden(tmp_path):
+    from memlog.config import Config
+
+    steps = list(range(1, 101))
+    path = tmp_path / "creep.log"
+    path.write_text(example_log(series_example(memory={0: [40.0 + 0.01 * s for s in steps]}, steps=steps)))
+    report = analyze([str(path)], formats_dirs=[FORMATS_DIR], config=Config(rules={"memory-leak": {"min_growth_pct": 50}}))
+    finding = next(f for f in report.findings if f.rule == "insufficient-data")
+    assert report.verdict == "inconclusive"
+    assert "it rises 0.99 GiB (fitted) from step 1 to 100" in finding.message and "less than the leak thresholds" in finding.message
