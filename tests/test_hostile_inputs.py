@@ -712,3 +712,15 @@ def test_readme_guarantees_match_the_code():
     assert f"{reading.CHUNK_BYTES >> 20} MiB chunks" in block
     for code in (cli.EXIT_OK, cli.EXIT_FINDING, cli.EXIT_CANNOT_JUDGE):
         assert f"\n| {code} | " in block
+
+
+@pytest.mark.parametrize("output", ["text", "markdown"])
+def test_the_report_itself_says_what_was_skipped(tmp_path, output):
+    """Not only stderr: the report a user pastes into an issue carries the counts and first lines."""
+    raw = [line.encode() for line in flat_lines()]
+    raw[5] += b" \xff"
+    path = write(tmp_path / "damaged.log", b"\n".join(raw) + b"\n" + b"\0" * 8 + b"x" * (2 * reading.MAX_LINE_BYTES))
+    result = analyze(path, "-o", output, "--no-chart" if output == "text" else "--chart")
+    assert result.exit_code in (0, 1), result.stderr
+    expected = "1 over-long line(s) cut (first: line 14); 1 undecodable byte(s) replaced (first: line 6); 8 NUL byte(s) removed (first: line 14)"
+    assert expected in " ".join(result.stdout.split())

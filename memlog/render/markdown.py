@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from memlog import __version__
 from memlog.render import VERDICT_TEXT, buckets, by_severity, evidence_summary, safe
-from memlog.report import Report, SeriesView
+from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
 
 LIMIT = 60_000
@@ -210,6 +210,10 @@ def _environment(report: Report) -> str:
         f"events      {', '.join(f'{k} {v}' for k, v in cov.get('event_counts', {}).items()) or 'none'}",
         f"capacity    {'; '.join(caps) or 'unknown'}",
     ]
+    for source in sources[:MAX_SOURCES_LISTED]:
+        damage = source_damage(source)
+        if damage:
+            lines.append(f"damaged     {source['name']}: {damage}")
     for rule_id, values in report.thresholds.items():
         if values:
             lines.append(f"thresholds  {rule_id}: " + " ".join(f"{k}={v:g}" for k, v in values.items()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from memlog.render import VERDICT_TEXT, ascii_text, by_severity, evidence_summary, safe
-from memlog.report import Report
+from memlog.report import Report, source_damage
 
 WIDTH = 100
 COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "bold": "\x1b[1m", "reset": "\x1b[0m"}
@@ -51,14 +51,8 @@ def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_
         )
     )
     for source in cov["sources"]:
-        problems = []
-        if source["truncated_lines"]:
-            problems.append(f"{source['truncated_lines']} over-long lines cut")
-        if source["replaced_bytes"]:
-            problems.append(f"{source['replaced_bytes']} undecodable bytes replaced")
-        if source["damaged"]:
-            problems.append(f"stopped early: {source['damaged']}")
-        if problems:
-            out.append(_wrap(f"{source['name']}: " + "; ".join(problems), ""))
+        damage = source_damage(source)
+        if damage:
+            out.append(_wrap(f"{source['name']}: {damage}", ""))
     text = "\n".join(out) + "\n"
     return ascii_text(text) if ascii_only else text
