@@ -199,3 +199,25 @@ def test_errors_and_warnings_on_stderr_are_inert(tmp_path):
     result = run("analyze", damaged)
     assert "undecodable byte(s) replaced" in result.stderr
     assert_inert(result.stderr, "warning line")
+
+
+def cli_has(*path: str) -> bool:
+    group = typer.main.get_command(app)
+    for name in path:
+        commands = getattr(group, "commands", {})
+        if name not in commands:
+            return False
+        group = commands[name]
+    return True
+
+
+@pytest.mark.parametrize("command", [("plot",), ("formats", "check")], ids=" ".join)
+def test_other_commands_that_quote_the_log_are_inert(hostile_name, command):
+    """`plot` titles charts with file and worker names; `formats check` quotes near-miss lines."""
+    if not cli_has(*command):
+        pytest.skip(f"this CLI has no `{' '.join(command)}`")
+    result = runner.invoke(app, [*command, str(hostile_name)], env={"NO_COLOR": None, "FORCE_COLOR": None})
+    assert result.exit_code in (0, 1), (result.exit_code, result.stderr)
+    assert result.stdout.strip()
+    assert_inert(result.stdout, " ".join(command))
+    assert_inert(result.stderr, " ".join(command) + " stderr")
