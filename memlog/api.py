@@ -31,10 +31,11 @@ def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[Forma
 
 
 def parse_sources(
-    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None
+    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None
 ) -> tuple[Tables, list[Source]]:
-    """`progress(source)` is called after each chunk (tens of MB), so it costs nothing per line."""
-    parser = ChunkParser(specs)
+    """`progress(source)` is called after each chunk (tens of MB), so it costs nothing per line.
+    `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`)."""
+    parser = ChunkParser(specs, observe)
     sources = [Source(spec) for spec in inputs]
     record_frames, event_frames = [], []
     for source in sources:

@@ -325,6 +325,26 @@ def formats_show(name: str, formats_dir: FormatsDir = None, debug: Debug = False
     _guard(debug, action)
 
 
+@formats_app.command("check")
+def formats_check(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    format: FormatOpt = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """How many lines each format's patterns match, the records found, and where near misses stop matching."""
+    from memlog.api import select_specs
+    from memlog.formatcheck import check_formats, render_check
+    from memlog.formats import load_specs
+    from memlog.render import safe
+
+    def action():
+        specs = select_specs(load_specs(formats_dir or ()), format)
+        sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
+
+    _guard(debug, action)
+
+
 @rules_app.command("list")
 def rules_list(debug: Debug = False) -> None:
     """List the rules, in the order they run."""

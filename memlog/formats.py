@@ -61,6 +61,10 @@ class LinePattern:
     inherit_step: bool = False
     # Event patterns: lines below the matched one that belong to its message (memlog/multiline.py).
     continuation: Continuation | None = None
+    # Step-less record lines of a worker that prints no step-bearing line at all (HF Trainer's
+    # loss dicts while DeepSpeed's step lines are silent) are numbered 1, 2, 3... in file order:
+    # a log index, not an optimizer step.
+    ordinal_step: bool = False
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -162,6 +166,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         fields=tuple(raw.get("fields") or ()),
         inherit_step=bool(raw.get("inherit_step", False)),
         continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
+        ordinal_step=bool(raw.get("ordinal_step", False)),
     )
     try:
         for regex_ in (pattern.regex, *pattern.fields):
@@ -177,6 +182,10 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             )
         if ("step" in groups) == pattern.inherit_step:
             raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group, or `inherit_step: true` and none")
+        if not isinstance(raw.get("ordinal_step", False), bool):
+            raise FormatSpecError(f"{where}: `ordinal_step` must be true or false")
+        if pattern.ordinal_step and not pattern.inherit_step:
+            raise FormatSpecError(f"{where}: `ordinal_step: true` needs `inherit_step: true`")
     elif not pattern.event:
         raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
     bad_units = {c: u for c, u in pattern.units.items() if u not in UNIT_SCALE}

@@ -7,7 +7,7 @@ the matched rows; the caller accumulates them across chunks and sources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import polars as pl
@@ -26,8 +26,11 @@ class Matches:
 
 
 class ChunkParser:
-    def __init__(self, specs: Iterable[FormatSpec]):
+    def __init__(self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None):
+        """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
+        pattern's matched rows (`memlog formats check` counts them and looks for near misses)."""
         self.specs = list(specs)
+        self.observe = observe
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs))
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals})
         self.start_source()
@@ -51,19 +54,25 @@ class ChunkParser:
         if candidates.is_empty():
             return carried
         unwrapped = self.unwrap(candidates)
-        records, events = [], []
+        records, events, observed = [], [], []
         for spec in self.specs:
             for pattern in spec.records:
                 hits = pattern.extract(unwrapped)
+                observed.append((spec, pattern, hits))
                 if not hits.is_empty():
-                    records.append(hits.drop("text", "_row").with_columns(format=pl.lit(spec.name), kind=pl.lit(pattern.kind)))
+                    records.append(hits.drop("text", "_row").with_columns(
+                        format=pl.lit(spec.name), kind=pl.lit(pattern.kind), ordinal_step=pl.lit(pattern.ordinal_step)
+                    ))
             for pattern in spec.events:
                 hits = pattern.extract(unwrapped)
+                observed.append((spec, pattern, hits))
                 if not hits.is_empty() and pattern.continuation is None:
                     events.append(_event_rows(hits, spec, pattern))
                 elif not hits.is_empty():
                     rows = _event_rows(hits, spec, pattern).with_columns(hits["_row"])
                     events += _event_frame(self.continuations.add(rows, pattern.continuation, lines, self.unwrap))
+        if self.observe is not None:
+            self.observe(unwrapped, observed)
         return Matches(records + carried.records, events + carried.events)
 
     def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame) -> Matches:
@@ -124,12 +133,15 @@ def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list
 
 
 def sample_mismatches(spec: FormatSpec, context: Iterable[FormatSpec] = ()) -> list[str]:
-    """Check a spec's embedded samples: each `record:`/`event:` must come out with those values."""
+    """Check a spec's embedded samples: each `record:`/`event:` must come out with those values, and
+    a sample marked `nothing: true` (a look-alike line) must yield neither."""
     problems = []
     specs = [spec, *context]
     for i, sample in enumerate(spec.samples):
         line = sample.get("line", "")
         records, events = parse_line(specs, line)
+        if sample.get("nothing") and (records or events):
+            problems.append(f"{spec.name} sample {i + 1}: expected nothing from {line[:80]!r}, got {len(records)} records and {len(events)} events")
         for key, found in (("record", records), ("event", events)):
             expected = sample.get(key)
             if expected is None:

@@ -106,6 +106,15 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     frame = frame.sort("source", "line_no")
     if "step" not in frame.columns:
         frame = frame.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    if "ordinal_step" in frame.columns:
+        # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order
+        # (HF Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then
+        # inherit from those.
+        ordinal = pl.col("ordinal_step").fill_null(False)
+        stepless = pl.col("step").is_null().all().over("source", "worker")
+        frame = frame.with_columns(
+            step=pl.when(stepless & ordinal).then(ordinal.cast(pl.Int64).cum_sum().over("source", "worker")).otherwise(pl.col("step"))
+        )
     # Lines without a step of their own belong to the step the worker logged last (or, before
     # its first step line, to the first one).
     # A worker that never logs a step itself (a Ray WorkerDict, whose steps the driver-side

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from . import ray_rl, torchtitan
+from . import deepspeed, ray_rl, torchtitan
 from .common import Sample, Truth
 
 __all__ = ["SAMPLES", "Sample", "Truth", "build_all", "write_all"]
@@ -18,6 +18,7 @@ __all__ = ["SAMPLES", "Sample", "Truth", "build_all", "write_all"]
 # One entry per sample log, collected from the format modules.
 SAMPLES: list[Callable[[], Sample]] = [
     *torchtitan.SAMPLES,
+    *deepspeed.SAMPLES,
     *ray_rl.SAMPLES,
 ]
 

@@ -1,0 +1,224 @@
+"""Parsing the DeepSpeed / HF Trainer / Open-Reasoner-Zero sample logs gives exactly the generator's
+ground truth; the step rules for step-less lines (inherit, ordinal) hold; verdicts are sane."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlog.api import analyze, parse_sources
+from memlog.cli import app
+from memlog.columns import ALL_VALUE_COLUMNS
+from memlog.errors import FormatSpecError
+from memlog.formats import load_spec, load_specs
+from memlog.parse import sample_mismatches
+
+from tests.samplegen import build_all
+from tests.samplegen.deepspeed import merge_readings, reading
+
+SAMPLES = [s for s in build_all() if s.path.startswith("deepspeed/")]
+SPECS = list(load_specs().values())
+# Detail fields the generator records per event kind (the rest of an event's detail is not compared).
+EVENT_FIELDS = {
+    "version": ("framework", "version", "git_hash", "git_branch"),
+    "overflow": ("loss_scale", "new_loss_scale"),
+    "alloc_retries": ("new_retries",),
+    "oom": ("tried", "capacity", "free"),
+}
+runner = CliRunner()
+
+
+def _write(sample, directory: Path) -> Path:
+    path = directory / Path(sample.path).name
+    path.write_bytes(sample.text.encode())
+    return path
+
+
+@pytest.fixture(scope="module", params=SAMPLES, ids=[s.path for s in SAMPLES])
+def parsed(request, tmp_path_factory):
+    sample = request.param
+    path = _write(sample, tmp_path_factory.mktemp("s"))
+    tables, _ = parse_sources([str(path)], SPECS)
+    return sample, tables, path
+
+
+def test_every_record_with_exact_values(parsed):
+    sample, tables, _ = parsed
+    rows = {(r["worker"], r["kind"], r["step"]): r for r in tables.records.iter_rows(named=True)}
+    truth = {(t["worker"], t["kind"], t["step"]): t for t in sample.truth.records}
+    assert len(rows) == tables.records.height, "one record per (worker, kind, step)"
+    assert sorted(rows, key=str) == sorted(truth, key=str)
+    for key, expected in truth.items():
+        got = rows[key]
+        expected_values = {c: v for c, v in expected.items() if c in ALL_VALUE_COLUMNS}
+        present = {c for c in ALL_VALUE_COLUMNS if c in got and got[c] is not None}
+        assert present == set(expected_values), (key, present ^ set(expected_values))
+        for column, value in expected_values.items():
+            assert math.isclose(got[column], value, rel_tol=1e-12), (key, column, got[column], value)
+
+
+def test_events_on_their_lines(parsed):
+    sample, tables, _ = parsed
+    for kind, fields in EVENT_FIELDS.items():
+        expected = sorted((e["line_no"], tuple(e.get(f) for f in fields)) for e in sample.truth.events if e["kind"] == kind)
+        got = sorted((e.line_no, tuple(e.detail.get(f) for f in fields)) for e in tables.events if e.kind == kind)
+        assert got == expected, kind
+    # ... and nothing beyond what the generator put there (restarts would mean a step went back).
+    assert {e.kind for e in tables.events} <= set(EVENT_FIELDS)
+
+
+def _sample(name: str):
+    return next(s for s in SAMPLES if s.path == f"deepspeed/{name}.log")
+
+
+def test_orz_workers_are_the_ray_actors_and_the_driver():
+    sample = _sample("fr4_orz_offload_leak")
+    workers = {r["worker"] for r in sample.truth.records}
+    # The reference model never steps: its init readings join the source's first step.
+    assert workers == {"PolicyRayActorBase pid=2841", "CriticRayActorBase pid=2912", "RefRayActorBase pid=2770", "main"}
+    policy = [r for r in sample.truth.records if r["worker"].startswith("Policy") and "mem_allocated_gib" in r]
+    steps = [r["step"] for r in policy]
+    assert steps == list(range(0, 2401, 100)), "init (step 0) then every 100 optimizer steps"
+    rises = [b["mem_allocated_gib"] - a["mem_allocated_gib"] for a, b in zip(policy[1:], policy[2:])]
+    assert all(1.1 < d < 1.6 for d in rises), rises
+    losses = [r for r in sample.truth.records if r["worker"] == "main"]
+    assert [r["step"] for r in losses] == list(range(1, 201)), "ORZ status dicts numbered per PPO iteration"
+
+
+def test_fragmentation_sample_reserved_rises_allocated_flat():
+    sample = _sample("memory_breakdown_fragmentation")
+    train = [r for r in sample.truth.records if r["step"] >= 1]
+    assert len({r["mem_allocated_gib"] for r in train[:-1]}) == 1
+    reserved = [r["mem_reserved_gib"] for r in train]
+    assert reserved == sorted(reserved) and reserved[-1] - reserved[0] > 10
+
+
+def test_hf5_sample_numbers_steps_by_its_loss_dicts():
+    sample = _sample("healthy_hf5_bare_memory")
+    assert [r["step"] for r in sample.truth.records] == list(range(1, 61))
+    assert "[INFO]" not in sample.text and "MA 5.87 GB         Max_MA" in sample.text
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.path for s in SAMPLES])
+def test_verdict_is_sane(sample, tmp_path):
+    """Field report 4: the ORZ run leaks (allocated creeps); reserved growing over flat allocated
+    is fragmentation, not a leak; the healthy runs are not leaks either."""
+    report = analyze([str(_write(sample, tmp_path))])
+    if "orz_offload_leak" in sample.path:
+        assert report.verdict == "leak"
+        assert "oom" in {f.rule for f in report.findings}
+    else:
+        assert report.verdict != "leak"
+
+
+# --------------------------------------------------------------------------
+# The step rules, on small hand-written logs
+# --------------------------------------------------------------------------
+
+MA = "MA {} GB         Max_MA {} GB         CA {} GB         Max_CA {} GB "
+
+
+def _records(tmp_path: Path, lines: list[str]):
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    tables, _ = parse_sources([str(path)], SPECS)
+    return [(r["step"], r["kind"], r["loss"], r["mem_allocated_gib"]) for r in tables.records.sort("kind", "step").iter_rows(named=True)]
+
+
+def test_loss_dicts_without_step_lines_are_numbered_and_memory_inherits(tmp_path):
+    got = _records(tmp_path, [
+        MA.format(1.0, 1.0, 2.0, 2),  # before the first dict: joins it
+        "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        MA.format(1.5, 1.5, 2.0, 2),  # after dict 1: step 1's last reading
+        "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
+        "{'eval_loss': 2.75, 'eval_runtime': 1.0, 'epoch': 0.2}",
+    ])
+    assert got == [(1, "train", 2.5, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
+
+
+def test_loss_dicts_take_the_deepspeed_step_when_there_is_one(tmp_path):
+    got = _records(tmp_path, [
+        "[2023-11-07 01:55:23,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
+        "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        "[2023-11-07 01:55:33,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
+        "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
+    ])
+    assert got == [(10, "train", 2.5, None), (20, "train", 2.25, None)]
+
+
+def test_merge_readings_follows_the_same_rules():
+    readings = [reading("w", loss=None, mem_allocated_gib=1.0), reading("w", ordinal=True, loss=2.0),
+                reading("w", mem_allocated_gib=3.0), reading("v", mem_allocated_gib=9.0)]
+    assert merge_readings(readings) == [{"worker": "w", "kind": "train", "step": 1, "mem_allocated_gib": 3.0, "loss": 2.0},
+                                        {"worker": "v", "kind": "train", "step": 1, "mem_allocated_gib": 9.0}]
+
+
+def test_ordinal_step_needs_inherit_step(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text("name: x\nrecords:\n  - name: s\n    literal: a\n    regex: 'a(?P<loss>\\d+)'\n    ordinal_step: true\n")
+    with pytest.raises(FormatSpecError, match="needs a"):
+        load_spec(spec)
+    spec.write_text("name: x\nrecords:\n  - name: s\n    literal: a\n    regex: '(?P<step>\\d+)a(?P<loss>\\d+)'\n    ordinal_step: true\n")
+    with pytest.raises(FormatSpecError, match="`ordinal_step: true` needs `inherit_step: true`"):
+        load_spec(spec)
+
+
+def test_a_sample_marked_nothing_fails_when_something_matches(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text("name: x\nrecords:\n  - name: s\n    literal: 'it='\n    regex: 'it=(?P<step>\\d+)'\n"
+                    "samples:\n  - line: 'it=3'\n    nothing: true\n")
+    assert sample_mismatches(load_spec(spec)) == ["x sample 1: expected nothing from 'it=3', got 1 records and 0 events"]
+
+
+# --------------------------------------------------------------------------
+# memlog formats check
+# --------------------------------------------------------------------------
+
+
+def test_formats_check_counts_matches_and_explains_a_near_miss(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("\n".join([
+        "[2023-11-07 01:55:23,714] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
+        "RunningAvgSamplesPerSec=25.0, CurrSamplesPerSec=25.7, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+        MA.format(14.23, 18.9, 16.5, 21),
+        MA.format(14.23, 18.9, 16.5, 21).replace("CA 16.5 GB", "CA 16.5 GiB"),  # a near miss
+        "{'loss': 1.2345, 'learning_rate': 1.9e-05, 'epoch': 0.01}",
+    ]) + "\n")
+    result = runner.invoke(app, ["formats", "check", str(log)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "4 lines read" in out
+    assert "deepspeed: 1 step record, 0 events" in out
+    assert "record see-memory-usage" in out and "1 line matched, 1 near miss" in out
+    assert "record throughput-timer  " in out
+    assert "line 3: 'MA 14.23 GB" in out
+    # The partial match ends right after "CA 16.5 G", where the pattern wants "B" and the line has "iB".
+    assert "matches up to column 52" in out and "then comes 'iB " in out
+    assert "no line matched: " in out and "torchtitan" in out.split("no line matched: ")[1]
+
+
+def test_formats_check_of_a_missing_file_is_one_error_line(tmp_path):
+    result = runner.invoke(app, ["formats", "check", str(tmp_path / "nope.log")])
+    assert result.exit_code == 2
+    assert "no such file" in result.stderr
+
+
+def test_formats_check_sample_log_reports_every_format_it_uses(parsed):
+    sample, tables, path = parsed
+    result = runner.invoke(app, ["formats", "check", str(path)])
+    assert result.exit_code == 0
+    for name, count in tables.formats.items():
+        assert f"{name}: {count:,} step record" in result.stdout
+
+
+def test_where_it_stops_is_bounded_on_hostile_patterns():
+    from memlog.formatcheck import where_it_stops
+
+    assert where_it_stops(r"(a+)+$", "a" * 40 + "b") [0] > 0
+    assert where_it_stops(r"xyz", "abc") == (0, 0)
+    assert where_it_stops(r"ab[c", "abd") == (2, 2)  # the unclosed class is skipped, "ab" matches
+    # `^step: (?P<step>\d+) los` still matches "step: 12 los"; the final "s" is where it stops.
+    assert where_it_stops(r"^step: (?P<step>\d+) loss", "step: 12 lost") == (24, 12)
