@@ -22,6 +22,8 @@ from memlog.columns import ALL_VALUE_COLUMNS
 RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
 MAX_EVENTS_PER_KIND = 1000  # evidence, not an archive: beyond this, events are only counted
+# Text columns with a few distinct values repeated on every record: categorical while building.
+LABEL_COLUMNS = ("source", "worker", "kind", "format", "actor", "ip")
 
 
 @dataclass
@@ -99,11 +101,11 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """Order, segment at restarts, and merge lines that describe the same step."""
     if not frames:
         return pl.DataFrame()
+    # Labels are categorical while rows are sorted, grouped and merged; the value columns the log
+    # lacks join as nulls only at the end (constant columns, not carried through sort and merge).
     frame = pl.concat(frames, how="diagonal_relaxed")
-    for column in ALL_VALUE_COLUMNS:
-        if column not in frame.columns:
-            frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
-    frame = frame.sort("source", "line_no")
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
+    frame = frame.with_columns(pl.col(labels).cast(pl.Categorical)).sort("source", "line_no")
     if "step" not in frame.columns:
         frame = frame.with_columns(step=pl.lit(None, dtype=pl.Int64))
     if "ordinal_step" in frame.columns:
@@ -128,16 +130,28 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
         segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
     )
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
-    merged = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
-        pl.col("line_no").first(),
-        pl.col("ts").drop_nulls().first(),
-        *(pl.col(c).first() for c in ("rank", "actor", "pid", "ip", "format")),
-        # Several lines can describe one step (a step line and a memory line; or the same line
-        # from ranks a launcher did not label): keep each value's last reading.
-        *(pl.col(c).drop_nulls().last() for c in value_cols),
-        repeated=pl.col("repeated").max() if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64),
-    )
-    return merged.sort("source", "worker", "kind", "segment", "step")
+    firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
+    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    # In line order a worker's (segment, step) never decreases, so lines of the same step are
+    # neighbours: only then is there anything to merge (a dense log has one line per step, and
+    # grouping millions of single rows cost a copy of the table).
+    if frame.select((pl.col("step") == pl.col("step").shift(1)).over(keys).any()).item():
+        frame = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
+            pl.col("line_no").first(),
+            pl.col("ts").drop_nulls().first(),
+            *(pl.col(c).first() for c in firsts),
+            # Several lines can describe one step (a step line and a memory line; or the same line
+            # from ranks a launcher did not label): keep each value's last reading.
+            *(pl.col(c).drop_nulls().last() for c in value_cols),
+            repeated=repeated.max(),
+        )
+    else:
+        frame = frame.select(*keys, "segment", "step", "line_no", "ts", *firsts, *value_cols, repeated.alias("repeated"))
+    # Rows are in line order, so each worker's (segment, step) already ascend: a stable sort by
+    # worker is the full order.
+    frame = frame.sort(keys, maintain_order=True).with_columns(pl.col(labels).cast(pl.String))
+    absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
+    return frame.with_columns(absent).select(*keys, "segment", "step", "line_no", "ts", *firsts, *ALL_VALUE_COLUMNS, "repeated")
 
 
 def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
