@@ -11,7 +11,7 @@ def is_sentinel(values: list[float], t) -> bool:
     return (
         len(values) >= t["min_points"]
         and first <= -1
-        and first == int(first)
+        and float(first).is_integer()  # False for -inf and nan: a corrupt reading is no placeholder
         and abs(first) <= t["max_abs_sentinel"]
         and all(v == first for v in values)
     )

@@ -724,3 +724,15 @@ def test_the_report_itself_says_what_was_skipped(tmp_path, output):
     assert result.exit_code in (0, 1), result.stderr
     expected = "1 over-long line(s) cut (first: line 14); 1 undecodable byte(s) replaced (first: line 6); 8 NUL byte(s) removed (first: line 14)"
     assert expected in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("loss", ["-inf", "inf", "nan"])
+def test_a_loss_that_is_never_finite(tmp_path, loss):
+    """Found by scripts/fuzz.py: a constant -inf loss crashed the pipeline-parallel sentinel check."""
+    lines = [re.sub(r"loss: +[\d.]+", f"loss: {loss}", line) for line in flat_lines()]
+    path = write(tmp_path / "inf_loss.log", lines)
+    result = analyze(path, "-o", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    report = report_of(result)
+    assert report["verdict"] not in ("leak", "pp-sentinel-loss")
+    assert report["coverage"]["records"] == len(lines) - 1
