@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS
+from memlog.formats import UNIT_SCALE
 from memlog.rulekit import Finding
 from memlog.series import Series, build_series, with_seconds
 from memlog.tables import Tables
@@ -56,10 +57,25 @@ def find_capacity(tables: Tables, device_override: float | None = None) -> Capac
             totals = tables.records["mem_capacity_gib"].drop_nulls()
             if len(totals):
                 cap.device_gib, cap.device_from = float(totals.max()), "device total in the memory lines"
+        if cap.device_gib is None:
+            # PyTorch's CUDA OOM message names the device's total: "GPU 0 has a total capacity of 79.11 GiB".
+            totals = [_size_gib(e.detail.get("capacity")) for e in tables.events_of("oom")]
+            totals = [t for t in totals if t]
+            if totals:
+                cap.device_gib, cap.device_from = max(totals), "device total in the CUDA out-of-memory message"
     host_totals = [float(e.detail["host_total_gib"]) for e in tables.events if "host_total_gib" in e.detail]
     if host_totals:
         cap.host_gib, cap.host_from = max(host_totals), "node memory total in the OOM message"
     return cap
+
+
+def _size_gib(text: str | None) -> float | None:
+    """'79.11 GiB' -> 79.11; None for anything else."""
+    number, _, unit = (text or "").partition(" ")
+    try:
+        return float(number) * UNIT_SCALE[unit] if unit in UNIT_SCALE else None
+    except ValueError:
+        return None
 
 
 @dataclass
