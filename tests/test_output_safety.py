@@ -221,3 +221,17 @@ def test_other_commands_that_quote_the_log_are_inert(hostile_name, command):
     assert result.stdout.strip()
     assert_inert(result.stdout, " ".join(command))
     assert_inert(result.stderr, " ".join(command) + " stderr")
+
+
+@pytest.mark.parametrize("loss", ["-100000000000000000000.0", "1e+300"])
+def test_charts_print_nothing_of_their_own(tmp_path, loss):
+    """Found by scripts/fuzz.py: one huge loss reading made plotext print a coloured note of its
+    own to stderr ("values ... too close together"), ignoring NO_COLOR. A chart returns text only."""
+    lines = torchtitan_lines({0: [30.0, 30.5]}, capacity=79.11)
+    lines[1] = re.sub(r"loss: +[\d.]+", f"loss: {loss}", lines[1])
+    path = tmp_path / "huge_loss.log"
+    path.write_text("\n".join(lines[:2]) + "\n")
+    result = run("analyze", path, "--chart", env={"NO_COLOR": "1"})
+    assert "plotext" not in result.stderr
+    assert_inert(result.stdout, "text with chart")
+    assert_inert(result.stderr, "stderr")

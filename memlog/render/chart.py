@@ -8,6 +8,8 @@ positions. plotext is imported inside `render_chart`, so a run that draws no cha
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 
@@ -53,16 +55,19 @@ def render_chart(
     sentinel = {label for f in report.findings if f.rule == "pp-sentinel-loss" for label in f.series}
     capacity = report.coverage.get("capacity") or {}
     panels = []
-    for subject in subjects:
-        views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
-        if not views:
-            continue
-        cap = None
-        if subject == "device" or (subject == "metric" and views[0].metric.startswith("mem_")):
-            cap = capacity.get("device_gib")
-        elif subject == "host":
-            cap = capacity.get("host_gib")
-        panels.append(_panel(plt, subject, views, cap, sentinel if subject == "loss" else set(), width, colour, ascii_only))
+    # plotext prints notes of its own while building (coloured, to stdout/stderr, whatever NO_COLOR
+    # says): a chart only returns text.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for subject in subjects:
+            views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
+            if not views:
+                continue
+            cap = None
+            if subject == "device" or (subject == "metric" and views[0].metric.startswith("mem_")):
+                cap = capacity.get("device_gib")
+            elif subject == "host":
+                cap = capacity.get("host_gib")
+            panels.append(_panel(plt, subject, views, cap, sentinel if subject == "loss" else set(), width, colour, ascii_only))
     return "\n\n".join(panels)
 
 
