@@ -15,7 +15,8 @@ Each input is analysed in-process (default; specs and rules are loaded once per 
     crash   an exception other than memlog's own "cannot judge" errors (MemlogError, exit 2),
             or (--subprocess) an exit code other than 0/1/2, a traceback or an "internal error"
     hang    no answer within --timeout seconds (the worker is killed and replaced)
-    unsafe  a rendered output holding a control/escape/bidi character, or JSON that does not parse
+    unsafe  a rendered output holding a control/escape/bidi character, JSON that does not parse,
+            or (in-process) anything printed to stdout/stderr while analysing or rendering
 
 Inputs are derived from (--seed, index), so any finding can be replayed: `--replay INDEX` runs one
 input and prints its traceback; `--save DIR` writes every failing input there.
@@ -26,7 +27,9 @@ input and prints its traceback; `--save DIR` writes every failing input there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import io
 import json
 import multiprocessing as mp
 import os
@@ -291,6 +294,15 @@ class InProcess:
         self.outputs = OUTPUTS
 
     def __call__(self, path: str) -> tuple[str, str | None]:
+        """Analysis and rendering return text; anything they print themselves is a finding too."""
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            outcome, detail = self._run(path)
+        if outcome.startswith("exit") and printed.getvalue():
+            return "unsafe", f"printed while analysing: {printed.getvalue()[:300]!r}"
+        return outcome, detail
+
+    def _run(self, path: str) -> tuple[str, str | None]:
         from memlog.errors import MemlogError
 
         try:
