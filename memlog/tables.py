@@ -9,7 +9,6 @@ a restart.
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from dataclasses import dataclass, field
@@ -158,7 +157,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
     if not frames:
         return [], {}
     frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
-    steps = _steps_by_worker(records)
+    frame = frame.with_columns(_after_step=_last_steps_before(frame, records))
     by_pid = _workers_by_pid(records, frame)
     events: list[Event] = []
     dropped: dict[str, int] = {}
@@ -183,7 +182,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
                 ts=row["ts"],
                 detail={k: v for k, v in detail.items() if v is not None},
                 # The step context is the printer's (the raylet, the driver: any worker of the source).
-                after_step=_last_step_before(steps, row["source"], row["worker"], row["line_no"]),
+                after_step=row["_after_step"],
             )
         )
     return events, dropped
@@ -215,23 +214,22 @@ def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[
     return f"{name} pid={pid}" if name else f"pid={pid}"
 
 
-def _steps_by_worker(records: pl.DataFrame) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
-    """(source, worker) -> (line numbers, steps) of training records, in line order."""
+def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series:
+    """Per event row, the training step its worker logged last before the event's line; for a
+    worker that logs no training steps, the latest such step of any worker of the source. An as-of
+    join: the records are never turned into Python lists."""
+    none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
     if records.is_empty():
-        return {}
-    table: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
-    train = records.filter(pl.col("kind") == "train").sort("source", "line_no")
-    for (source, worker), group in train.group_by(["source", "worker"], maintain_order=True):
-        table[(source, worker)] = (group["line_no"].to_list(), group["step"].to_list())
-    return table
-
-
-def _last_step_before(steps: dict, source: str, worker: str, line_no: int) -> int | None:
-    """The step a worker logged last before `line_no` (any worker of the source as a fallback)."""
-    candidates = [steps[(source, worker)]] if (source, worker) in steps else [v for (s, _), v in steps.items() if s == source]
-    best = None
-    for line_nos, step_list in candidates:
-        i = bisect.bisect_left(line_nos, line_no)
-        if i > 0 and (best is None or step_list[i - 1] > best):
-            best = step_list[i - 1]
-    return best
+        return none
+    train = records.filter(pl.col("kind") == "train").select("source", "worker", "line_no", "step").sort("line_no")
+    workers = train.select("source", "worker").unique()
+    wanted = events.select("source", "worker", "line_no").with_row_index("_event")
+    own = wanted.join(workers, on=["source", "worker"], how="semi")
+    # Each step-less printer's event asks every worker of its source.
+    shared = wanted.join(workers, on=["source", "worker"], how="anti").drop("worker").join(workers, on="source")
+    asked = pl.concat([own, shared.select(own.columns)]).sort("line_no")
+    if asked.is_empty():
+        return none
+    found = asked.join_asof(train, on="line_no", by=["source", "worker"], allow_exact_matches=False, check_sortedness=False)
+    latest = found.group_by("_event").agg(pl.col("step").max())
+    return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")
