@@ -43,7 +43,9 @@ INTERLEAVED = r"([^\s:\])]|[^\]]:|[^:)]\s)(\[[A-Za-z_]+\d+\]:)"
 
 
 def strip_escapes(text: pl.Expr) -> pl.Expr:
-    return text.str.replace_all(ESCAPES, "").str.replace_all(CONTROLS, "")
+    # One pass: at each position an escape sequence is tried before a lone control character,
+    # which removes exactly what an escape pass followed by a control pass would.
+    return text.str.replace_all(f"(?:{ESCAPES})|{CONTROLS}", "")
 
 
 def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
@@ -66,6 +68,10 @@ def _strip_prefix(frame: pl.DataFrame, pattern: str, groups: dict[str, pl.DataTy
     return frame.with_columns(pl.col("text").str.slice(pl.col("_prefix_len"))).drop("_prefix_len")
 
 
+def _any(frame: pl.DataFrame, condition: pl.Expr) -> bool:
+    return bool(frame.select(condition.any()).item())
+
+
 class Unwrapper:
     """Strips escapes, Ray/torchrun prefixes and the logger prefixes of the loaded formats."""
 
@@ -77,13 +83,24 @@ class Unwrapper:
         """lines(line_no, text) -> lines + actor, pid, ip, rank, repeated, ts, with text unwrapped.
         A line with another rank's line glued into it comes out as two rows (split_interleaved)."""
         frame = split_interleaved(lines.with_columns(strip_escapes(pl.col("text"))))
-        frame = _strip_prefix(frame, RAY_PREFIX, {"actor": pl.String, "pid": pl.Int64, "special": pl.String, "ip": pl.String})
-        frame = frame.with_columns(pl.coalesce("actor", "special").alias("actor")).drop("special")
-        frame = frame.with_columns(
-            repeated=pl.col("text").str.extract(RAY_REPEATED, 1).cast(pl.Int64, strict=False),
-            text=pl.col("text").str.replace(RAY_REPEATED, ""),
-        )
-        frame = _strip_prefix(frame, TORCHRUN_PREFIX, {"rank": pl.Int64})
+        # Each regex runs only when some line can match it (a cheap literal test): most logs have
+        # no Ray prefix and no dedup suffix, and the regexes cost more than the test.
+        if _any(frame, pl.col("text").str.starts_with("(")):
+            frame = _strip_prefix(frame, RAY_PREFIX, {"actor": pl.String, "pid": pl.Int64, "special": pl.String, "ip": pl.String})
+            frame = frame.with_columns(pl.coalesce("actor", "special").alias("actor")).drop("special")
+        else:
+            frame = frame.with_columns(actor=pl.lit(None, dtype=pl.String), pid=pl.lit(None, dtype=pl.Int64), ip=pl.lit(None, dtype=pl.String))
+        if _any(frame, pl.col("text").str.contains("[repeated ", literal=True)):
+            frame = frame.with_columns(
+                repeated=pl.col("text").str.extract(RAY_REPEATED, 1).cast(pl.Int64, strict=False),
+                text=pl.col("text").str.replace(RAY_REPEATED, ""),
+            )
+        else:
+            frame = frame.with_columns(repeated=pl.lit(None, dtype=pl.Int64))
+        if _any(frame, pl.col("text").str.starts_with("[")):
+            frame = _strip_prefix(frame, TORCHRUN_PREFIX, {"rank": pl.Int64})
+        else:
+            frame = frame.with_columns(rank=pl.lit(None, dtype=pl.Int64))
         if self.logger_prefix is not None:
             prefix = pl.col("text").str.extract(self.logger_prefix, 0)
             frame = frame.with_columns(
