@@ -54,17 +54,21 @@ class ChunkParser:
         if candidates.is_empty():
             return carried
         unwrapped = self.unwrap(candidates)
+        # One Aho-Corasick pass says which literals this chunk holds; a pattern whose literal is
+        # absent is skipped instead of scanning the chunk for it.
+        present = set(unwrapped.select(pl.col("text").str.extract_many(self.literals, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
+        absent = unwrapped.clear()
         records, events, observed = [], [], []
         for spec in self.specs:
             for pattern in spec.records:
-                hits = pattern.extract(unwrapped)
+                hits = pattern.extract(unwrapped) if pattern.literal in present else absent
                 observed.append((spec, pattern, hits))
                 if not hits.is_empty():
                     records.append(hits.drop("text", "_row").with_columns(
                         format=pl.lit(spec.name), kind=pl.lit(pattern.kind), ordinal_step=pl.lit(pattern.ordinal_step)
                     ))
             for pattern in spec.events:
-                hits = pattern.extract(unwrapped)
+                hits = pattern.extract(unwrapped) if pattern.literal in present else absent
                 observed.append((spec, pattern, hits))
                 if not hits.is_empty() and pattern.continuation is None:
                     events.append(_event_rows(hits, spec, pattern))
