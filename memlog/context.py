@@ -95,7 +95,14 @@ class Context:
         cap = None
         if column in MEMORY_COLUMNS:
             cap = self.capacity.host_gib if MEMORY_COLUMNS[column].is_host else self.capacity.device_gib
-        return build_series(self._timed_records, column, cap, kind)
+        if (column, kind) not in self._series_built:
+            self._series_built[column, kind] = build_series(self._timed_records, column, cap, kind)
+        return self._series_built[column, kind]
+
+    @functools.cached_property
+    def _series_built(self) -> dict[tuple[str, str], list[Series]]:
+        """Series by (column, kind), built once: rules and the report ask for the same ones."""
+        return {}
 
     @functools.cached_property
     def _timed_records(self) -> pl.DataFrame:

@@ -76,15 +76,15 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds)."""
     if records.is_empty() or column not in records.columns:
         return []
-    rows = records.filter((pl.col("kind") == kind) & pl.col(column).is_not_null())
+    keys = ["source", "worker", "segment"]
+    if "_seconds" not in records.columns:
+        records = with_seconds(records)
+    # Only the columns a series needs are filtered (not a copy of the whole table per series).
+    rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value"))
+    rows = rows.filter((pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
         return []
-    keys = ["source", "worker", "segment"]
-    if "_seconds" not in rows.columns:
-        rows = with_seconds(rows)
-    rows = rows.select(*keys, "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value")).with_columns(
-        _why=_impossible(pl.col("_value"), column, capacity_gib)
-    )
+    rows = rows.with_columns(_why=_impossible(pl.col("_value"), column, capacity_gib))
     # Groups in order of first appearance, each with the rank of its earliest step.
     groups = rows.group_by(keys, maintain_order=True).agg(pl.col("rank").sort_by("step").first())
     bad = rows.filter(pl.col("_why").is_not_null()).sort([*keys, "step"])
