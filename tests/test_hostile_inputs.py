@@ -391,6 +391,7 @@ def test_interleaved_partial_lines_from_concurrent_ranks(tmp_path):
     assert pending_tail is None and glued == 3
     path = write(tmp_path / "shared_stdout.log", out)
     result = analyze(path, "-o", "json")
+    assert result.exit_code == 0 and result.stderr == ""
     report = report_of(result)
     assert report["verdict"] != "leak"
     rows = series_rows(path)
@@ -429,7 +430,7 @@ def test_nan_inf_overflow_negative_and_absurd_readings_are_not_a_leak(tmp_path, 
     lines = [f"train_step={i + 1} mem={v} loss={2.0 - 0.01 * i:.4f}" for i, v in enumerate(values)]
     path = write(tmp_path / "corrupt.log", lines)
     result = analyze(path, "--formats-dir", corrupt_values_spec(tmp_path), "--capacity", "80", "-o", "json", "--fail-on", "never")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
     report = report_of(result)
     assert report["coverage"]["records"] == len(lines)  # parsed, then judged corrupt, not dropped unseen
     assert report["verdict"] != "leak"
@@ -445,7 +446,7 @@ def test_torchtitan_nan_loss_and_memory_above_capacity_are_not_a_leak(tmp_path):
         lines[i] = re.sub(r"loss: +[\d.]+", "loss: nan" if i % 2 else "loss: inf", lines[i])
     path = write(tmp_path / "absurd.log", lines)
     result = analyze(path, "-o", "json", "--fail-on", "never")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
     report = report_of(result)
     assert report["coverage"]["records"] == len(lines) - 1  # every step line (the first line is the capacity)
     assert report["verdict"] != "leak"
@@ -469,7 +470,7 @@ def test_steps_going_backwards_start_a_new_segment(tmp_path, flat_log):
     resumed = torchtitan_lines({0: FLAT_GIB}, steps=list(range(6, 18)), capacity=CAPACITY_GIB)
     path = write(tmp_path / "resumed.log", first + resumed)
     result = analyze(path, "-o", "json")
-    assert result.exit_code == code
+    assert result.exit_code == code and result.stderr == ""
     report = report_of(result)
     assert report["verdict"] == clean["verdict"] != "leak"
     assert report["coverage"]["event_counts"]["restart"] == 1
@@ -481,7 +482,7 @@ def test_duplicated_steps_count_once(tmp_path, flat_log):
     code, clean = baseline(flat_log)
     path = write(tmp_path / "twice.log", [line for line in flat_lines() for _ in range(2)])
     result = analyze(path, "-o", "json")
-    assert result.exit_code == code
+    assert result.exit_code == code and result.stderr == ""
     report = report_of(result)
     assert report["verdict"] == clean["verdict"]
     assert report["coverage"]["records"] == clean["coverage"]["records"]
@@ -511,7 +512,7 @@ def test_a_log_still_being_written(tmp_path):
     seen = []
     while not done.is_set() or len(seen) < 3:
         result = analyze(path, "-o", "json")
-        assert result.exit_code == 0, result.stderr
+        assert result.exit_code == 0 and result.stderr == "", result.stderr
         report = report_of(result)
         assert report["verdict"] != "leak"
         seen.append(report["coverage"]["records"])
@@ -732,7 +733,7 @@ def test_a_loss_that_is_never_finite(tmp_path, loss):
     lines = [re.sub(r"loss: +[\d.]+", f"loss: {loss}", line) for line in flat_lines()]
     path = write(tmp_path / "inf_loss.log", lines)
     result = analyze(path, "-o", "json", "--fail-on", "never")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
     report = report_of(result)
     assert report["verdict"] not in ("leak", "pp-sentinel-loss")
     assert report["coverage"]["records"] == len(lines) - 1
