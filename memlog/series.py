@@ -72,7 +72,7 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
 
     `capacity_gib` is the capacity of what the column measures (device or host memory); readings
     above it, negative readings and non-finite memory readings are dropped into `corrupt`.
-    Series longer than MAX_SERIES_POINTS are binned in polars (see there) before they reach Python.
+    Series longer than MAX_SERIES_POINTS are binned in polars (see _binned) before they reach Python.
     `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds)."""
     if records.is_empty() or column not in records.columns:
         return []
