@@ -91,7 +91,6 @@ class ChunkParser:
         return Matches(records, _event_frame(self.continuations.resume(lines, self.unwrap)))
 
 
-
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
     """Events keep their own fields as one JSON string column, so events of any shape concatenate."""
     fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
