@@ -299,22 +299,14 @@ def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool)
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
-    tail_s, tail_v = steps[start:], values[start:]
-    return Shape(
-        n=len(steps),
-        tail_start=start,
-        first_value=values[0],
-        rise=_tail_start_level(tail_s, tail_v) - values[0] if start else 0.0,
-        tail_steps=tail_s,
-        tail_values=tail_v,
-        level=stats.median(tail_v),
-        noise=stats.robust_sigma(tail_v),
-        fit=stats.theil_sen(tail_s, tail_v),
-        trend=stats.mann_kendall(tail_v),
+    return _split_shape(
+        steps,
+        values,
+        start,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,
-        late_rate_ratio=_late_rate_ratio(tail_s, tail_v) if running_max else None,
+        late_rate_ratio=_late_rate_ratio(steps[start:], values[start:]) if running_max else None,
     )
 
 
@@ -333,7 +325,21 @@ def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: s
     floor_fit = stats.theil_sen([steps[i] for i in at], floors)
     period = stats.Period(period.period, period.drops, floors, floor_fit)
     start = period.drops[0] if warm else 0
+    return _split_shape(
+        steps, values, start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth", sawtooth=period
+    )
+
+
+def _split_shape(steps: tuple[int, ...], values: tuple[float, ...], start: int, **judged) -> Shape:
+    """The fields every shape shares, from the warmup/tail split at `start`. How the tail is judged
+    (noise, fit, trend) defaults to the tail's own points; a sawtooth passes its floors' instead."""
     tail_s, tail_v = steps[start:], values[start:]
+    if "noise" not in judged:
+        judged["noise"] = stats.robust_sigma(tail_v)
+    if "fit" not in judged:
+        judged["fit"] = stats.theil_sen(tail_s, tail_v)
+    if "trend" not in judged:
+        judged["trend"] = stats.mann_kendall(tail_v)
     return Shape(
         n=len(steps),
         tail_start=start,
@@ -342,11 +348,7 @@ def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: s
         tail_steps=tail_s,
         tail_values=tail_v,
         level=stats.median(tail_v),
-        noise=noise,
-        fit=floor_fit,
-        trend=stats.mann_kendall(floors),
-        pattern="sawtooth",
-        sawtooth=period,
+        **judged,
     )
 
 
