@@ -5,7 +5,8 @@ read -> unwrap -> parse (per chunk) -> tables -> series -> rules -> Report
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
 from pathlib import Path
 
 import polars as pl
@@ -14,8 +15,9 @@ from memlog.config import Config
 from memlog.context import Context, find_capacity
 from memlog.errors import MemlogError, NoRecordsError
 from memlog.formats import FormatSpec, load_specs
-from memlog.parse import ChunkParser
-from memlog.reading import Source, read_chunks
+from memlog.parallel import ordered_map
+from memlog.parse import ChunkParser, Scan
+from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
 from memlog.report import Report, headline_verdict, series_views
 from memlog.rulekit import Finding, Skip, load_rules
 from memlog.tables import Event, Tables, build_events, build_records, source_frame
@@ -30,18 +32,31 @@ def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[Forma
     return [s for s in specs.values() if s.name == forced or not s.records]
 
 
+def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Source, Piece, Scan]]:
+    """Every chunk of every source, decoded and scanned on all cores, in input order. One stream over
+    all sources keeps both cores busy across many small per-rank files."""
+
+    def scan(item: tuple[Source, Piece]) -> tuple[Source, Piece, Scan]:
+        source, piece = item
+        return source, piece, parser.scan(to_frame(piece))
+
+    return ordered_map(scan, ((source, piece) for source in sources for piece in read_pieces(source, chunk_bytes)))
+
+
 def parse_sources(
-    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None
+    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> tuple[Tables, list[Source]]:
     """`progress(source)` is called after each chunk (tens of MB), so it costs nothing per line.
     `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`)."""
     parser = ChunkParser(specs, observe)
     sources = [Source(spec) for spec in inputs]
     record_frames, event_frames = [], []
-    for source in sources:
+    for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
         records, events = [], []
-        for chunk in read_chunks(source):
-            matches = parser(chunk)
+        for source, piece, scanned in chunks:
+            source.stats.add(piece.stats)
+            matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
             records += matches.records
             events += matches.events
             if progress is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -25,7 +26,24 @@ class Matches:
     events: list[pl.DataFrame]
 
 
+@dataclass
+class Scan:
+    """What one chunk yields on its own, before the state carried between chunks is applied."""
+
+    lines: pl.DataFrame  # the chunk, with `_row`
+    candidates: pl.DataFrame  # lines holding some pattern's literal, still wrapped
+    unwrapped: pl.DataFrame | None
+    records: list[pl.DataFrame]
+    # Event rows in pattern order; a (rows, continuation) pair stands for events whose continuation
+    # lines may run into the next chunk, completed in `absorb`.
+    events: list[pl.DataFrame | tuple[pl.DataFrame, Any]]
+    observed: list[tuple]  # (spec, pattern, hits) for `observe`
+
+
 class ChunkParser:
+    """`scan` touches no state, so chunks can be scanned on several threads; `absorb` must then see
+    the scans in file order (multi-line blocks and continuation lines run across chunks)."""
+
     def __init__(self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None):
         """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
         pattern's matched rows (`memlog formats check` counts them and looks for near misses)."""
@@ -48,11 +66,13 @@ class ChunkParser:
         return Matches(records, events)
 
     def __call__(self, lines: pl.DataFrame) -> Matches:
+        return self.absorb(self.scan(lines))
+
+    def scan(self, lines: pl.DataFrame) -> Scan:
         lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
         candidates = lines.filter(pl.col("text").str.contains_any(self.literals)) if self.literals else lines.clear()
-        carried = self._multiline(lines, candidates)
         if candidates.is_empty():
-            return carried
+            return Scan(lines, candidates, None, [], [], [])
         unwrapped = self.unwrap(candidates)
         # One Aho-Corasick pass says which literals this chunk holds; a pattern whose literal is
         # absent is skipped instead of scanning the chunk for it.
@@ -73,11 +93,23 @@ class ChunkParser:
                 if not hits.is_empty() and pattern.continuation is None:
                     events.append(_event_rows(hits, spec, pattern))
                 elif not hits.is_empty():
-                    rows = _event_rows(hits, spec, pattern).with_columns(hits["_row"])
-                    events += _event_frame(self.continuations.add(rows, pattern.continuation, lines, self.unwrap))
+                    events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
+        return Scan(lines, candidates, unwrapped, records, events, observed)
+
+    def absorb(self, scan: Scan) -> Matches:
+        """A scanned chunk's matches, with the multi-line records and events it completes."""
+        carried = self._multiline(scan.lines, scan.candidates)
+        if scan.unwrapped is None:
+            return carried
+        events = []
+        for item in scan.events:
+            if isinstance(item, pl.DataFrame):
+                events.append(item)
+            else:
+                events += _event_frame(self.continuations.add(*item, scan.lines, self.unwrap))
         if self.observe is not None:
-            self.observe(unwrapped, observed)
-        return Matches(records + carried.records, events + carried.events)
+            self.observe(scan.unwrapped, scan.observed)
+        return Matches(scan.records + carried.records, events + carried.events)
 
     def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame) -> Matches:
         """Block parsers' records from the rows near their start lines, and the events of earlier

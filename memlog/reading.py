@@ -45,6 +45,16 @@ class ReadStats:
     first_replaced_line: int | None = None
     first_nul_line: int | None = None
 
+    def add(self, piece: ReadStats) -> None:
+        """Count in what one piece saw; pieces are added in file order, so `first_*` stay first."""
+        self.lines += piece.lines
+        self.truncated_lines += piece.truncated_lines
+        self.replaced_bytes += piece.replaced_bytes
+        self.nul_bytes += piece.nul_bytes
+        self.first_truncated_line = self.first_truncated_line or piece.first_truncated_line
+        self.first_replaced_line = self.first_replaced_line or piece.first_replaced_line
+        self.first_nul_line = self.first_nul_line or piece.first_nul_line
+
 
 @dataclass
 class Source:
@@ -112,12 +122,21 @@ def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[by
         yield b"".join(pending)
 
 
-def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[tuple[bytes, int]]:
-    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail.
-    Yields (piece, number of lines in it)."""
+@dataclass
+class Piece:
+    """Whole lines of one source, starting at physical line `first_line_no`. Turning it into a frame
+    (`to_frame`) needs nothing from other pieces, so pieces can be decoded on several threads."""
+
+    data: bytes
+    first_line_no: int
+    stats: ReadStats  # what cutting it saw (lines, an over-long line); to_frame adds the rest
+
+
+def _whole_lines(blocks: Iterator[bytes]) -> Iterator[Piece]:
+    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail."""
     carry = b""
     dropping = False  # inside an over-long line whose start was already kept
-    lines_before = 0
+    next_line = 1
     for block in blocks:
         if dropping:
             cut = block.find(b"\n")
@@ -130,30 +149,29 @@ def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[tuple[by
         if cut >= 0:
             carry = data[cut + 1 :]
             n_lines = data.count(b"\n", 0, cut + 1)
-            lines_before += n_lines
-            yield data[: cut + 1], n_lines
+            yield Piece(data[: cut + 1], next_line, ReadStats(lines=n_lines))
+            next_line += n_lines
         else:
             carry = data
         if len(carry) > MAX_LINE_BYTES:
             # Keep the start of the line, drop the rest up to the next newline.
-            stats.truncated_lines += 1
-            if stats.first_truncated_line is None:
-                stats.first_truncated_line = lines_before + 1
-            lines_before += 1
-            yield carry[:MAX_LINE_BYTES] + b"\n", 1
+            cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=next_line)
+            yield Piece(carry[:MAX_LINE_BYTES] + b"\n", next_line, cut_stats)
+            next_line += 1
             carry, dropping = b"", True
     if carry:
-        yield carry + b"\n", 1  # a truncated last line is still a line
+        yield Piece(carry + b"\n", next_line, ReadStats(lines=1))  # a truncated last line is still a line
 
 
-def _to_frame(data: bytes, first_line_no: int, stats: ReadStats) -> pl.DataFrame:
+def to_frame(piece: Piece) -> pl.DataFrame:
+    """Decode and split a piece into (line_no, text); what it finds goes into `piece.stats`."""
+    data, first_line_no, stats = piece.data, piece.first_line_no, piece.stats
     nuls = data.count(b"\0")
     if nuls:
         # Zero-filled blocks (a crash before the file system flushed) carry nothing; drop them
         # here so that a NUL run glued to the next line does not hide it from the parser.
         stats.nul_bytes += nuls
-        if stats.first_nul_line is None:
-            stats.first_nul_line = first_line_no + data.count(b"\n", 0, data.index(b"\0"))
+        stats.first_nul_line = first_line_no + data.count(b"\n", 0, data.index(b"\0"))
         data = data.replace(b"\0", b"")
     text = data.decode("utf-8", errors="replace")
     replaced = text.count("\ufffd")
@@ -162,7 +180,7 @@ def _to_frame(data: bytes, first_line_no: int, stats: ReadStats) -> pl.DataFrame
     lines = lines.head(len(lines) - 1)  # the piece after the final newline is empty
     frame = pl.DataFrame({"text": lines}).with_row_index("line_no", offset=first_line_no)
     frame = frame.with_columns(pl.col("line_no").cast(pl.Int64))
-    if replaced and stats.first_replaced_line is None:
+    if replaced:
         stats.first_replaced_line = _first_line_with(frame, "\ufffd")
     if b"\r" in data:
         # CRLF first, then bare CR as a line break of its own (tqdm progress bars).
@@ -170,8 +188,7 @@ def _to_frame(data: bytes, first_line_no: int, stats: ReadStats) -> pl.DataFrame
         frame = frame.with_columns(pl.col("text").str.split("\r")).explode("text")
     long = frame["text"].str.len_bytes() > MAX_LINE_BYTES
     if long.any():
-        if stats.first_truncated_line is None:
-            stats.first_truncated_line = int(frame.filter(long)["line_no"][0])
+        stats.first_truncated_line = stats.first_truncated_line or int(frame.filter(long)["line_no"][0])
         stats.truncated_lines += int(long.sum())
         frame = frame.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES))
     return frame
@@ -181,18 +198,20 @@ def _first_line_with(frame: pl.DataFrame, char: str) -> int:
     return int(frame.filter(pl.col("text").str.contains(char, literal=True))["line_no"][0])
 
 
-def read_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """Yield DataFrames of (line_no, text) for one source, chunk by chunk."""
+def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piece]:
+    """The pieces of one source in file order; add each piece's stats to `source.stats` once it
+    has been through `to_frame`."""
     raw = _open(source.spec)
-    stats = source.stats
     try:
-        stream = _maybe_gunzip(raw, stats)
-        next_line = 1
-        for piece, n_physical in _whole_lines(_blocks(stream, stats, chunk_bytes), stats):
-            frame = _to_frame(piece, next_line, stats)
-            next_line += n_physical
-            stats.lines += n_physical
-            yield frame
+        yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes))
     finally:
         if raw is not sys.stdin.buffer:
             raw.close()
+
+
+def read_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
+    """Yield DataFrames of (line_no, text) for one source, chunk by chunk."""
+    for piece in read_pieces(source, chunk_bytes):
+        frame = to_frame(piece)
+        source.stats.add(piece.stats)
+        yield frame
