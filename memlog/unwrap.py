@@ -35,6 +35,7 @@ RAY_REPEATED = r"\s*\[repeated (?P<repeated>\d+)x across cluster\](?: \(Ray dedu
 # torchrun's tee header is `[{role}{local_rank}]:` with no space; exception lines come with one,
 # and under --tee they carry both (`[rank0]:[rank0]: Traceback ...`).
 TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?(?:\[[A-Za-z_]+?\d+\]: ?)*"
+LEADING_TORCHRUN_PREFIX = r"^\[[A-Za-z_]+\d+\]:"
 TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
 # Ranks sharing one stdout without line buffering glue the start of one line to another rank's
 # line: `[rank1]: ... loss:  9.1  [rank0]:[titan] ... step: 3 ...`. A torchrun prefix in mid-line
@@ -51,7 +52,10 @@ def strip_escapes(text: pl.Expr) -> pl.Expr:
 def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
     """Cut lines where another rank's line was glued in; the pieces keep their line number."""
     glued = pl.col("text").str.contains(INTERLEAVED)
-    if not lines.select(glued.any()).item():
+    # Literal test first: a glued line holds a `]:` beyond the torchrun prefix it may start with.
+    leading = pl.col("text").str.contains(LEADING_TORCHRUN_PREFIX).cast(pl.UInt32)
+    maybe = lines.filter(pl.col("text").str.count_matches("]:", literal=True) > leading)
+    if not maybe.select(glued.any()).item():
         return lines
     return lines.with_columns(
         pl.when(glued).then(pl.col("text").str.replace_all(INTERLEAVED, "$1\n$2")).otherwise(pl.col("text")).str.split("\n")

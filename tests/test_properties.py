@@ -30,7 +30,7 @@ from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.formats import FormatSpec, all_logger_prefixes, load_specs
 from memlog.parse import parse_line
 from memlog.reading import Source, read_chunks
-from memlog.unwrap import Unwrapper
+from memlog.unwrap import INTERLEAVED, Unwrapper, split_interleaved
 
 SPECS = load_specs()
 UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -107,6 +107,20 @@ def test_unwrapper_never_raises_and_leaves_no_control_characters(lines):
     assert set(frame["line_no"].to_list()) <= set(range(1, len(lines) + 1))
     for text in frame["text"].to_list():
         assert UNSAFE.search(text) is None, repr(text)
+
+
+# Pieces of torchrun prefixes and the text around them, glued in any order.
+prefix_soup = st.lists(st.sampled_from(["[rank0]:", "[rank12]:", "[titan]", "]:", "[", "]", ":", " ", "\t", ")", "(", "x", "9"]), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(prefix_soup, min_size=1, max_size=8))
+def test_the_literal_test_before_cutting_glued_lines_misses_none(texts):
+    """split_interleaved runs its regex only on lines with a `]:` beyond a leading prefix."""
+    frame = pl.DataFrame({"line_no": list(range(1, len(texts) + 1)), "text": texts}, schema={"line_no": pl.Int64, "text": pl.String})
+    glued = frame.select(pl.col("text").str.contains(INTERLEAVED)).to_series().to_list()
+    pieces = split_interleaved(frame).group_by("line_no").len().sort("line_no")["len"].to_list()
+    assert [n > 1 for n in pieces] == glued
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.records or s.events))
