@@ -4,9 +4,11 @@
     python -m benchmarks.profile_stages /tmp/memlog-bench/sparse-1G.log
     python -m benchmarks.profile_stages /tmp/memlog-bench/dense-1G.log --rate 20 --keep dense.txt
 
-py-spy samples memlog's Python stack (idle frames included, so time spent waiting inside a polars
-call counts against the Python line that made it). Each sample goes to the stage of its innermost
-memlog frame: read / decode / split / pre-filter / unwrap / extract / tables / rules / report /
+py-spy samples the Python stack of every thread (idle frames included, so time spent waiting inside a
+polars call counts against the Python line that made it). Chunks are scanned on a thread pool
+(memlog/parallel.py), so stage figures are thread-seconds and can add up to more than the wall
+time; a pool thread waiting for work or the main thread waiting for a scan counts as `waiting`,
+shown apart and left out of the shares. Each sample goes to the stage of its innermost memlog frame: read / decode / split / pre-filter / unwrap / extract / tables / rules / report /
 startup (imports and format-spec loading) / other. The top lines show the detail. --keep saves the
 collapsed stacks, which speedscope (https://www.speedscope.app) and flamegraph.pl open as they are.
 """
@@ -51,9 +53,11 @@ def stage_of(func: str, file: str, line: int) -> str | None:
         return None
     text = _source(file, line)
     if name == "reading.py":
-        if func == "_to_frame":
+        if func == "to_frame":
             return "decode" if ("decode" in text or "\\ufffd" in text) else "split"
         return "read"
+    if name == "parallel.py":
+        return "waiting"
     if name == "parse.py":
         return "pre-filter" if "contains_any" in text else "extract"
     if name == "unwrap.py":
@@ -85,6 +89,8 @@ def classify(stack: str) -> tuple[str, str]:
         stage = stage_of(match["func"], match["file"], int(match["line"]))
         if stage:
             return stage, frame
+    if any("concurrent/futures/thread.py" in f for f in frames):
+        return "waiting", "a pool thread waiting for work"
     if any("importlib" in f for f in frames):
         return "startup", "imports"
     return "other", frames[-1] if frames else "?"
@@ -99,11 +105,14 @@ def summarise(collapsed: str, rate: int, top: int) -> str:
             continue
         stage, frame = classify(stack)
         stages[stage] += int(count)
-        lines[f"{stage}: {frame}"] += int(count)
+        if stage != "waiting":
+            lines[f"{stage}: {frame}"] += int(count)
+    waiting = stages.pop("waiting", 0)
     total = sum(stages.values()) or 1
-    out = ["| stage | wall (s) | share |", "|---|---:|---:|"]
+    out = ["| stage | thread-seconds | share |", "|---|---:|---:|"]
     out += [f"| {s} | {stages[s] / rate:.2f} | {100 * stages[s] / total:.0f}% |" for s in STAGES if stages[s]]
-    out.append(f"| total | {total / rate:.2f} | 100% |")
+    out.append(f"| total busy | {total / rate:.2f} | 100% |")
+    out.append(f"| waiting (not in the shares) | {waiting / rate:.2f} | |")
     out += ["", f"Top {top} lines (innermost memlog frame):", ""]
     out += [f"- {100 * n / total:4.1f}%  {frame}" for frame, n in lines.most_common(top)]
     return "\n".join(out)

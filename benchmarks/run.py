@@ -9,7 +9,9 @@ Each measurement is the median wall time of --runs runs after --warmup runs (whi
 file into the page cache), for memlog and for ripgrep alike, run one after the other as
 subprocesses. Peak RSS is the memlog process's own maximum resident set (os.wait4), the largest
 over the runs. The figures are printed, never asserted: the targets (issue 6) are shown beside them
-with whether they are met. Logs come from benchmarks/generate.py and are reused between runs.
+with whether they are met. The last column times benchmarks/floor.py, polars alone doing the
+least a log reader can (read, keep `step:` lines, one regex): the floor of this stack, for judging
+how much of memlog's time is its own. Logs come from benchmarks/generate.py and are reused.
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ class Result:
     memlog_wall: float
     memlog_rss: float
     rg_wall: float | None
+    floor_wall: float | None  # benchmarks/floor.py: polars read + literal filter + one regex
     records: int | None
     verdict: str | None
     error: str | None  # memlog could not judge (exit 2): its message
@@ -186,10 +189,12 @@ def measure(memlog: list[str], paths: list[Path], runs: int, warmup: int, limits
     rg = shutil.which("rg")
     memlog_cmd = [*memlog, "analyze", "-o", "json", *map(str, paths)]
     rg_cmd = [rg, "-c", RG_PATTERN, *map(str, paths)] if rg else None
-    memlog_runs, rg_runs = [], []
+    floor_cmd = [sys.executable, str(Path(__file__).with_name("floor.py")), *map(str, paths)]
+    memlog_runs, rg_runs, floor_runs = [], [], []
     for i in range(warmup + runs):
         m = timed(memlog_cmd, limits)
         r = timed(rg_cmd) if rg_cmd else None
+        f = timed(floor_cmd, limits)
         if m.killed:  # one stopped run says enough; do not repeat it
             memlog_runs, rg_runs = [m], [r] if r else []
             break
@@ -197,6 +202,8 @@ def measure(memlog: list[str], paths: list[Path], runs: int, warmup: int, limits
             memlog_runs.append(m)
             if r:
                 rg_runs.append(r)
+            if f.code == 0:
+                floor_runs.append(f)
     last = memlog_runs[-1]
     records = verdict = error = None
     if last.killed:
@@ -210,6 +217,7 @@ def measure(memlog: list[str], paths: list[Path], runs: int, warmup: int, limits
         memlog_wall=statistics.median(t.wall for t in memlog_runs),
         memlog_rss=max(t.rss_mib for t in memlog_runs),
         rg_wall=statistics.median(t.wall for t in rg_runs) if rg_runs else None,
+        floor_wall=statistics.median(t.wall for t in floor_runs) if floor_runs else None,
         records=records,
         verdict=verdict,
         error=error,
@@ -263,8 +271,8 @@ def seconds(value: float | None) -> str:
 def table(cases: list[Case], results: dict[str, Result]) -> str:
     by_name = {c.name: c for c in cases}
     rows = [
-        "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio | memlog peak RSS (MiB) | target | met? |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|---|",
+        "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio | memlog peak RSS (MiB) | target | met? | polars floor (s) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|",
     ]
     notes = []
     for case in cases:
@@ -276,7 +284,7 @@ def table(cases: list[Case], results: dict[str, Result]) -> str:
             target = f"reference: {r.memlog_wall / (case.size * case.files / GIB):.1f} s/GiB"
         wall = (">" if r.stopped else "") + seconds(r.memlog_wall)
         rows.append(f"| {case.name} | {case.size_text} | {records} | {r.verdict or '—'} | {wall} | "
-                    f"{seconds(r.rg_wall)} | {ratio} | {r.memlog_rss:.0f} | {target} | {met} |")
+                    f"{seconds(r.rg_wall)} | {ratio} | {r.memlog_rss:.0f} | {target} | {met} | {seconds(r.floor_wall)} |")
         if r.error:
             notes.append(f"- {case.name}: {r.error}")
     return "\n".join(rows + ([""] + notes if notes else []))
@@ -340,12 +348,14 @@ def main(argv: list[str] | None = None) -> int:
             measured[case.key] = measure(memlog, paths, args.runs, args.warmup, Limits(args.timeout, args.max_rss))
             r = measured[case.key]
             print(f"{case.name}: memlog {r.memlog_wall:.2f} s, {r.memlog_rss:.0f} MiB; rg "
-                  f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s (log ready in {generated:.1f} s)",
+                  f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s; polars floor "
+                  f"{r.floor_wall if r.floor_wall is not None else float('nan'):.2f} s (log ready in {generated:.1f} s)",
                   file=sys.stderr, flush=True)
         results[case.name] = measured[case.key]
 
     print(environment(memlog) + f" (at start: {start_load})")
-    print(f"Median of {args.runs} runs after {args.warmup} warm-up; rg = `rg -c '{RG_PATTERN}'` on the same files.\n")
+    print(f"Median of {args.runs} runs after {args.warmup} warm-up; rg = `rg -c '{RG_PATTERN}'` on the same files; "
+          "polars floor = benchmarks/floor.py (read, keep `step:` lines, one regex: no memlog work).\n")
     print(table(cases, results))
     return 0
 

@@ -47,3 +47,4 @@ def test_run_prints_the_table_with_memlog_figures(tmp_path, capsys):
     assert float(cells[4]) > 0
     assert cells[7].replace(".", "").isdigit()  # peak RSS in MiB
     assert "could not judge" not in row
+    assert float(cells[10]) > 0  # the polars floor ran
