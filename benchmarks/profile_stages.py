@@ -59,7 +59,7 @@ def stage_of(func: str, file: str, line: int) -> str | None:
     if name == "parallel.py":
         return "waiting"
     if name == "parse.py":
-        return "pre-filter" if "contains_any" in text else "extract"
+        return "pre-filter" if "any_literal" in text or "contains_any" in text else "extract"
     if name == "unwrap.py":
         return "unwrap"
     if name == "formats.py":

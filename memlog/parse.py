@@ -1,7 +1,7 @@
 """Parse: run every loaded format spec over a chunk of lines.
 
-Per chunk: one literal pre-filter over the raw text (Aho-Corasick, so lines that no pattern could
-match cost almost nothing), unwrap the survivors, then extract each pattern's matches. Returns
+Per chunk: one pre-filter over the raw text for every pattern's literal at once (so lines that no
+pattern could match cost almost nothing), unwrap the survivors, then extract each pattern's matches. Returns
 the matched rows; the caller accumulates them across chunks and sources.
 """
 
@@ -51,6 +51,9 @@ class ChunkParser:
         self.observe = observe
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs))
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals})
+        # The pre-filter as one regex alternation of the literals: the regex engine searches for
+        # many literals at once with SIMD, several times faster than contains_any on long lines.
+        self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
         self.start_source()
 
     def start_source(self) -> None:
@@ -70,7 +73,7 @@ class ChunkParser:
 
     def scan(self, lines: pl.DataFrame) -> Scan:
         lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
-        candidates = lines.filter(pl.col("text").str.contains_any(self.literals)) if self.literals else lines.clear()
+        candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
         if candidates.is_empty():
             return Scan(lines, candidates, None, [], [], [])
         unwrapped = self.unwrap(candidates)
