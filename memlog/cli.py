@@ -6,6 +6,7 @@ judge (usage error, unreadable input, no records, internal error). A crash is ne
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
@@ -385,6 +386,10 @@ def main() -> None:
         # Output piped into `head` and closed early: not an error of ours.
         sys.stderr.close()
         raise SystemExit(EXIT_OK) from None
+    finally:
+        # The process ends next. Spare the interpreter's last garbage collections the walk over
+        # every object polars, typer and pydantic created: 0.05-0.1 s of a run on a small log.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ short (7 logged steps before an OOM), noisy, quantised (``22.74GiB``),
 irregularly sampled (``log_freq``), or very long (100k steps). The helpers here
 are the shared numeric core for that decision. They are deliberately:
 
-* **standard library only** -- no numpy/scipy, so memlog installs anywhere a
-  training log can be copied to;
+* **light on dependencies** -- no numpy/scipy, so memlog installs anywhere a
+  training log can be copied to; the standard library, plus polars (memlog
+  reads logs with it anyway) for the ~80k pairwise slopes of a long series;
 * **robust** -- rank- and median-based (Theil-Sen, Mann-Kendall, MAD), because
   memory logs carry outliers (allocator spikes, a checkpoint save, a misparsed
   line) that would drag a least-squares slope or a standard deviation;
@@ -29,10 +30,15 @@ input) cannot overflow; results are scaled back, so units are unchanged.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "MAX_PAIRWISE_POINTS",
@@ -56,9 +62,12 @@ __all__ = [
 
 #: Longest series fed to an O(n^2) pairwise method. Longer series are binned by
 #: index into this many bins and each bin is replaced by its median x and median
-#: y. 400 points -> ~80k pairs: a few tens of milliseconds in pure Python, and
-#: far more resolution than a trend verdict needs.
+#: y. 400 points -> ~80k pairs: a few milliseconds for Theil-Sen (see
+#: _POLARS_MIN_POINTS), and far more resolution than a trend verdict needs.
 MAX_PAIRWISE_POINTS = 400
+# From this many points on, polars forms and ranks the pairwise slopes of Theil-Sen: below it a
+# DataFrame's fixed overhead costs more than the Python loop saves.
+_POLARS_MIN_POINTS = 120
 
 _MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): MAD -> standard deviation for normal noise
 _SQRT2 = math.sqrt(2.0)
@@ -224,10 +233,10 @@ def _diffs(y: Sequence[float]) -> list[float]:
     return [y[i + 1] - y[i] for i in range(len(y) - 1)]
 
 
-def _downsample(
-    x: Sequence[float], y: Sequence[float], max_points: int = MAX_PAIRWISE_POINTS
-) -> tuple[list[float], list[float]]:
-    """Bin by index into ``max_points`` bins; each bin -> (median x, median y).
+def _bin_medians(values: Sequence[float]) -> list[float]:
+    """Bin by index into :data:`MAX_PAIRWISE_POINTS` bins; each bin -> its median.
+
+    ``x`` and ``y`` of a series are binned alike, giving (median x, median y) points.
 
     Why medians of index bins: it keeps the shape of the curve (a leak stays a
     line, a plateau stays flat), cuts i.i.d. noise, and -- unlike decimation --
@@ -235,17 +244,11 @@ def _downsample(
     medians are still exchangeable, so rank tests on them stay valid (they only
     lose some power). For a straight line the bin medians lie exactly on it.
     """
-    n = len(y)
-    if n <= max_points:
-        return list(x), list(y)
-    xs: list[float] = []
-    ys: list[float] = []
-    for b in range(max_points):
-        lo = b * n // max_points
-        hi = (b + 1) * n // max_points
-        xs.append(median(x[lo:hi]))
-        ys.append(median(y[lo:hi]))
-    return xs, ys
+    n = len(values)
+    if n <= MAX_PAIRWISE_POINTS:
+        return list(values)
+    edges = [b * n // MAX_PAIRWISE_POINTS for b in range(MAX_PAIRWISE_POINTS + 1)]
+    return [median(values[lo:hi]) for lo, hi in zip(edges, edges[1:])]
 
 
 def _step_noise(d: Sequence[float]) -> float:
@@ -363,6 +366,76 @@ def _order_stat(sorted_vals: Sequence[float], rank: float, upper: bool) -> float
     return a + frac * (b - a)
 
 
+def _pairwise_slopes(xs: list[float], ys: list[float]) -> list[float] | pl.Series:
+    """Slopes (y_j - y_i) / (x_j - x_i) of all pairs i < j with x_j != x_i, unordered.
+
+    Long series go to polars when the result cannot differ from the Python
+    loop's: the same IEEE operations on the same pairs give the same values,
+    and :func:`_sorted_between` orders them like ``list.sort`` unless +0.0 and
+    -0.0 are both present (Python keeps equal values in input order; which
+    zero comes first decides the sign of a zero median). So polars takes only
+    finite, ascending x and y without -0.0: then dx > 0, and as scaled values
+    lie in (-1, 1) a nonzero dy cannot underflow to a zero slope, so every
+    zero slope is +0.0.
+    """
+    n = len(ys)
+    if (
+        n >= _POLARS_MIN_POINTS
+        and all(map(math.isfinite, xs))
+        and all(map(math.isfinite, ys))
+        and all(a <= b for a, b in zip(xs, xs[1:]))
+        and not any(v == 0.0 and math.copysign(1.0, v) < 0.0 for v in ys)
+    ):
+        import polars as pl  # a dependency of memlog; imported here so stats alone stays light
+
+        pts = pl.DataFrame({"x": xs, "y": ys})
+        # x ascending: x_j > x_i picks exactly the pairs i < j with x_j != x_i.
+        pairs = pts.join(pts, how="cross").filter(pl.col("x_right") > pl.col("x"))
+        dy, dx = pl.col("y_right") - pl.col("y"), pl.col("x_right") - pl.col("x")
+        return pairs.select(dy / dx).to_series()
+    slopes: list[float] = []
+    for i in range(n - 1):
+        xi, yi = xs[i], ys[i]
+        for j in range(i + 1, n):
+            dx = xs[j] - xi
+            if dx != 0.0:
+                slopes.append((ys[j] - yi) / dx)
+    return slopes
+
+
+def _sorted_between(slopes: list[float] | pl.Series, first: int, last: int) -> Sequence[float]:
+    """``slopes`` in ascending order, readable at (0-based) ranks ``first`` to ``last``.
+
+    A list is sorted whole. Sorting the ~80k slopes of a long series is most of
+    Theil-Sen's cost, yet only the ranks around the median are read: two O(N)
+    selections find where rank ``first`` starts, and only the slopes up to
+    rank ``last`` are sorted.
+    """
+    if isinstance(slopes, list):
+        slopes.sort()
+        return slopes
+    at_first = slopes.bottom_k(first + 1).max()
+    rest = slopes.filter(slopes >= at_first)  # the ranks from `below` on
+    below = len(slopes) - len(rest)
+    window = rest.bottom_k(last + 1 - below).sort().to_list()[first - below :]
+    return _SortedWindow(window, first, len(slopes))
+
+
+class _SortedWindow(Sequence[float]):
+    """Ranks ``first`` .. ``first + len(values) - 1`` of a sorted sequence of ``length`` values."""
+
+    def __init__(self, values: list[float], first: int, length: int) -> None:
+        self._values, self._first, self._length = values, first, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, rank: int) -> float:
+        if not self._first <= rank < self._first + len(self._values):
+            raise IndexError(f"rank {rank} is outside the sorted window")
+        return self._values[rank - self._first]
+
+
 def theil_sen(
     x: Sequence[float], y: Sequence[float], confidence: float = 0.95
 ) -> SlopeFit | None:
@@ -390,27 +463,24 @@ def theil_sen(
     if n0 < 2:
         return None
     ex, ey = _exponent(x), _exponent(y)
-    xs, ys = _downsample(_scaled(x, ex), _scaled(y, ey))
+    xs, ys = _bin_medians(_scaled(x, ex)), _bin_medians(_scaled(y, ey))
     n = len(ys)
 
-    slopes: list[float] = []
-    for i in range(n - 1):
-        xi, yi = xs[i], ys[i]
-        for j in range(i + 1, n):
-            dx = xs[j] - xi
-            if dx != 0.0:
-                slopes.append((ys[j] - yi) / dx)
-    if not slopes:
-        return None  # all x equal
-    slopes.sort()
+    slopes = _pairwise_slopes(xs, ys)
     n_slopes = len(slopes)
-    slope_s = _median_sorted(slopes)
+    if not n_slopes:
+        return None  # all x equal
 
     ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(xs).values() if t > 1)
     var_s = (n * (n - 1) * (2 * n + 5) - ties) / 18.0
     c = NormalDist().inv_cdf(0.5 + confidence / 2.0) * math.sqrt(max(var_s, 0.0))
-    low_s = _order_stat(slopes, (n_slopes - c) / 2.0, upper=False)
-    high_s = _order_stat(slopes, (n_slopes + c) / 2.0 + 1.0, upper=True)
+    low_rank, high_rank = (n_slopes - c) / 2.0, (n_slopes + c) / 2.0 + 1.0
+    # The interval bounds read the ranks at and after floor(rank); the median lies between them.
+    first = max(math.floor(low_rank), 1) - 1
+    slopes = _sorted_between(slopes, first, min(math.floor(high_rank), n_slopes - 1))
+    slope_s = _median_sorted(slopes)
+    low_s = _order_stat(slopes, low_rank, upper=False)
+    high_s = _order_stat(slopes, high_rank, upper=True)
     # Guard the invariant low <= slope <= high against interpolation round-off.
     low_s = min(low_s, slope_s)
     high_s = max(high_s, slope_s)
@@ -446,17 +516,18 @@ def mann_kendall(y: Sequence[float]) -> TrendTest | None:
     """
     if len(y) < 3:
         return None
-    _, ys = _downsample(range(len(y)), _scaled(y, _exponent(y)))
+    ys = _bin_medians(_scaled(y, _exponent(y)))
     n = len(ys)
 
+    # S by insertion into a sorted list: each point against all earlier ones in O(log n) instead
+    # of pair by pair. NaN compares false both ways, so it adds nothing to S: leave it out.
     s = 0
-    for i in range(n - 1):
-        yi = ys[i]
-        for yj in ys[i + 1 :]:
-            if yj > yi:
-                s += 1
-            elif yj < yi:
-                s -= 1
+    earlier: list[float] = []
+    for yj in ys:
+        if yj != yj:
+            continue
+        s += bisect_left(earlier, yj) - (len(earlier) - bisect_right(earlier, yj))
+        insort(earlier, yj)
 
     ties = sum(t * (t - 1) * (2 * t + 5) for t in Counter(ys).values() if t > 1)
     var_s = (n * (n - 1) * (2 * n + 5) - ties) / 18.0

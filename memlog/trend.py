@@ -16,7 +16,9 @@ pattern; the rules only differ in the gates they apply. The user-needs lessons b
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -98,7 +100,7 @@ class Shape:
         """Warmup rise plus fitted tail growth: how far the series moves from its first point."""
         return self.rise + self.growth
 
-    @property
+    @functools.cached_property  # the rules read it several times per series
     def r_squared(self) -> float | None:
         """How straight the tail is (1.0 = a perfect line), from an ordinary least-squares fit."""
         line = stats.ols(self.tail_steps, self.tail_values)
@@ -142,62 +144,84 @@ class Shape:
 # --------------------------------------------------------------------------------------------
 
 
-def _knee(steps: list[int], values: list[float]) -> int:
-    """Index where a warmup ends in this stretch, or 0: a steep rise, then a tail whose slope is
-    bounded well below the rise's rate."""
+class _Tails:
+    """The Theil-Sen fit and Mann-Kendall test of each tail (the points from index `start` on) of
+    one series, each computed once: the warmup search and the final shape ask about the same
+    tails several times, and both methods cost O(n^2) pairs."""
+
+    def __init__(self, steps: tuple[int, ...], values: tuple[float, ...]) -> None:
+        self.steps, self.values = steps, values
+        self._fits: dict[int, stats.SlopeFit | None] = {}
+        self._trends: dict[int, stats.TrendTest | None] = {}
+
+    def fit(self, start: int) -> stats.SlopeFit | None:
+        if start not in self._fits:
+            self._fits[start] = stats.theil_sen(self.steps[start:], self.values[start:])
+        return self._fits[start]
+
+    def trend(self, start: int) -> stats.TrendTest | None:
+        if start not in self._trends:
+            self._trends[start] = stats.mann_kendall(self.values[start:])
+        return self._trends[start]
+
+
+def _knee(tails: _Tails, start: int) -> int:
+    """Index, counted from `start`, where a warmup ends in the stretch from `start` on, or 0: a steep
+    rise, then a tail whose slope is bounded well below the rise's rate."""
+    steps, values = tails.steps[start:], tails.values[start:]
     min_right = max(MIN_TAIL_POINTS, math.ceil(MIN_TAIL_SHARE * len(values)))
     knee = stats.find_knee(steps, values, min_left=1, min_right=min_right)
     if knee is None or knee.index <= 0:
         return 0
     i = knee.index
-    rise = _tail_start_level(steps[i:], values[i:]) - values[0]
+    rise = _tail_start_level(tails, start + i) - values[0]
     noise = stats.robust_sigma(values[i:])
     left_rate = rise / max(steps[i] - steps[0], 1)
     if rise <= 0 or left_rate <= 0 or rise <= WARMUP_RISE_SIGMAS * noise:
         return 0
-    upper = _slope_upper_bound(steps[i:], values[i:])
+    upper = _slope_upper_bound(tails, start + i)
     if upper is None or upper > WARMUP_SLOPE_RATIO * left_rate:
         return 0  # the tail may still rise at a comparable rate: no warmup, one trend
     return i
 
 
-def _slope_upper_bound(steps, values) -> float | None:
-    """Upper end of the 95 % interval of a stretch's slope: Sen's interval (robust to allocator
+def _slope_upper_bound(tails: _Tails, start: int) -> float | None:
+    """Upper end of the 95 % interval of a tail's slope: Sen's interval (robust to allocator
     spikes) once it is bounded (5+ points), the t interval of least squares for 3-4 points."""
-    if len(values) >= 5:
-        fit = stats.theil_sen(steps, values)
+    if len(tails.values) - start >= 5:
+        fit = tails.fit(start)
         return fit.high if fit is not None and math.isfinite(fit.high) else None
-    bounds = stats.ols_slope_interval(steps, values)
+    bounds = stats.ols_slope_interval(tails.steps[start:], tails.values[start:])
     return bounds[2] if bounds else None
 
 
-def _tail_start_level(steps, values) -> float:
+def _tail_start_level(tails: _Tails, start: int) -> float:
     """Level at the start of a tail, from its robust (Theil-Sen) line: allocator spikes right
     after a flat stretch are not mistaken for the end of a warmup."""
-    fit = stats.theil_sen(steps, values)
+    fit = tails.fit(start)
     if fit is None:
-        return stats.median(values)
-    return fit.intercept + fit.slope * steps[0]
+        return stats.median(tails.values[start:])
+    return fit.intercept + fit.slope * tails.steps[start]
 
 
-def _warmup_end(steps: list[int], values: list[float]) -> int:
+def _warmup_end(tails: _Tails) -> int:
     start = 0
     for _ in range(MAX_WARMUP_SPLITS):
-        more = _knee(steps[start:], values[start:])
+        more = _knee(tails, start)
         if not more:
             break
         start += more
-        if not _still_rising(values[start:]):
+        if not _still_rising(tails, start):
             return start
-    return _saturated(steps, values, start) if _still_rising(values[start:]) else start
+    return _saturated(tails.steps, tails.values, start) if _still_rising(tails, start) else start
 
 
-def _still_rising(values) -> bool:
-    trend = stats.mann_kendall(values)
+def _still_rising(tails: _Tails, start: int) -> bool:
+    trend = tails.trend(start)
     return trend is not None and trend.p_increasing <= TAIL_TREND_P
 
 
-def _saturated(steps: list[int], values: list[float], start: int) -> int:
+def _saturated(steps: tuple[int, ...], values: tuple[float, ...], start: int) -> int:
     """A tail that still rises may be the end of a saturating warmup (caches filling towards a
     cap). When a curve approaching a cap, y = cap - c * exp(-step / tau), explains the tail much
     better than a straight line (BIC, SATURATION_BIC) and the data reach that cap within noise,
@@ -233,7 +257,7 @@ def _saturated(steps: list[int], values: list[float], start: int) -> int:
     return start + reached
 
 
-def _best_saturation(xs: list[int], ys: list[float]) -> tuple[float, float, list[float]] | None:
+def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
     """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
     (rising towards the cap): (sse, cap, fitted values) of the best tau."""
     span = xs[-1] - xs[0]
@@ -284,24 +308,24 @@ def _late_rate_ratio(steps: tuple[int, ...], values: tuple[float, ...]) -> float
 
 
 def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool) -> Shape:
+    tails = _Tails(steps, values)
     sawtooth = None
     if not running_max and len(steps) >= MIN_PATTERN_POINTS:
         sawtooth = stats.find_sawtooth(steps, values)
         if sawtooth and (sawtooth.floor_slope is None or len(sawtooth.floors) < 3):
             sawtooth = None
     if sawtooth:
-        return _sawtooth_shape(steps, values, sawtooth)
+        return _sawtooth_shape(tails, sawtooth)
 
     start = 0
     if len(steps) >= MIN_TAIL_POINTS + 1:
         start = _settled_running_max(list(values)) if running_max else 0
-        start = start or _warmup_end(list(steps), list(values))
+        start = start or _warmup_end(tails)
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
     return _split_shape(
-        steps,
-        values,
+        tails,
         start,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
@@ -310,9 +334,10 @@ def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool)
     )
 
 
-def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: stats.Period) -> Shape:
+def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
     """A sawtooth is judged by its floors (one per cycle). The stretch before the first drop is
     warmup when it starts clearly below the floors, else the first cycle (its floor counts)."""
+    steps, values = tails.steps, tails.values
     noise = stats.robust_sigma(period.floors)
     line = period.floor_slope
     expected = line.intercept + line.slope * steps[0] if line else min(period.floors)
@@ -326,25 +351,26 @@ def _sawtooth_shape(steps: tuple[int, ...], values: tuple[float, ...], period: s
     period = stats.Period(period.period, period.drops, floors, floor_fit)
     start = period.drops[0] if warm else 0
     return _split_shape(
-        steps, values, start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth", sawtooth=period
+        tails, start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth", sawtooth=period
     )
 
 
-def _split_shape(steps: tuple[int, ...], values: tuple[float, ...], start: int, **judged) -> Shape:
+def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
     """The fields every shape shares, from the warmup/tail split at `start`. How the tail is judged
     (noise, fit, trend) defaults to the tail's own points; a sawtooth passes its floors' instead."""
+    steps, values = tails.steps, tails.values
     tail_s, tail_v = steps[start:], values[start:]
     if "noise" not in judged:
         judged["noise"] = stats.robust_sigma(tail_v)
     if "fit" not in judged:
-        judged["fit"] = stats.theil_sen(tail_s, tail_v)
+        judged["fit"] = tails.fit(start)
     if "trend" not in judged:
-        judged["trend"] = stats.mann_kendall(tail_v)
+        judged["trend"] = tails.trend(start)
     return Shape(
         n=len(steps),
         tail_start=start,
         first_value=values[0],
-        rise=_tail_start_level(tail_s, tail_v) - values[0] if start else 0.0,
+        rise=_tail_start_level(tails, start) - values[0] if start else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         level=stats.median(tail_v),

@@ -164,6 +164,45 @@ def test_theil_sen_huge_magnitudes_do_not_overflow():
     assert fit.slope == pytest.approx(0.6e308)
 
 
+def _quantised_series(rng: random.Random, n: int) -> tuple[list[float], list[float]]:
+    """Steps with repeats and readings with many ties, sometimes -0.0 or out-of-order steps: the
+    cases where a vectorised path could pick other pairs or order equal slopes differently."""
+    x = sorted(float(rng.randrange(n)) for _ in range(n))
+    if rng.random() < 0.2:
+        rng.shuffle(x)
+    y = [round(rng.gauss(30.0, 1.0) + 0.01 * i, rng.choice([0, 1, 3])) for i in range(n)]
+    if rng.random() < 0.2:
+        y = [rng.choice([0.0, -0.0, 1.0, -1.0]) for _ in range(n)]
+    return x, y
+
+
+def test_theil_sen_fast_path_matches_python_loop_bit_for_bit(monkeypatch):
+    """Long series take polars for the pairwise slopes and sort only the ranks read: the fit must
+    not change in the last bit (reports print these numbers)."""
+    rng = random.Random(11)
+    for _ in range(40):
+        x, y = _quantised_series(rng, rng.choice([2, 5, 40, 150, 400, 450]))
+        monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 10**9)
+        loop = theil_sen(x, y)
+        monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 2)
+        assert repr(theil_sen(x, y)) == repr(loop)
+
+
+def test_sorted_slopes_window_matches_the_definition(monkeypatch):
+    monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 2)
+    rng = random.Random(12)
+    for n in (30, 250, 400):
+        x, y = _quantised_series(rng, n)
+        x.sort()
+        y = [abs(v) for v in y]  # no -0.0: the polars path
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if x[j] != x[i]]
+        reference = sorted((y[j] - y[i]) / (x[j] - x[i]) for i, j in pairs)
+        first, last = len(reference) // 3, len(reference) // 2
+        window = stats._sorted_between(stats._pairwise_slopes(x, y), first, last)
+        assert len(window) == len(reference)
+        assert [window[k] for k in range(first, last + 1)] == reference[first : last + 1]
+
+
 # --------------------------------------------------------------------------
 # Mann-Kendall
 # --------------------------------------------------------------------------
@@ -227,6 +266,17 @@ def test_mann_kendall_downsamples_long_series():
     assert t is not None
     assert t.n == MAX_PAIRWISE_POINTS
     assert t.p_increasing < 1e-3
+
+
+def test_mann_kendall_s_matches_the_pairwise_definition():
+    rng = random.Random(13)
+    for _ in range(60):
+        _, y = _quantised_series(rng, rng.randint(3, 120))
+        if rng.random() < 0.2:
+            y[rng.randrange(len(y))] = math.nan  # compares false both ways: adds nothing to S
+        t = mann_kendall(y)
+        assert t is not None
+        assert t.s == sum((b > a) - (b < a) for i, a in enumerate(y) for b in y[i + 1 :])
 
 
 # --------------------------------------------------------------------------
