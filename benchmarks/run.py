@@ -179,6 +179,7 @@ class Result:
     memlog_rss: float
     rg_wall: float | None
     floor_wall: float | None  # benchmarks/floor.py: polars read + literal filter + one regex
+    floor_rss: float | None
     records: int | None
     verdict: str | None
     error: str | None  # memlog could not judge (exit 2): its message
@@ -218,6 +219,7 @@ def measure(memlog: list[str], paths: list[Path], runs: int, warmup: int, limits
         memlog_rss=max(t.rss_mib for t in memlog_runs),
         rg_wall=statistics.median(t.wall for t in rg_runs) if rg_runs else None,
         floor_wall=statistics.median(t.wall for t in floor_runs) if floor_runs else None,
+        floor_rss=max(t.rss_mib for t in floor_runs) if floor_runs else None,
         records=records,
         verdict=verdict,
         error=error,
@@ -271,8 +273,8 @@ def seconds(value: float | None) -> str:
 def table(cases: list[Case], results: dict[str, Result]) -> str:
     by_name = {c.name: c for c in cases}
     rows = [
-        "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio | memlog peak RSS (MiB) | target | met? | polars floor (s) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|",
+        "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio | memlog peak RSS (MiB) | target | met? | polars floor (s) | floor peak RSS (MiB) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|---|---:|---:|",
     ]
     notes = []
     for case in cases:
@@ -284,7 +286,8 @@ def table(cases: list[Case], results: dict[str, Result]) -> str:
             target = f"reference: {r.memlog_wall / (case.size * case.files / GIB):.1f} s/GiB"
         wall = (">" if r.stopped else "") + seconds(r.memlog_wall)
         rows.append(f"| {case.name} | {case.size_text} | {records} | {r.verdict or '—'} | {wall} | "
-                    f"{seconds(r.rg_wall)} | {ratio} | {r.memlog_rss:.0f} | {target} | {met} | {seconds(r.floor_wall)} |")
+                    f"{seconds(r.rg_wall)} | {ratio} | {r.memlog_rss:.0f} | {target} | {met} | {seconds(r.floor_wall)} | "
+                    f"{f'{r.floor_rss:.0f}' if r.floor_rss is not None else 'n/a'} |")
         if r.error:
             notes.append(f"- {case.name}: {r.error}")
     return "\n".join(rows + ([""] + notes if notes else []))
@@ -349,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
             r = measured[case.key]
             print(f"{case.name}: memlog {r.memlog_wall:.2f} s, {r.memlog_rss:.0f} MiB; rg "
                   f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s; polars floor "
-                  f"{r.floor_wall if r.floor_wall is not None else float('nan'):.2f} s (log ready in {generated:.1f} s)",
+                  f"{r.floor_wall if r.floor_wall is not None else float('nan'):.2f} s, "
+                  f"{r.floor_rss if r.floor_rss is not None else float('nan'):.0f} MiB (log ready in {generated:.1f} s)",
                   file=sys.stderr, flush=True)
         results[case.name] = measured[case.key]
 
