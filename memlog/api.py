@@ -21,6 +21,7 @@ from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
 from memlog.report import Report, headline_verdict, series_views
 from memlog.rulekit import Finding, Skip, load_rules
 from memlog.tables import Event, Tables, build_events, build_records, source_frame
+from memlog.trend import shape_of
 
 
 def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[FormatSpec]:
@@ -151,6 +152,10 @@ def analyze(
     if tables.records.is_empty():
         raise NoRecordsError(nothing_found(sources, specs))
     ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))
+    # Every memory rule asks for the judged series' shapes: compute them up front on all cores
+    # (their pairwise-slope work runs in polars, outside the GIL).
+    for _ in ordered_map(shape_of, [*ctx.device_series, *ctx.host_series]):
+        pass
     rules = load_rules()
     unknown = set(config.rules) - {r.id for r in rules}
     if unknown:
