@@ -1,20 +1,19 @@
 """Parse: run every loaded format spec over a chunk of lines.
 
 Per chunk: one pre-filter over the raw text for every pattern's literal at once (so lines that no
-pattern could match cost almost nothing), unwrap the survivors, then extract each pattern's matches. Returns
-the matched rows; the caller accumulates them across chunks and sources.
+pattern could match cost almost nothing), unwrap the survivors, then extract each pattern's
+matches. Returns the matched rows; the caller accumulates them across chunks and sources.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
-from memlog.multiline import BlockFeeder, Continuations
+from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
 
 
@@ -36,7 +35,7 @@ class Scan:
     records: list[pl.DataFrame]
     # Event rows in pattern order; a (rows, continuation) pair stands for events whose continuation
     # lines may run into the next chunk, completed in `absorb`.
-    events: list[pl.DataFrame | tuple[pl.DataFrame, Any]]
+    events: list[pl.DataFrame | tuple[pl.DataFrame, Continuation]]
     observed: list[tuple]  # (spec, pattern, hits) for `observe`
 
 
