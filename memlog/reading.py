@@ -23,8 +23,8 @@ from memlog.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
-# (memlog/parallel.py) stay small. Sparse 1 GiB log, 2 cores: 8 MiB chunks 4.9 s and 461 MiB peak,
-# 4 MiB 4.9 s and 270 MiB, 2 MiB 6.2 s and 228 MiB.
+# (memlog/parallel.py) stay small. Sparse 1 GiB log, 2 cores: 8 MiB chunks 4.9 s and 450 MiB peak,
+# 4 MiB 4.9 s and 264 MiB, 2 MiB 6.2 s and 222 MiB.
 CHUNK_BYTES = 4 * 1024 * 1024
 # Longer lines are cut here: no real metric line is this long, and it bounds memory on a
 # pathological file with a huge line and no newline.
