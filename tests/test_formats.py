@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from memlog.errors import FormatSpecError
 from memlog.formats import load_spec, load_specs
-from memlog.parse import parse_line, sample_mismatches
+from memlog.parse import ChunkParser, parse_line, sample_mismatches
 
 SPECS = load_specs()
 SAMPLES = [(name, i) for name, spec in SPECS.items() for i in range(len(spec.samples))]
@@ -25,6 +26,23 @@ def test_spec_sample_parses_to_documented_values(name, index):
 def test_every_spec_has_samples():
     for spec in SPECS.values():
         assert spec.samples, f"{spec.name} has no samples"
+
+
+def test_every_pattern_is_matched_by_a_sample_of_its_spec():
+    """A pattern no sample exercises could stop matching unnoticed."""
+    unexercised = []
+    for spec in SPECS.values():
+        matched = set()
+
+        def observe(_unwrapped, observed, own=spec):
+            matched.update(pattern.name for s, pattern, hits in observed if s is own and hits.height)
+
+        parser = ChunkParser(list(SPECS.values()), observe)
+        for sample in spec.samples:
+            texts = [piece for physical in sample.get("line", "").split("\n") for piece in physical.split("\r")]
+            parser(pl.DataFrame({"line_no": list(range(1, len(texts) + 1)), "text": texts}))
+        unexercised += [f"{spec.name}/{p.name}" for p in spec.patterns if p.name not in matched]
+    assert unexercised == []
 
 
 def test_a_wrong_sample_expectation_is_reported(tmp_path: Path):
