@@ -20,7 +20,7 @@ from memlog.parse import ChunkParser, Scan
 from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
 from memlog.report import Report, headline_verdict, series_views
 from memlog.rulekit import Finding, Skip, load_rules
-from memlog.tables import Event, Tables, build_events, build_records, source_frame
+from memlog.tables import Event, Keep, Tables, build_events, build_records, compact_records, source_frame
 from memlog.trend import shape_of
 
 
@@ -46,10 +46,11 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
 
 def parse_sources(
     inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(),
 ) -> tuple[Tables, list[Source]]:
-    """`progress(source)` is called after each chunk (tens of MB), so it costs nothing per line.
-    `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`)."""
+    """`progress(source)` is called after each chunk (a few MB), so it costs nothing per line.
+    `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`).
+    `keep`: what of each record the caller reads (tables.Keep): everything unless it says."""
     parser = ChunkParser(specs, observe)
     sources = [Source(spec) for spec in inputs]
     record_frames, event_frames = [], []
@@ -58,15 +59,17 @@ def parse_sources(
         for source, piece, scanned in chunks:
             source.stats.add(piece.stats)
             matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
-            records += matches.records
+            if matches.records:
+                records.append(compact_records(source.name, matches.records, keep))
             events += matches.events
             if progress is not None:
                 progress(source)
         last = parser.finish_source()  # blocks still open at the end of the file
-        records += last.records
+        if last.records:
+            records.append(compact_records(source.name, last.records, keep))
         events += last.events
         if records:
-            record_frames.append(source_frame(source.name, records))
+            record_frames.append(pl.concat(records, how="diagonal_relaxed"))
         if events:
             event_frames.append(source_frame(source.name, events))
     records = build_records(record_frames)
@@ -148,7 +151,7 @@ def analyze(
     """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`)."""
     config = config or Config()
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs]), format)
-    tables, sources = parse_sources(inputs, specs, progress)
+    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric))
     if tables.records.is_empty():
         raise NoRecordsError(nothing_found(sources, specs))
     ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))

@@ -220,6 +220,8 @@ def series(
     debug: Debug = False,
 ) -> None:
     """Print the parsed step records, one row per (source, worker, step), header first."""
+    import polars as pl
+
     from memlog.api import nothing_found, parse_sources, select_specs
     from memlog.errors import NoRecordsError
     from memlog.formats import load_specs
@@ -231,6 +233,7 @@ def series(
         if tables.records.is_empty():
             raise NoRecordsError(nothing_found(sources, specs))
         records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
+        records = records.sort("source", "worker", "kind", maintain_order=True).with_columns(pl.col(pl.Categorical).cast(pl.String))
         if output is SeriesOutput.parquet:
             if sys.stdout.isatty():
                 raise MemlogError("parquet is binary: redirect stdout to a file")

@@ -83,6 +83,11 @@ ID_COLUMNS: tuple[str, ...] = ("source", "worker", "rank", "actor", "pid", "ip",
 
 ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMNS)
 
+# What `analyze` reads of a record: every memory series, the loss, and what tells the device's
+# capacity. Throughput, learning rate and the like are only printed (`memlog series`) or charted
+# on request (`memlog plot --metric`).
+JUDGED_COLUMNS: tuple[str, ...] = (*MEMORY_COLUMNS, "loss", "mem_peak_reserved_pct", "mem_capacity_gib", "host_mem_total_gib")
+
 
 def is_known_column(name: str) -> bool:
     return name in MEMORY_COLUMNS or name in METRIC_COLUMNS

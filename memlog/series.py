@@ -77,16 +77,15 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     if records.is_empty() or column not in records.columns:
         return []
     keys = ["source", "worker", "segment"]
-    if "_seconds" not in records.columns:
-        records = with_seconds(records)
+    records = with_seconds(records)
     # Only the columns a series needs are filtered (not a copy of the whole table per series).
     rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value"))
     rows = rows.filter((pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
         return []
     rows = rows.with_columns(_why=_impossible(pl.col("_value"), column, capacity_gib))
-    # Groups in order of first appearance, each with the rank of its earliest step.
-    groups = rows.group_by(keys, maintain_order=True).agg(pl.col("rank").sort_by("step").first())
+    # Each group with the rank of its earliest step.
+    groups = rows.group_by(keys).agg(pl.col("rank").sort_by("step").first()).sort(keys)
     bad = rows.filter(pl.col("_why").is_not_null()).sort([*keys, "step"])
     kept = _binned(rows.filter(pl.col("_why").is_null()), keys)
     corrupt: dict[tuple, list[Corrupt]] = {}
@@ -117,8 +116,10 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
     A bin's point is the median of its values (the first non-finite value if the bin has one, so a
     NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
-    last points of a series are bins of their own: where a series starts and ends stays exact."""
-    kept = kept.sort([*keys, "step"]).with_columns(_i=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
+    last points of a series are bins of their own: where a series starts and ends stays exact.
+    The records are in line order, so each group's steps already ascend: only the points that come
+    out are sorted, not the millions of rows of a dense log."""
+    kept = kept.with_columns(_i=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
     bin_of = (
@@ -128,7 +129,7 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
     long = pl.col("_n") > MAX_SERIES_POINTS
     if kept.filter(long).is_empty():
-        return kept
+        return kept.sort([*keys, "step"])
     value = pl.col("_value")
     return (
         kept.with_columns(_bin=bin_of)
@@ -137,11 +138,15 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
             pl.when(value.is_finite().all()).then(value.median()).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
         )
+        .sort([*keys, "step"])
     )
 
 
 def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
-    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it."""
+    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it
+    (`analyze` parses them chunk by chunk while reading: tables.compact_records)."""
+    if "_seconds" in records.columns:
+        return records
     return records.with_columns(_seconds=_seconds(records))
 
 

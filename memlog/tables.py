@@ -1,7 +1,8 @@
 """Tables: the parsed matches of all sources as one `records` frame and a list of events.
 
 `records` has one row per (source, worker, kind, segment, step) with the canonical columns of
-memlog/columns.py. A worker is the process that printed the line: a torchrun rank, a Ray actor
+memlog/columns.py, ordered by source and then by line: each worker's (segment, step) ascend, and
+whoever needs rows grouped by worker groups them (a sort would copy millions of rows). A worker is the process that printed the line: a torchrun rank, a Ray actor
 (name, pid, ip), or the file itself. A step counter that goes back (resume from checkpoint, or a
 restarted job appending to the same file) starts a new segment, so series are never joined across
 a restart.
@@ -16,7 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from memlog.columns import ALL_VALUE_COLUMNS
+from memlog.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS
+from memlog.series import with_seconds
 
 RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
@@ -68,6 +70,20 @@ class Tables:
         return dict(zip(counts["format"].to_list(), counts["len"].to_list()))
 
 
+@dataclass(frozen=True)
+class Keep:
+    """What a caller reads of each record. `memlog series` prints every column and the logger's own
+    timestamps; `analyze` reads only the columns it judges and the timestamps as seconds, so the
+    millions of records of a dense log stay small (see compact_records)."""
+
+    values: tuple[str, ...] = ALL_VALUE_COLUMNS
+    ts_text: bool = True
+
+    @classmethod
+    def judged(cls, *extra: str | None) -> Keep:
+        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False)
+
+
 def worker_expr() -> pl.Expr:
     """A readable name for the process that printed a line."""
     actor = pl.col("actor") + pl.when(pl.col("pid").is_not_null()).then(pl.lit(" pid=") + pl.col("pid").cast(pl.String)).otherwise(pl.lit(""))
@@ -96,17 +112,74 @@ def source_frame(source: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
     return frame.with_columns(worker_expr())
 
 
+def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep) -> pl.DataFrame:
+    """One chunk's record rows as they are kept until the end of the input: workers named, labels
+    categorical, only the value columns the caller reads, timestamps as seconds unless it prints
+    them. Done per chunk, so the rows never exist in their wide, string-labelled form all at once."""
+    frame = source_frame(source, frames)
+    frame = frame.select(pl.exclude([c for c in ALL_VALUE_COLUMNS if c not in keep.values]))
+    if not keep.ts_text:
+        frame = with_seconds(frame).drop("ts", strict=False)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
+    return frame.with_columns(pl.col(labels).cast(pl.Categorical))
+
+
 def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Order, segment at restarts, and merge lines that describe the same step."""
+    """Order, segment at restarts, and merge lines that describe the same step. Each frame holds
+    one source's rows (source_frame, compact_records)."""
     if not frames:
         return pl.DataFrame()
-    # Labels are categorical while rows are sorted, grouped and merged; the value columns the log
-    # lacks join as nulls only at the end (constant columns, not carried through sort and merge).
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
-    frame = frame.with_columns(pl.col(labels).cast(pl.Categorical)).sort("source", "line_no")
+    # Labels are categorical while rows are grouped and merged; the value columns the log lacks
+    # join as nulls only at the end (constant columns, not carried through sort and merge).
+    frame = _in_line_order(frames)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns]
+    frame = frame.with_columns(pl.col(labels).cast(pl.Categorical))
     if "step" not in frame.columns:
         frame = frame.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    if frame["step"].null_count():
+        frame = _fill_steps(frame)
+    keys = ["source", "worker", "kind"]
+    frame = frame.with_columns(
+        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
+    )
+    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
+    timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
+    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    # In line order a worker's (segment, step) never decreases, so lines of the same step are
+    # neighbours: only then is there anything to merge (a dense log has one line per step, and
+    # grouping millions of single rows cost a copy of the table).
+    if frame.select((pl.col("step") == pl.col("step").shift(1)).over(keys).any()).item():
+        frame = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
+            pl.col("line_no").first(),
+            pl.col(timed).drop_nulls().first(),
+            *(pl.col(c).first() for c in firsts),
+            # Several lines can describe one step (a step line and a memory line; or the same line
+            # from ranks a launcher did not label): keep each value's last reading.
+            *(pl.col(c).drop_nulls().last() for c in value_cols),
+            repeated=repeated.max(),
+        )
+    else:
+        frame = frame.select(*keys, "segment", "step", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"))
+    absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
+    return frame.with_columns(absent).select(*keys, "segment", "step", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated")
+
+
+def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The rows of all sources as sort("source", "line_no") orders them, without copying a source
+    whose rows already are in line order (any log without multi-line blocks)."""
+    by_source: dict[str, list[pl.DataFrame]] = {}
+    for frame in frames:
+        by_source.setdefault(frame["source"][0], []).append(frame)
+    ordered = []
+    for source in sorted(by_source):
+        frame = pl.concat(by_source[source], how="diagonal_relaxed")
+        ordered.append(frame if frame["line_no"].is_sorted() else frame.sort("line_no", maintain_order=True))
+    return pl.concat(ordered, how="diagonal_relaxed")
+
+
+def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
+    """Give every line a step, and drop the lines that cannot have one."""
     if "ordinal_step" in frame.columns:
         # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order
         # (HF Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then
@@ -123,34 +196,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     own = pl.col("step").forward_fill().backward_fill().over("source", "worker")
     shared = pl.col("step").forward_fill().backward_fill().over("source")
     frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
-    frame = frame.filter(pl.col("step").is_not_null())
-    keys = ["source", "worker", "kind"]
-    frame = frame.with_columns(
-        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
-    )
-    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
-    firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
-    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
-    # In line order a worker's (segment, step) never decreases, so lines of the same step are
-    # neighbours: only then is there anything to merge (a dense log has one line per step, and
-    # grouping millions of single rows cost a copy of the table).
-    if frame.select((pl.col("step") == pl.col("step").shift(1)).over(keys).any()).item():
-        frame = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
-            pl.col("line_no").first(),
-            pl.col("ts").drop_nulls().first(),
-            *(pl.col(c).first() for c in firsts),
-            # Several lines can describe one step (a step line and a memory line; or the same line
-            # from ranks a launcher did not label): keep each value's last reading.
-            *(pl.col(c).drop_nulls().last() for c in value_cols),
-            repeated=repeated.max(),
-        )
-    else:
-        frame = frame.select(*keys, "segment", "step", "line_no", "ts", *firsts, *value_cols, repeated.alias("repeated"))
-    # Rows are in line order, so each worker's (segment, step) already ascend: a stable sort by
-    # worker is the full order.
-    frame = frame.sort(keys, maintain_order=True).with_columns(pl.col(labels).cast(pl.String))
-    absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
-    return frame.with_columns(absent).select(*keys, "segment", "step", "line_no", "ts", *firsts, *ALL_VALUE_COLUMNS, "repeated")
+    return frame.filter(pl.col("step").is_not_null())
 
 
 def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
@@ -221,9 +267,10 @@ def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series
     none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
     if records.is_empty():
         return none
-    train = records.filter(pl.col("kind") == "train").select("source", "worker", "line_no", "step").sort("line_no")
+    # The records are in line order per source: sorted within each (source, worker), all the as-of join needs.
+    train = records.filter(pl.col("kind") == "train").select("source", "worker", "line_no", "step")
     workers = train.select("source", "worker").unique()
-    wanted = events.select("source", "worker", "line_no").with_row_index("_event")
+    wanted = events.select(pl.col("source", "worker").cast(pl.Categorical), "line_no").with_row_index("_event")
     own = wanted.join(workers, on=["source", "worker"], how="semi")
     # Each step-less printer's event asks every worker of its source.
     shared = wanted.join(workers, on=["source", "worker"], how="anti").drop("worker").join(workers, on="source")
