@@ -47,9 +47,9 @@ def find_capacity(tables: Tables, device_override: float | None = None) -> Capac
         if logged:
             cap.device_gib, cap.device_from = max(logged), "capacity line in the log"
         elif {"mem_peak_reserved_gib", "mem_peak_reserved_pct"} <= set(tables.records.columns):
-            both = tables.records.filter(pl.col("mem_peak_reserved_pct") > 0).select(
+            both = tables.records.lazy().filter(pl.col("mem_peak_reserved_pct") > 0).select(  # lazy: only two columns filtered
                 (pl.col("mem_peak_reserved_gib") * 100 / pl.col("mem_peak_reserved_pct")).alias("cap")
-            )["cap"].drop_nulls()
+            ).collect()["cap"].drop_nulls()
             if len(both):
                 cap.device_gib, cap.device_from = round(float(both.median()), 2), "memory percentage in the step lines"
         if cap.device_gib is None and "mem_capacity_gib" in tables.records.columns:

@@ -25,6 +25,8 @@ EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM 
 MAX_EVENTS_PER_KIND = 1000  # evidence, not an archive: beyond this, events are only counted
 # Text columns with a few distinct values repeated on every record: categorical while building.
 LABEL_COLUMNS = ("source", "worker", "kind", "format", "actor", "ip")
+# Who printed a line beyond its rank: Ray's actor name, pid and node, absent from most logs.
+OPTIONAL_LABELS = {"actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
 
 
 @dataclass
@@ -117,7 +119,10 @@ def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep) -> pl.D
     categorical, only the value columns the caller reads, timestamps as seconds unless it prints
     them. Done per chunk, so the rows never exist in their wide, string-labelled form all at once."""
     frame = source_frame(source, frames)
-    frame = frame.select(pl.exclude([c for c in ALL_VALUE_COLUMNS if c not in keep.values]))
+    # A column no row of the chunk fills costs as much as a full one: left out (concatenation
+    # fills it with nulls again only where another chunk has it).
+    empty = [c for c in (*ALL_VALUE_COLUMNS, *OPTIONAL_LABELS, "repeated") if c in frame.columns and frame[c].null_count() == frame.height]
+    frame = frame.select(pl.exclude(empty, *(c for c in ALL_VALUE_COLUMNS if c not in keep.values)))
     if not keep.ts_text:
         frame = with_seconds(frame).drop("ts", strict=False)
     labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
@@ -143,6 +148,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
         segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
     )
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
     firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
     timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
     repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
@@ -240,7 +246,7 @@ def _workers_by_pid(*frames: pl.DataFrame) -> dict[tuple[str, int], str]:
     for frame in frames:
         if frame.is_empty() or "pid" not in frame.columns:
             continue
-        rows = frame.filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True)
+        rows = frame.lazy().filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True).collect()
         for source, pid, worker in rows.iter_rows():
             table.setdefault((source, pid), worker)
     return table
@@ -267,16 +273,17 @@ def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series
     none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
     if records.is_empty():
         return none
-    # The records are in line order per source: sorted within each (source, worker), all the as-of join needs.
-    train = records.filter(pl.col("kind") == "train").select("source", "worker", "line_no", "step")
-    workers = train.select("source", "worker").unique()
+    workers = records.lazy().filter(pl.col("kind") == "train").select("source", "worker").unique().collect()
     wanted = events.select(pl.col("source", "worker").cast(pl.Categorical), "line_no").with_row_index("_event")
     own = wanted.join(workers, on=["source", "worker"], how="semi")
     # Each step-less printer's event asks every worker of its source.
     shared = wanted.join(workers, on=["source", "worker"], how="anti").drop("worker").join(workers, on="source")
-    asked = pl.concat([own, shared.select(own.columns)]).sort("line_no")
+    asked = pl.concat([own, shared.select(own.columns)]).sort("line_no").with_columns(kind=pl.lit("train", dtype=pl.Categorical))
     if asked.is_empty():
         return none
-    found = asked.join_asof(train, on="line_no", by=["source", "worker"], allow_exact_matches=False, check_sortedness=False)
+    # Joined by kind rather than filtered to training records: no copy of millions of rows. The
+    # records are in line order per source, so sorted within each group: all the as-of join needs.
+    steps = records.select("source", "worker", "kind", "line_no", "step")
+    found = asked.join_asof(steps, on="line_no", by=["source", "worker", "kind"], allow_exact_matches=False, check_sortedness=False)
     latest = found.group_by("_event").agg(pl.col("step").max())
     return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")
