@@ -5,7 +5,7 @@ read -> unwrap -> parse (per chunk) -> tables -> series -> rules -> Report
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import groupby
 from pathlib import Path
 
@@ -55,26 +55,35 @@ def parse_sources(
     sources = [Source(spec) for spec in inputs]
     record_frames, event_frames = [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
-        records, events = [], []
-        for source, piece, scanned in chunks:
-            source.stats.add(piece.stats)
-            matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
-            if matches.records:
-                records.append(compact_records(source.name, matches.records, keep))
-            events += matches.events
-            if progress is not None:
-                progress(source)
-        last = parser.finish_source()  # blocks still open at the end of the file
-        if last.records:
-            records.append(compact_records(source.name, last.records, keep))
-        events += last.events
-        if records:
-            record_frames.append(pl.concat(records, how="diagonal_relaxed"))
-        if events:
-            event_frames.append(source_frame(source.name, events))
-    records = build_records(record_frames)
+        _read_source(chunks, parser, keep, progress, record_frames, event_frames)
+    records = build_records(record_frames)  # takes the frames out of the list as it copies them
     events, dropped = build_events(event_frames, records)
     return Tables(records, events + _restart_events(records), dropped), sources
+
+
+def _read_source(
+    chunks: Iterable[tuple[Source, Piece, Scan]], parser: ChunkParser, keep: Keep, progress,
+    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame],
+) -> None:
+    """One source's scanned chunks absorbed in file order; its record rows (compact) and its events
+    are added to the lists, which then hold the only reference to them (build_records frees them)."""
+    records, events = [], []
+    for source, piece, scanned in chunks:
+        source.stats.add(piece.stats)
+        matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
+        if matches.records:
+            records.append(compact_records(source.name, matches.records, keep))
+        events += matches.events
+        if progress is not None:
+            progress(source)
+    last = parser.finish_source()  # blocks still open at the end of the file
+    if last.records:
+        records.append(compact_records(source.name, last.records, keep))
+    events += last.events
+    if records:
+        record_frames.append(pl.concat(records, how="diagonal_relaxed"))
+    if events:
+        event_frames.append(source_frame(source.name, events))
 
 
 def _restart_events(records: pl.DataFrame) -> list[Event]:

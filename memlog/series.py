@@ -14,6 +14,7 @@ from typing import NamedTuple
 import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS, MemoryColumn
+from memlog.tables import group_key, with_seconds
 
 # No single accelerator holds more than this; a device reading above it is impossible even when
 # the log does not reveal the capacity (mmdetection #6283's `memory: 1136404462`).
@@ -80,17 +81,21 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     records = with_seconds(records)
     # Only the columns a series needs are filtered (not a copy of the whole table per series).
     rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value"))
-    rows = rows.filter((pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
+    rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
         return []
-    rows = rows.with_columns(_why=_impossible(pl.col("_value"), column, capacity_gib))
+    rows = rows.with_columns(_series=group_key(rows, keys))  # one cheap key for the groups below
     # Each group with the rank of its earliest step.
-    groups = rows.group_by(keys).agg(pl.col("rank").sort_by("step").first()).sort(keys)
-    bad = rows.filter(pl.col("_why").is_not_null()).sort([*keys, "step"])
-    kept = _binned(rows.filter(pl.col("_why").is_null()), keys)
+    groups = rows.group_by("_series").agg(pl.col(keys).first(), pl.col("rank").sort_by("step").first()).drop("_series").sort(keys)
     corrupt: dict[tuple, list[Corrupt]] = {}
-    for source, worker, segment, line_no, value, step, why in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
-        corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, why))
+    impossible = _impossible(pl.col("_value"), column, capacity_gib)
+    if impossible is not None:
+        is_impossible, why = impossible
+        bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
+        for source, worker, segment, line_no, value, step, reason in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
+            corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
+        rows = _only(rows, ~is_impossible)
+    kept = _binned(rows, keys)
     points: dict[tuple, tuple[int, int]] = {}  # group -> (offset, length) in `kept`
     bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"))
     offset = 0
@@ -111,6 +116,12 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     return out
 
 
+def _only(rows: pl.DataFrame, condition: pl.Expr) -> pl.DataFrame:
+    """`rows.filter(condition)`, without a copy of millions of rows when all pass (a dense log's do)."""
+    passes = rows.select(condition.alias("passes")).to_series()
+    return rows if passes.all() else rows.filter(passes)
+
+
 def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Kept points sorted by group and step; a group longer than MAX_SERIES_POINTS binned down to it.
 
@@ -118,8 +129,10 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
     last points of a series are bins of their own: where a series starts and ends stays exact.
     The records are in line order, so each group's steps already ascend: only the points that come
-    out are sorted, not the millions of rows of a dense log."""
-    kept = kept.with_columns(_i=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
+    out are sorted, not the millions of rows of a dense log. `_series` is the group's key."""
+    if (kept.group_by("_series").len()["len"].max() or 0) <= MAX_SERIES_POINTS:
+        return kept.sort([*keys, "step"])
+    kept = kept.with_columns(_i=pl.int_range(pl.len()).over("_series"), _n=pl.len().over("_series"))
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
     bin_of = (
@@ -127,48 +140,30 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .when(pl.col("_i") == last).then(MAX_SERIES_POINTS - 1)
         .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
     )
-    long = pl.col("_n") > MAX_SERIES_POINTS
-    if kept.filter(long).is_empty():
-        return kept.sort([*keys, "step"])
     value = pl.col("_value")
     return (
         kept.with_columns(_bin=bin_of)
-        .group_by([*keys, "_bin"], maintain_order=True)
+        .group_by("_series", "_bin", maintain_order=True)
         .agg(
-            pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
+            pl.col(keys).first(), pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
             pl.when(value.is_finite().all()).then(value.median()).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
         )
         .sort([*keys, "step"])
     )
 
 
-def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
-    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it
-    (`analyze` parses them chunk by chunk while reading: tables.compact_records)."""
-    if "_seconds" in records.columns:
-        return records
-    return records.with_columns(_seconds=_seconds(records))
-
-
-def _seconds(rows: pl.DataFrame) -> pl.Series:
-    """Logger timestamps (`2025-03-04 17:22:10,931`, ISO `T`, `.` or `,` fractions) as seconds."""
-    if "ts" not in rows.columns or rows["ts"].dtype != pl.String:
-        return pl.Series([None] * rows.height, dtype=pl.Float64)
-    parsed = (
-        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
-    )
-    return rows.select((parsed.dt.epoch("ms") / 1000).alias("s"))["s"]
-
-
-def _impossible(value: pl.Expr, column: str, capacity_gib: float | None) -> pl.Expr:
-    """Why a reading of `column` cannot be true, or null. A NaN loss is a finding of its own
-    (nan-loss), a NaN memory reading is not a reading at all."""
+def _impossible(value: pl.Expr, column: str, capacity_gib: float | None) -> tuple[pl.Expr, pl.Expr] | None:
+    """Whether a reading of `column` cannot be true, and why (a reason or null); None for a column
+    whose every reading is possible. A NaN loss is a finding of its own (nan-loss), a NaN memory
+    reading is not a reading at all."""
     if column not in MEMORY_COLUMNS:
-        return pl.lit(None, dtype=pl.String)
+        return None
     is_host = MEMORY_COLUMNS[column].is_host
     limit = capacity_gib * CAPACITY_SLACK if capacity_gib else (None if is_host else MAX_DEVICE_GIB)
-    why = pl.when(value.is_nan() | value.is_infinite()).then(pl.lit("not a number")).when(value < 0).then(pl.lit("negative"))
+    reasons = [(value.is_nan() | value.is_infinite(), "not a number"), (value < 0, "negative")]
     if limit is not None:
-        why = why.when(value > limit).then(pl.lit("above capacity"))
-    return why.otherwise(pl.lit(None, dtype=pl.String))
+        reasons.append((value > limit, "above capacity"))
+    why = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
+    for condition, reason in reasons[1:]:
+        why = why.when(condition).then(pl.lit(reason))
+    return pl.any_horizontal(condition for condition, _ in reasons), why.otherwise(pl.lit(None, dtype=pl.String))

@@ -18,7 +18,6 @@ from typing import Any
 import polars as pl
 
 from memlog.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS
-from memlog.series import with_seconds
 
 RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
@@ -100,6 +99,45 @@ def worker_expr() -> pl.Expr:
     )
 
 
+def group_key(frame: pl.DataFrame, columns: list[str]) -> pl.Expr:
+    """One key for grouping `frame`'s rows by `columns` (categorical or non-negative integers): an
+    integer packing their codes when they fit in 64 bits, else a struct of them. polars row-encodes
+    a key of several columns, which for a window over 4.6 M rows cost ~300 MiB at once; one integer
+    key costs ~35 MiB. The expression is valid for rows whose codes occur in `frame`."""
+    def codable(column: pl.Series) -> bool:
+        return not column.null_count() and (column.dtype == pl.Categorical or (column.dtype.is_integer() and (column.min() or 0) >= 0))
+
+    if not all(codable(frame[c]) for c in columns):
+        return pl.struct(columns)
+    codes = [pl.col(c).to_physical().cast(pl.UInt64) for c in columns]
+    widths = [int(v or 0).bit_length() for v in frame.select(code.max() for code in codes).row(0)]
+    if sum(widths) > 64:
+        return pl.struct(columns)
+    key = codes[0]
+    for code, width in zip(codes[1:], widths[1:]):
+        key = key * (1 << width) + code
+    return key
+
+
+def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
+    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it
+    (`analyze` parses them chunk by chunk while reading: tables.compact_records)."""
+    if "_seconds" in records.columns:
+        return records
+    return records.with_columns(_seconds=_seconds(records))
+
+
+def _seconds(rows: pl.DataFrame) -> pl.Series:
+    """Logger timestamps (`2025-03-04 17:22:10,931`, ISO `T`, `.` or `,` fractions) as seconds."""
+    if "ts" not in rows.columns or rows["ts"].dtype != pl.String:
+        return pl.Series([None] * rows.height, dtype=pl.Float64)
+    parsed = (
+        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+    )
+    return rows.select((parsed.dt.epoch("ms") / 1000).alias("s"))["s"]
+
+
 def _rank_from_filename(source: str) -> int | None:
     match = RANK_IN_FILENAME.search(source.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
@@ -131,7 +169,7 @@ def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep) -> pl.D
 
 def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """Order, segment at restarts, and merge lines that describe the same step. Each frame holds
-    one source's rows (source_frame, compact_records)."""
+    one source's rows (source_frame, compact_records); `frames` is emptied (_in_line_order)."""
     if not frames:
         return pl.DataFrame()
     # Labels are categorical while rows are grouped and merged; the value columns the log lacks
@@ -144,8 +182,9 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     if frame["step"].null_count():
         frame = _fill_steps(frame)
     keys = ["source", "worker", "kind"]
+    worker_kind = group_key(frame, keys)
     frame = frame.with_columns(
-        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(keys).cast(pl.Int64)
+        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(worker_kind).cast(pl.Int64)
     )
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
@@ -155,7 +194,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     # In line order a worker's (segment, step) never decreases, so lines of the same step are
     # neighbours: only then is there anything to merge (a dense log has one line per step, and
     # grouping millions of single rows cost a copy of the table).
-    if frame.select((pl.col("step") == pl.col("step").shift(1)).over(keys).any()).item():
+    if frame.select((pl.col("step") == pl.col("step").shift(1)).over(worker_kind).any()).item():
         frame = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
             pl.col("line_no").first(),
             pl.col(timed).drop_nulls().first(),
@@ -172,16 +211,19 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """The rows of all sources as sort("source", "line_no") orders them, without copying a source
-    whose rows already are in line order (any log without multi-line blocks)."""
+    """The rows of all sources as sort("source", "line_no") orders them, in one contiguous frame
+    (polars would otherwise copy the many chunks at every later step), without sorting a source whose
+    rows already are in line order (any log without multi-line blocks). Empties `frames`, so each
+    chunk is released once it is copied."""
     by_source: dict[str, list[pl.DataFrame]] = {}
-    for frame in frames:
-        by_source.setdefault(frame["source"][0], []).append(frame)
+    while frames:
+        frame = frames.pop()
+        by_source.setdefault(frame["source"][0], []).insert(0, frame)
     ordered = []
     for source in sorted(by_source):
-        frame = pl.concat(by_source[source], how="diagonal_relaxed")
+        frame = pl.concat(by_source.pop(source), how="diagonal_relaxed")
         ordered.append(frame if frame["line_no"].is_sorted() else frame.sort("line_no", maintain_order=True))
-    return pl.concat(ordered, how="diagonal_relaxed")
+    return pl.concat(ordered, how="diagonal_relaxed").rechunk()
 
 
 def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -281,9 +323,11 @@ def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series
     asked = pl.concat([own, shared.select(own.columns)]).sort("line_no").with_columns(kind=pl.lit("train", dtype=pl.Categorical))
     if asked.is_empty():
         return none
-    # Joined by kind rather than filtered to training records: no copy of millions of rows. The
-    # records are in line order per source, so sorted within each group: all the as-of join needs.
-    steps = records.select("source", "worker", "kind", "line_no", "step")
-    found = asked.join_asof(steps, on="line_no", by=["source", "worker", "kind"], allow_exact_matches=False, check_sortedness=False)
+    # Joined by kind rather than filtered to training records, on one packed key: no copy of the
+    # millions of records. They are in line order per source, so sorted within each group: all the
+    # as-of join needs.
+    worker_kind = group_key(records, ["source", "worker", "kind"]).alias("_group")
+    steps = records.select(worker_kind, "line_no", "step")
+    found = asked.with_columns(worker_kind).join_asof(steps, on="line_no", by="_group", allow_exact_matches=False, check_sortedness=False)
     latest = found.group_by("_event").agg(pl.col("step").max())
     return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")

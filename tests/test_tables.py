@@ -1,0 +1,77 @@
+"""The records table: what `analyze` keeps of each record (tables.Keep) must not change any record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from memlog.api import parse_sources
+from memlog.columns import JUDGED_COLUMNS
+from memlog.formats import load_specs
+from memlog.tables import Keep, build_records, compact_records, group_key, with_seconds
+
+SPECS = list(load_specs().values())
+SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file())
+IDENTITY = ["source", "worker", "kind", "segment", "step", "line_no", "rank", "actor", "pid", "ip", "format", "repeated"]
+
+
+def _as_text(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 8 << 20])
+def test_judged_records_are_the_full_records_narrowed(chunk_bytes):
+    # All samples at once (several sources, multi-line blocks, restarts), in chunks small enough
+    # that blocks and merged step lines cross chunk boundaries.
+    full, _ = parse_sources(SAMPLES, SPECS, chunk_bytes=chunk_bytes)
+    judged, _ = parse_sources(SAMPLES, SPECS, chunk_bytes=chunk_bytes, keep=Keep.judged("tps"))
+    assert full.records.height > 1000
+    assert "ts" not in judged.records.columns and "ts" in full.records.columns
+    same = [*IDENTITY, *JUDGED_COLUMNS, "tps"]
+    expected = _as_text(with_seconds(full.records).select(*same, "_seconds"))
+    assert _as_text(judged.records.select(*same, "_seconds")).equals(expected)
+    assert judged.records["_seconds"].drop_nulls().len() > 500  # timestamps really parsed
+    # What analyze does not read is absent, not wrong: null throughout.
+    assert judged.records["grad_norm"].null_count() == judged.records.height
+    assert full.records["grad_norm"].null_count() < full.records.height
+    assert [e.to_json() for e in judged.events] == [e.to_json() for e in full.events]
+
+
+def test_records_are_in_line_order_per_source_and_steps_ascend_per_worker():
+    records, _ = parse_sources(SAMPLES, SPECS, chunk_bytes=4096)
+    records = records.records
+    assert records["source"].cast(pl.String).to_list() == sorted(records["source"].cast(pl.String).to_list())
+    assert records.select((pl.col("line_no").diff().over("source").fill_null(1) > 0).all()).item()
+    keys = ["source", "worker", "kind", "segment"]
+    assert records.select((pl.col("step").diff().over(keys).fill_null(1) > 0).all()).item()
+
+
+def test_a_chunk_leaves_out_the_columns_it_never_fills_and_the_table_has_them_back():
+    rows = pl.DataFrame(
+        {"line_no": [3, 1], "actor": [None, None], "pid": [None, None], "ip": [None, None], "rank": [0, 0],
+         "ts": ["2025-03-04 17:22:10,931", None], "step": [2, 1], "loss": [1.5, 2.0], "tps": [None, None],
+         "mem_reserved_gib": [4.0, None], "format": ["torchtitan"] * 2, "kind": ["train"] * 2},
+        schema_overrides={"actor": pl.String, "pid": pl.Int64, "ip": pl.String, "tps": pl.Float64},
+    )
+    chunk = compact_records("run.log", [rows], Keep.judged())
+    assert not {"actor", "pid", "ip", "tps", "ts"} & set(chunk.columns)
+    assert chunk["worker"].dtype == pl.Categorical and chunk["_seconds"].null_count() == 1
+    records = build_records([chunk])
+    assert records["line_no"].to_list() == [1, 3]  # out-of-order rows (a multi-line block) sorted
+    assert {"actor", "pid", "ip", "tps"} <= set(records.columns)
+    assert records["pid"].null_count() == 2 and records["mem_reserved_gib"].to_list() == [None, 4.0]
+
+
+def test_group_key_groups_rows_as_the_columns_do():
+    frame = pl.DataFrame({"source": ["a.log", "b.log", "a.log", "b.log", "a.log"], "worker": ["rank1", "rank1", "rank10", "rank1", "rank1"],
+                          "segment": [0, 3, 0, 3, 1]}).with_columns(pl.col("source", "worker").cast(pl.Categorical))
+    keys = ["source", "worker", "segment"]
+    expected = frame.select(pl.int_range(pl.len()).over(keys).alias("i"), pl.len().over(keys).alias("n"))
+    key = group_key(frame, keys)
+    assert "as_struct" not in str(key)  # packed into one integer
+    assert frame.select(pl.int_range(pl.len()).over(key).alias("i"), pl.len().over(key).alias("n")).equals(expected)
+    # What cannot be packed is grouped by the columns themselves.
+    assert "as_struct" in str(group_key(frame.with_columns(pl.col("source").cast(pl.String)), keys))
+    assert "as_struct" in str(group_key(frame.with_columns(segment=pl.lit(-1)), keys))
