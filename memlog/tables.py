@@ -195,7 +195,8 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     # neighbours: only then is there anything to merge (a dense log has one line per step, and
     # grouping millions of single rows cost a copy of the table).
     if frame.select((pl.col("step") == pl.col("step").shift(1)).over(worker_kind).any()).item():
-        frame = frame.group_by([*keys, "segment", "step"], maintain_order=True).agg(
+        frame = frame.group_by(group_key(frame, [*keys, "segment", "step"]).alias("_step"), maintain_order=True).agg(
+            *(pl.col(c).first() for c in [*keys, "segment", "step"]),
             pl.col("line_no").first(),
             pl.col(timed).drop_nulls().first(),
             *(pl.col(c).first() for c in firsts),
@@ -228,20 +229,21 @@ def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """Give every line a step, and drop the lines that cannot have one."""
+    worker = group_key(frame, ["source", "worker"])
     if "ordinal_step" in frame.columns:
         # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order
         # (HF Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then
         # inherit from those.
         ordinal = pl.col("ordinal_step").fill_null(False)
-        stepless = pl.col("step").is_null().all().over("source", "worker")
+        stepless = pl.col("step").is_null().all().over(worker)
         frame = frame.with_columns(
-            step=pl.when(stepless & ordinal).then(ordinal.cast(pl.Int64).cum_sum().over("source", "worker")).otherwise(pl.col("step"))
+            step=pl.when(stepless & ordinal).then(ordinal.cast(pl.Int64).cum_sum().over(worker)).otherwise(pl.col("step"))
         )
     # Lines without a step of their own belong to the step the worker logged last (or, before
     # its first step line, to the first one).
     # A worker that never logs a step itself (a Ray WorkerDict, whose steps the driver-side
     # TaskRunner prints) takes the step the source logged last, from any worker.
-    own = pl.col("step").forward_fill().backward_fill().over("source", "worker")
+    own = pl.col("step").forward_fill().backward_fill().over(worker)
     shared = pl.col("step").forward_fill().backward_fill().over("source")
     frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
     return frame.filter(pl.col("step").is_not_null())
