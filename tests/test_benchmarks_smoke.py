@@ -48,3 +48,15 @@ def test_run_prints_the_table_with_memlog_figures(tmp_path, capsys):
     assert cells[7].replace(".", "").isdigit()  # peak RSS in MiB
     assert "could not judge" not in row
     assert float(cells[10]) > 0  # the polars floor ran
+
+
+def test_memory_stages_prints_a_peak_per_stage(capsys):
+    from pathlib import Path
+
+    from benchmarks import memory_stages
+
+    sample = Path(__file__).parent.parent / "sample_logs" / "torchtitan" / "fr2_logfreq_creep.log"
+    memory_stages.main([str(sample)])
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "stage" not in line}
+    assert {"read, scan, compact records", "build the records table", "series", "rules"} <= set(rows)
+    assert all(int(peak) > 0 for peak in rows.values())
