@@ -86,7 +86,7 @@ ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMN
 # What `analyze` reads of a record: every memory series, the loss, and what tells the device's
 # capacity. Throughput, learning rate and the like are only printed (`memlog series`) or charted
 # on request (`memlog plot --metric`).
-JUDGED_COLUMNS: tuple[str, ...] = (*MEMORY_COLUMNS, "loss", "mem_peak_reserved_pct", "mem_capacity_gib", "host_mem_total_gib")
+JUDGED_COLUMNS: tuple[str, ...] = (*MEMORY_COLUMNS, "loss", "mem_peak_reserved_pct", "mem_capacity_gib")
 
 
 def is_known_column(name: str) -> bool:

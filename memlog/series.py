@@ -74,7 +74,8 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     `capacity_gib` is the capacity of what the column measures (device or host memory); readings
     above it, negative readings and non-finite memory readings are dropped into `corrupt`.
     Series longer than MAX_SERIES_POINTS are binned in polars (see _binned) before they reach Python.
-    `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds)."""
+    `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds), and must
+    be in the records table's order (tables.build_records): each group's steps ascend row by row."""
     if records.is_empty() or column not in records.columns:
         return []
     keys = ["source", "worker", "segment"]

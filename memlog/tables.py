@@ -2,10 +2,10 @@
 
 `records` has one row per (source, worker, kind, segment, step) with the canonical columns of
 memlog/columns.py, ordered by source and then by line: each worker's (segment, step) ascend, and
-whoever needs rows grouped by worker groups them (a sort would copy millions of rows). A worker is the process that printed the line: a torchrun rank, a Ray actor
-(name, pid, ip), or the file itself. A step counter that goes back (resume from checkpoint, or a
-restarted job appending to the same file) starts a new segment, so series are never joined across
-a restart.
+whoever needs rows grouped by worker groups them (a sort would copy millions of rows). A worker is
+the process that printed the line: a torchrun rank, a Ray actor (name, pid, ip), or the file
+itself. A step counter that goes back (resume from checkpoint, or a restarted job appending to the
+same file) starts a new segment, so series are never joined across a restart.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class Keep:
 
     @classmethod
     def judged(cls, *extra: str | None) -> Keep:
+        """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric)."""
         return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False)
 
 
@@ -100,19 +101,26 @@ def worker_expr() -> pl.Expr:
 
 
 def group_key(frame: pl.DataFrame, columns: list[str]) -> pl.Expr:
-    """One key for grouping `frame`'s rows by `columns` (categorical or non-negative integers): an
-    integer packing their codes when they fit in 64 bits, else a struct of them. polars row-encodes
-    a key of several columns, which for a window over 4.6 M rows cost ~300 MiB at once; one integer
-    key costs ~35 MiB. The expression is valid for rows whose codes occur in `frame`."""
+    """One key for grouping `frame`'s rows by `columns`: packed_key, else a struct of them."""
+    packed = packed_key(frame, columns)
+    return pl.struct(columns) if packed is None else packed
+
+
+def packed_key(frame: pl.DataFrame, columns: list[str]) -> pl.Expr | None:
+    """An integer packing the codes of `columns` (categorical or non-negative integers), or None
+    when they do not fit in 64 bits. polars row-encodes a key of several columns, which for a window
+    over 4.6 M rows cost ~300 MiB at once; one integer key costs ~35 MiB. The expression is valid
+    for any frame whose codes all occur in `frame` (the widths are `frame`'s)."""
+
     def codable(column: pl.Series) -> bool:
         return not column.null_count() and (column.dtype == pl.Categorical or (column.dtype.is_integer() and (column.min() or 0) >= 0))
 
     if not all(codable(frame[c]) for c in columns):
-        return pl.struct(columns)
+        return None
     codes = [pl.col(c).to_physical().cast(pl.UInt64) for c in columns]
     widths = [int(v or 0).bit_length() for v in frame.select(code.max() for code in codes).row(0)]
     if sum(widths) > 64:
-        return pl.struct(columns)
+        return None
     key = codes[0]
     for code, width in zip(codes[1:], widths[1:]):
         key = key * (1 << width) + code
@@ -172,8 +180,9 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     one source's rows (source_frame, compact_records); `frames` is emptied (_in_line_order)."""
     if not frames:
         return pl.DataFrame()
-    # Labels are categorical while rows are grouped and merged; the value columns the log lacks
-    # join as nulls only at the end (constant columns, not carried through sort and merge).
+    # Labels are categorical (compact_records made them so; frames built otherwise are cast); the
+    # value columns the log lacks join as nulls only at the end (constant columns, not carried
+    # through the merge).
     frame = _in_line_order(frames)
     labels = [c for c in LABEL_COLUMNS if c in frame.columns]
     frame = frame.with_columns(pl.col(labels).cast(pl.Categorical))
@@ -214,15 +223,15 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
 def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of all sources as sort("source", "line_no") orders them, in one contiguous frame
     (polars would otherwise copy the many chunks at every later step), without sorting a source whose
-    rows already are in line order (any log without multi-line blocks). Empties `frames`, so each
-    chunk is released once it is copied."""
+    rows already are in line order (any log without multi-line blocks). Empties `frames`, so that
+    the chunks are freed once the copy is made."""
     by_source: dict[str, list[pl.DataFrame]] = {}
-    while frames:
-        frame = frames.pop()
-        by_source.setdefault(frame["source"][0], []).insert(0, frame)
+    for frame in frames:
+        by_source.setdefault(frame["source"][0], []).append(frame)
+    frames.clear()
     ordered = []
     for source in sorted(by_source):
-        frame = pl.concat(by_source.pop(source), how="diagonal_relaxed")
+        frame = pl.concat(by_source[source], how="diagonal_relaxed")
         ordered.append(frame if frame["line_no"].is_sorted() else frame.sort("line_no", maintain_order=True))
     return pl.concat(ordered, how="diagonal_relaxed").rechunk()
 
@@ -284,14 +293,16 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
     return events, dropped
 
 
-def _workers_by_pid(*frames: pl.DataFrame) -> dict[tuple[str, int], str]:
-    """(source, pid) -> the worker label its Ray-prefixed lines carry."""
+def _workers_by_pid(records: pl.DataFrame, events: pl.DataFrame) -> dict[tuple[str, int], str]:
+    """(source, pid) -> the worker label its Ray-prefixed lines carry. A pid under several labels (the
+    same pid on two nodes) takes the records' first label in sorted order, else the events' first
+    in line order."""
     table: dict[tuple[str, int], str] = {}
-    for frame in frames:
+    for frame, order in ((records, ["source", "pid", "worker"]), (events, [])):
         if frame.is_empty() or "pid" not in frame.columns:
             continue
-        rows = frame.lazy().filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True).collect()
-        for source, pid, worker in rows.iter_rows():
+        rows = frame.lazy().filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True)
+        for source, pid, worker in (rows.sort(order) if order else rows).collect().iter_rows():
             table.setdefault((source, pid), worker)
     return table
 
@@ -325,11 +336,16 @@ def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series
     asked = pl.concat([own, shared.select(own.columns)]).sort("line_no").with_columns(kind=pl.lit("train", dtype=pl.Categorical))
     if asked.is_empty():
         return none
-    # Joined by kind rather than filtered to training records, on one packed key: no copy of the
-    # millions of records. They are in line order per source, so sorted within each group: all the
-    # as-of join needs.
-    worker_kind = group_key(records, ["source", "worker", "kind"]).alias("_group")
-    steps = records.select(worker_kind, "line_no", "step")
-    found = asked.with_columns(worker_kind).join_asof(steps, on="line_no", by="_group", allow_exact_matches=False, check_sortedness=False)
+    # Joined by kind rather than filtered to training records, on one packed key when the codes fit
+    # (every code of `asked` is one of the records', by the joins above): no copy of the millions of
+    # records. They are in line order per source, so sorted within each group: all the as-of join
+    # needs. (polars cannot join as-of by a struct, hence the columns themselves otherwise.)
+    keys = ["source", "worker", "kind"]
+    packed = packed_key(records, keys)
+    if packed is not None:
+        asked, steps, keys = asked.with_columns(packed.alias("_group")), records.select(packed.alias("_group"), "line_no", "step"), ["_group"]
+    else:
+        steps = records.select(*keys, "line_no", "step")
+    found = asked.join_asof(steps, on="line_no", by=keys, allow_exact_matches=False, check_sortedness=False)
     latest = found.group_by("_event").agg(pl.col("step").max())
     return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memlog import tables
 from memlog.api import parse_sources
 from memlog.columns import JUDGED_COLUMNS
 from memlog.formats import load_specs
@@ -75,3 +76,31 @@ def test_group_key_groups_rows_as_the_columns_do():
     # What cannot be packed is grouped by the columns themselves.
     assert "as_struct" in str(group_key(frame.with_columns(pl.col("source").cast(pl.String)), keys))
     assert "as_struct" in str(group_key(frame.with_columns(segment=pl.lit(-1)), keys))
+
+
+RAY_PID_ON_TWO_NODES = """\
+(TaskRunner pid=100) step:1 - actor/pg_loss:0.1 - perf/max_memory_allocated_gb:10.0 - perf/max_memory_reserved_gb:12.0 - perf/cpu_memory_used_gb:30.0
+(WorkerDict pid=3611, ip=10.0.0.9) dp actor After update_policy, memory allocated (GB): 20.13, memory reserved (GB): 31.54, device memory used/total (GB): 33.02/79.11
+(WorkerDict pid=3611, ip=10.0.0.3) dp actor After update_policy, memory allocated (GB): 20.13, memory reserved (GB): 31.54, device memory used/total (GB): 33.02/79.11
+(TaskRunner pid=100) step:2 - actor/pg_loss:0.1 - perf/max_memory_allocated_gb:10.0 - perf/max_memory_reserved_gb:12.0 - perf/cpu_memory_used_gb:30.0
+(raylet, ip=10.0.0.3) Memory on the node (IP: 10.0.0.3, ID: abc) where the task (actor ID: 8a, name=hyfD5YWorkerDict_0:1:WorkerDict.__init__, pid=3611, memory used=68.73GB) was running was 304.56GB / 314.66GB (0.967883), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 55)
+"""
+
+
+def test_a_pid_under_two_labels_is_named_as_the_first_label_in_sorted_order_not_in_line_order(tmp_path):
+    # The records are in line order now; the pid's label must not follow it (10.0.0.9 comes first).
+    log = tmp_path / "ray.log"
+    log.write_text(RAY_PID_ON_TWO_NODES)
+    tables, _ = parse_sources([str(log)], SPECS, keep=Keep.judged())
+    assert [(e.kind, e.worker, e.after_step) for e in tables.events] == [("oom", "WorkerDict pid=3611, ip=10.0.0.3", 2)]
+
+
+def test_events_find_their_last_step_when_the_label_codes_cannot_be_packed(monkeypatch):
+    # Label codes grow with every distinct string a process has seen; past 64 bits the as-of join
+    # goes by the columns themselves (polars cannot join as-of by a struct) with the same answers.
+    packed, _ = parse_sources(SAMPLES, SPECS, keep=Keep.judged())
+    monkeypatch.setattr(tables, "packed_key", lambda frame, columns: None)
+    unpacked, _ = parse_sources(SAMPLES, SPECS, keep=Keep.judged())
+    assert sum(e.after_step is not None for e in packed.events) > 20
+    assert [e.to_json() for e in unpacked.events] == [e.to_json() for e in packed.events]
+    assert unpacked.records.equals(packed.records)
