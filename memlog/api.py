@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.context import Context, find_capacity
 from memlog.errors import MemlogError, NoRecordsError
@@ -68,14 +69,22 @@ def _read_source(
     """One source's scanned chunks absorbed in file order; its record rows (compact) and its events
     are added to the lists, which then hold the only reference to them (build_records frees them)."""
     records, events = [], []
+    condense = Condenser() if keep.condense else None
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
         if matches.records:
-            records.append(compact_records(source.name, matches.records, keep))
+            rows = compact_records(source.name, matches.records, keep)
+            if condense is None:
+                records.append(rows)
+            else:
+                event_lines = pl.concat([e["line_no"] for e in matches.events]) if matches.events else pl.Series([], dtype=pl.Int64)
+                records += condense.add(rows, event_lines, piece.first_line_no, parser.open_since())
         events += matches.events
         if progress is not None:
             progress(source)
+    if condense is not None:
+        records += condense.flush(parser.open_since())
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
         records.append(compact_records(source.name, last.records, keep))
@@ -121,7 +130,7 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
     return {
         "lines_read": sum(s.stats.lines for s in sources),
         "bytes_read": sum(s.stats.bytes_read for s in sources),
-        "records": records.height,
+        "records": tables.step_count,
         "events": len(tables.events),
         "event_counts": {k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
                          for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))},

@@ -22,7 +22,9 @@ A block parser module defines `create(options) -> parser`, and the parser has:
   feed(rows)      rows: polars frame of unwrapped window rows in file order (line_no, text, actor,
                   pid, ip, rank, ts, and `window_start`: true on the first row after rows the parser
                   did not see, so blocks open before it must end) -> list of record dicts,
-  finish()        end of the source -> records of blocks still open.
+  finish()        end of the source -> records of blocks still open,
+  open_since()    optional: the first line of a block it holds back (may still end in a record),
+                  or None; without it, every line since the first it was fed counts as open.
 A record dict has `step`, optionally `kind` ("train"), line_no/actor/pid/ip/rank/ts of its first
 line, and canonical column values.
 """
@@ -104,6 +106,7 @@ class BlockFeeder:
         self.format_name = format_name
         self.max_lines = int(self.parser.max_lines)
         self.carry = 0  # rows at the start of the next chunk still inside the last window
+        self.first_fed: int | None = None
 
     def feed(self, lines: pl.DataFrame, start_rows: pl.Series, unwrap: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame | None:
         """lines: the whole chunk with `_row`; start_rows: `_row` of the lines holding a start literal."""
@@ -118,10 +121,17 @@ class BlockFeeder:
         # A jump in row numbers means rows the parser did not see: blocks open before it end there.
         continued = (row == 0) & pl.lit(carry > 0)
         window = window.with_columns(window_start=(row.diff().fill_null(0) != 1) & ~continued)
+        if self.first_fed is None and window.height:
+            self.first_fed = int(window["line_no"][0])
         return self._frame(self.parser.feed(unwrap(window)))
 
     def finish(self) -> pl.DataFrame | None:
         return self._frame(self.parser.finish())
+
+    def open_since(self) -> int | None:
+        """The first line whose block may still come out as a record (see the parser's open_since)."""
+        ask = getattr(self.parser, "open_since", None)
+        return ask() if ask is not None else self.first_fed
 
     def _frame(self, rows: list[dict[str, Any]]) -> pl.DataFrame | None:
         if not rows:
@@ -223,6 +233,10 @@ class Continuations:
             (finished if pending.done else still).append(pending)
         self.pending = still
         return [p.finished_event() for p in finished]
+
+    def open_since(self) -> int | None:
+        """The first line of an event still reading its continuation lines."""
+        return min((int(p.event["line_no"]) for p in self.pending), default=None)
 
     def finish(self) -> list[dict[str, Any]]:
         finished = [p.finished_event() for p in self.pending]

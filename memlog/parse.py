@@ -67,6 +67,12 @@ class ChunkParser:
         self.start_source()
         return Matches(records, events)
 
+    def open_since(self) -> int | None:
+        """The first line of this source for which a later chunk may still yield a record or an
+        event (a block or a continuation still open), or None: everything before it is settled."""
+        open_lines = [feeder.open_since() for _, feeder in self.blocks] + [self.continuations.open_since()]
+        return min((line for line in open_lines if line is not None), default=None)
+
     def __call__(self, lines: pl.DataFrame) -> Matches:
         return self.absorb(self.scan(lines))
 

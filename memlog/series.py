@@ -81,7 +81,8 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     keys = ["source", "worker", "segment"]
     records = with_seconds(records)
     # Only the columns a series needs are filtered (not a copy of the whole table per series).
-    rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", pl.col(column).alias("_value"))
+    steps = pl.col("_steps") if "_steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("_steps")  # condense.py
+    rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", steps, pl.col(column).alias("_value"))
     rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
         return []
@@ -89,7 +90,7 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     # Each group with the rank of its earliest step.
     groups = rows.group_by("_series").agg(pl.col(keys).first(), pl.col("rank").sort_by("step").first()).drop("_series").sort(keys)
     corrupt: dict[tuple, list[Corrupt]] = {}
-    impossible = _impossible(pl.col("_value"), column, capacity_gib)
+    impossible = impossible_reading(pl.col("_value"), column, capacity_gib)
     if impossible is not None:
         is_impossible, why = impossible
         bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
@@ -130,10 +131,13 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
     last points of a series are bins of their own: where a series starts and ends stays exact.
     The records are in line order, so each group's steps already ascend: only the points that come
-    out are sorted, not the millions of rows of a dense log. `_series` is the group's key."""
-    if (kept.group_by("_series").len()["len"].max() or 0) <= MAX_SERIES_POINTS:
+    out are sorted, not the millions of rows of a dense log. `_series` is the group's key.
+    A record condensed while reading (memlog/condense.py) counts as the `_steps` steps it stands
+    for: bins hold equal numbers of steps, not of records."""
+    if (kept.group_by("_series").agg(pl.col("_steps").sum())["_steps"].max() or 0) <= MAX_SERIES_POINTS:
         return kept.sort([*keys, "step"])
-    kept = kept.with_columns(_i=pl.int_range(pl.len()).over("_series"), _n=pl.len().over("_series"))
+    steps = pl.col("_steps")
+    kept = kept.with_columns(_i=(steps.cum_sum() - steps).over("_series"), _n=steps.sum().over("_series"))
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
     bin_of = (
@@ -142,18 +146,28 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
     )
     value = pl.col("_value")
+    median = _weighted_median(value, steps) if kept["_steps"].max() > 1 else value.median()
     return (
         kept.with_columns(_bin=bin_of)
         .group_by("_series", "_bin", maintain_order=True)
         .agg(
             pl.col(keys).first(), pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
-            pl.when(value.is_finite().all()).then(value.median()).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
+            pl.when(value.is_finite().all()).then(median).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
         )
         .sort([*keys, "step"])
     )
 
 
-def _impossible(value: pl.Expr, column: str, capacity_gib: float | None) -> tuple[pl.Expr, pl.Expr] | None:
+def _weighted_median(value: pl.Expr, weight: pl.Expr) -> pl.Expr:
+    """The (lower) median of values that each count `weight` times: a condensed record's median
+    stands for its steps. A stair step inside the bin then stays on one of its levels, as the
+    median of the steps themselves does, rather than halfway (records of equal weight split a bin
+    exactly in half at every step)."""
+    cumulative = weight.sort_by(value).cum_sum() * 2
+    return value.sort().filter(cumulative >= weight.sum()).first()
+
+
+def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | None) -> tuple[pl.Expr, pl.Expr] | None:
     """Whether a reading of `column` cannot be true, and why (a reason or null); None for a column
     whose every reading is possible. A NaN loss is a finding of its own (nan-loss), a NaN memory
     reading is not a reading at all."""

@@ -64,10 +64,17 @@ class Tables:
         return [e for e in self.events if e.kind == kind]
 
     @property
+    def step_count(self) -> int:
+        """Steps read: records, counting a condensed one as the steps it stands for."""
+        return int(self.records["_steps"].sum()) if "_steps" in self.records.columns else self.records.height
+
+    @property
     def formats(self) -> dict[str, int]:
+        """Steps read per format."""
         if self.records.is_empty():
             return {}
-        counts = self.records.group_by("format").len().sort("format")
+        by_format = self.records.group_by("format")
+        counts = (by_format.agg(pl.col("_steps").sum().alias("len")) if "_steps" in self.records.columns else by_format.len()).sort("format")
         return dict(zip(counts["format"].to_list(), counts["len"].to_list()))
 
 
@@ -79,11 +86,13 @@ class Keep:
 
     values: tuple[str, ...] = ALL_VALUE_COLUMNS
     ts_text: bool = True
+    condense: bool = False  # long runs of steps kept as bins (memlog/condense.py)
 
     @classmethod
     def judged(cls, *extra: str | None) -> Keep:
-        """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric)."""
-        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False)
+        """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric), with long
+        runs of steps condensed."""
+        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=True)
 
 
 def worker_expr() -> pl.Expr:
@@ -200,6 +209,8 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
     timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
     repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    # Condensed records (memlog/condense.py) say how many steps they stand for; others stand for one.
+    steps = [pl.col("_steps").fill_null(1)] if "_steps" in frame.columns else []
     # In line order a worker's (segment, step) never decreases, so lines of the same step are
     # neighbours: only then is there anything to merge (a dense log has one line per step, and
     # grouping millions of single rows cost a copy of the table).
@@ -213,11 +224,14 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
             # from ranks a launcher did not label): keep each value's last reading.
             *(pl.col(c).drop_nulls().last() for c in value_cols),
             repeated=repeated.max(),
+            *(s.sum() for s in steps),
         )
     else:
-        frame = frame.select(*keys, "segment", "step", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"))
+        frame = frame.select(*keys, "segment", "step", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"), *steps)
     absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
-    return frame.with_columns(absent).select(*keys, "segment", "step", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated")
+    return frame.with_columns(absent).select(
+        *keys, "segment", "step", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", *(["_steps"] if steps else [])
+    )
 
 
 def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:

@@ -66,6 +66,10 @@ class YamlStepBlocks:
     def finish(self) -> list[dict[str, Any]]:
         return self._blocks(None, final=True)
 
+    def open_since(self) -> int | None:
+        """The first line of the blocks held back for the next chunk."""
+        return None if self.held is None else int(self.held["line_no"].min())
+
     def _blocks(self, parts: pl.DataFrame | None, final: bool) -> list[dict[str, Any]]:
         frames = [f for f in (self.held, parts) if f is not None]
         self.held = None

@@ -1,0 +1,151 @@
+"""Condense: a worker's long runs of steps kept as bins while reading, for `analyze`.
+
+A dense log holds hundreds of thousands of steps per rank, and the rules judge at most
+MAX_SERIES_POINTS points per series (series._binned): holding every step until the end of the
+input made memory follow the file's size. From a worker's 2 * CONDENSE_AFTER-th step of one kind
+on, its runs of steps are kept as bins about n / CONDENSE_AFTER steps wide at its n-th step, so
+what is held grows with the logarithm of the steps (~2,000 * (2 + ln(n / 4,000)) records per
+worker). `memlog series` prints every step and never condenses (tables.Keep).
+
+A bin is a record standing for `_steps` steps: its last step's step, line and time, and each
+value's (lower) median over its steps. Everything that looks at single steps still sees them:
+- only plain steps are binned: a step with a non-finite value, a negative memory reading or a
+  device reading above MAX_DEVICE_GIB stays a record of its own (corrupt-readings and nan-loss
+  report it by its line);
+- a run ends at every line something later compares with a step: an event (its last step
+  before), a record without a step (it takes a neighbour's), a step not above the one before (a
+  restart, or another line of the same step, merged later), a change of format; and each run's
+  first and last steps stay records of their own, so the neighbours of other chunks are exact;
+- lines for which a later chunk may still add a record or an event (ChunkParser.open_since),
+  and records of an earlier chunk's lines completed in this one, are never binned.
+What differs from judging every step: a series longer than MAX_SERIES_POINTS is binned again by
+series._binned, which then takes the median of bins' medians; and a reading above the device's
+capacity (known only at the end) but below MAX_DEVICE_GIB is judged within its bin, not alone.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from memlog.columns import ALL_VALUE_COLUMNS
+from memlog.series import MAX_SERIES_POINTS, impossible_reading
+
+# Twice this many steps of one worker and kind are kept one by one: every series judged point by
+# point (MAX_SERIES_POINTS) and then some is exactly what it was without condensing.
+CONDENSE_AFTER = MAX_SERIES_POINTS
+# Records are binned a batch at a time: binning each chunk's few records cost more time than the
+# binning saved, and holding many chunks' small frames until the end fragmented the allocator's
+# pages (sparse 4 GiB: +30 MiB over 1 GiB at 2^20 records a batch; flat at 32 chunks).
+BATCH_ROWS = 1 << 16
+BATCH_CHUNKS = 32
+GROUP = ["worker", "kind"]  # whose steps form a series (the frame holds one source's rows)
+LAST_OF_BIN = ("step", "line_no", "_seconds", "ts")  # where a bin is: its last step
+
+
+class Condenser:
+    """One source's records on their way to the records table, binned a batch of chunks at a time.
+    The steps seen per worker and kind are carried from batch to batch."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple, int] = {}
+        self.pending: list[pl.DataFrame] = []
+        self.pending_rows = 0
+        self.event_lines: list[pl.Series] = []
+        self.first_line: int | None = None
+
+    def add(self, rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+        """`rows`: one chunk's compact records (tables.compact_records) of one source;
+        `event_lines`: the lines of the events the chunk yielded; `first_line`: the chunk's first
+        line; `open_since`: ChunkParser.open_since() after it. Returns the records of a full batch,
+        binned, or nothing yet."""
+        self.pending.append(rows)
+        self.pending_rows += rows.height
+        self.event_lines.append(event_lines.cast(pl.Int64))
+        self.first_line = first_line if self.first_line is None else self.first_line
+        return self.flush(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
+
+    def flush(self, open_since: int | None) -> list[pl.DataFrame]:
+        """The held records, binned; `open_since` as in add() (call before the source's last blocks)."""
+        pending, event_lines, first_line = self.pending, self.event_lines, self.first_line
+        self.pending, self.pending_rows, self.event_lines, self.first_line = [], 0, [], None
+        if not pending:
+            return []
+        # One frame either way (small frames held to the end fragment memory: BATCH_ROWS).
+        rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
+        if "step" not in rows.columns:  # only lines that take a neighbour's step
+            return [rows]
+        seen = self._count(rows)
+        if not any(n >= 2 * CONDENSE_AFTER for n in self.seen.values()):
+            return [rows]
+        return [_binned(rows, seen, pl.concat(event_lines), first_line, open_since)]
+
+    def _count(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Each worker and kind's steps seen before this batch (a frame to join); counts the batch."""
+        counts = rows.filter(pl.col("step").is_not_null()).group_by(GROUP).len()
+        before = []
+        for worker, kind, n in counts.iter_rows():
+            before.append(self.seen.get((worker, kind), 0))
+            self.seen[worker, kind] = before[-1] + n
+        return counts.select(*GROUP, pl.Series("_seen", before, dtype=pl.Int64))
+
+
+def _binned(rows: pl.DataFrame, seen: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> pl.DataFrame:
+    """`rows` with the interior of each run of plain steps binned; `seen`: steps per worker and
+    kind before these rows. The n-th step of a worker and kind falls in bin
+    floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once n >= 2 * CONDENSE_AFTER (before, each step is
+    its own): bins about n / CONDENSE_AFTER steps wide, the same wherever batches start."""
+    if not rows["line_no"].is_sorted():
+        rows = rows.sort("line_no", maintain_order=True)
+    rows = rows.join(seen, on=GROUP, how="left")
+    # Lines a later step could be compared with cut every run: events and step-less records.
+    barriers = pl.concat([event_lines, rows.filter(pl.col("step").is_null())["line_no"]]).unique().sort()
+    rows = rows.with_columns(
+        _plain=_plain(rows, first_line, open_since),
+        _epoch=barriers.search_sorted(rows["line_no"], side="right"),
+        _n=pl.col("_seen").fill_null(0) + pl.col("step").is_not_null().cum_sum().over(GROUP),
+    )
+    step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
+    new_run = (
+        ~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))
+    ).fill_null(True)
+    rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
+    position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
+    inner = plain & (pl.col("_n") >= 2 * CONDENSE_AFTER) & (position > 0) & (position < length - 1)
+    bin_of = (CONDENSE_AFTER * (pl.col("_n") / CONDENSE_AFTER).log()).floor().cast(pl.Int64)
+    rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
+    helpers = ["_seen", "_plain", "_epoch", "_n", "_run", "_bin"]
+    exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(_steps=pl.lit(1, dtype=pl.Int64))
+    binned = rows.filter(pl.col("_bin").is_not_null())
+    if binned.is_empty():
+        return exact
+    columns = [c for c in rows.columns if c not in helpers]
+    bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
+        *(_summary(c) for c in columns if c not in GROUP), _steps=pl.len().cast(pl.Int64)
+    ).select(*columns, "_steps")
+    return pl.concat([exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+
+
+def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Series:
+    """Steps that may be binned: settled lines of this batch, every value a possible reading."""
+    line = pl.col("line_no")
+    checks = [pl.col("step").is_not_null(), line >= first_line]
+    if open_since is not None:
+        checks.append(line < open_since)
+    for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):
+        value = pl.col(column)
+        impossible = impossible_reading(value, column, None)
+        possible = value.is_finite() if impossible is None else value.is_finite() & ~impossible[0]
+        checks.append(value.is_null() | possible)
+    return rows.select(pl.all_horizontal(checks).alias("_plain")).to_series()
+
+
+def _summary(column: str) -> pl.Expr:
+    """A column of a bin: where it is (its last step), the median of each value, the labels."""
+    if column in LAST_OF_BIN:
+        return pl.col(column).last()
+    if column in ALL_VALUE_COLUMNS:
+        # A reading the log holds, not the mean of two (stairs stay on their levels; series._binned).
+        return pl.col(column).quantile(0.5, interpolation="lower")
+    if column == "repeated":
+        return pl.col(column).max()
+    return pl.col(column).first()
