@@ -1,0 +1,189 @@
+"""Condensing long runs of steps while reading (memlog/condense.py): what `analyze` holds shrinks,
+and nothing that looks at single steps can tell."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from memlog import api, condense
+from memlog.api import parse_sources
+from memlog.formats import load_specs
+from memlog.parse import ChunkParser
+from memlog.reading import Piece, ReadStats, to_frame
+from memlog.series import _weighted_median
+from memlog.tables import Keep
+
+SPECS = list(load_specs().values())
+STEPS = 12_000  # per rank, before the restart: three times what is kept one by one
+RESTART_AT, RESUME_FROM = 9_000, 8_001
+NAN_LOSS_STEP, IMPOSSIBLE_STEP, RETRIES_STEP = 10_500, 11_200, 5_000  # the first two after the restart
+
+
+def _step_line(rank: int, step: int, t: int, loss: float, mem: float) -> str:
+    clock = f"2025-10-02 {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d},{rank * 7:03d}"
+    loss_text = "nan" if math.isnan(loss) else f"{loss:.4f}"
+    return (f"[rank{rank}]:[titan] {clock} - root - INFO - \x1b[31mstep: {step}  \x1b[32mloss: {loss_text}  "
+            f"\x1b[38;2;54;234;195mmemory: {mem:.2f}GiB({mem / 79.11 * 100:.2f}%)  \x1b[34mtps: 5,281\x1b[39m")
+
+
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory) -> str:
+    """Two ranks, interleaved, leaking slowly with noise; a run resumed from a checkpoint (steps go
+    back), a NaN loss and an impossible memory reading deep inside, an event line between steps."""
+    lines = ["[rank0]:[titan] 2025-10-02 00:00:00,000 - root - INFO - CUDA capacity: NVIDIA H100 with 79.11GiB memory"]
+    steps = [*range(1, RESTART_AT + 1), *range(RESUME_FROM, STEPS + 1)]
+    for t, step in enumerate(steps):
+        resumed = t >= RESTART_AT
+        for rank in (0, 1):
+            loss = float("nan") if (rank, step, resumed) == (1, NAN_LOSS_STEP, True) else 3.0 + ((step * 31 + rank) % 17) / 100
+            mem = 30.0 + step * 0.0005 + ((step * 7919 + rank) % 13) / 100
+            if (rank, step, resumed) == (0, IMPOSSIBLE_STEP, True):
+                mem *= 100  # no device holds 3 TiB
+            lines.append(_step_line(rank, step, 10 * t, loss, mem))
+        if step == RETRIES_STEP:
+            lines.append("[rank1]:[titan] 2025-10-02 13:53:20,000 - root - WARNING - 3 CUDA memory allocation retries.")
+    path = tmp_path_factory.mktemp("condense") / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _both(path: str, chunk_bytes: int):
+    condensed, _ = parse_sources([path], SPECS, chunk_bytes=chunk_bytes, keep=Keep.judged())
+    full, _ = parse_sources([path], SPECS, chunk_bytes=chunk_bytes, keep=dataclasses.replace(Keep.judged(), condense=False))
+    return condensed, full
+
+
+def _text(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+
+
+@pytest.mark.parametrize("chunk_bytes", [64 << 10, 4 << 20])
+def test_condensed_tables_count_place_and_segment_every_step_as_the_full_ones(long_log, chunk_bytes):
+    condensed, full = _both(long_log, chunk_bytes)
+    assert "_steps" in condensed.records.columns and "_steps" not in full.records.columns
+    assert full.records.height == 2 * (RESTART_AT + STEPS - RESUME_FROM + 1)
+    assert condensed.records.height < 0.6 * full.records.height  # the first 4000 steps of each stay alone
+    assert condensed.step_count == full.step_count == full.records.height
+    assert condensed.formats == full.formats
+    # Restart events, the events' last step before them and their workers: identical.
+    assert [e.to_json() for e in condensed.events] == [e.to_json() for e in full.events]
+    assert any(e.kind == "restart" for e in full.events) and any(e.after_step == RETRIES_STEP for e in full.events)
+    # Every segment starts and ends where it did; bins only stand inside a run.
+    keys = ["worker", "segment"]
+    ends = lambda t: _text(t.records).group_by(keys).agg(  # noqa: E731
+        pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end")
+    ).sort(keys)
+    assert ends(condensed).equals(ends(full))
+    # A bin is where its last step was, with that step's line.
+    bins = _text(condensed.records).filter(pl.col("_steps") > 1)
+    assert bins.height and bins.join(_text(full.records), on=["worker", "segment", "step", "line_no"], how="anti").is_empty()
+
+
+def test_readings_that_cannot_be_true_stay_records_of_their_own(long_log):
+    condensed, full = _both(long_log, 4 << 20)
+    value_cols = ["worker", "segment", "step", "line_no", "loss", "mem_peak_reserved_gib", "_steps"]
+    odd = _text(condensed.records).filter(pl.col("loss").is_nan() | (pl.col("mem_peak_reserved_gib") > 1024)).select(value_cols)
+    assert odd.sort("line_no")["step"].to_list() == [NAN_LOSS_STEP, IMPOSSIBLE_STEP]
+    assert odd["_steps"].to_list() == [1, 1]
+    expected = _text(full.records).filter(pl.col("loss").is_nan() | (pl.col("mem_peak_reserved_gib") > 1024))
+    assert odd.drop("_steps").sort("line_no").equals(expected.select(value_cols[:-1]).sort("line_no"))
+
+
+def test_analyze_judges_the_condensed_run_as_the_full_one(long_log, monkeypatch):
+    condensed = api.analyze([long_log])
+    monkeypatch.setattr(api, "Keep", type("Full", (), {"judged": staticmethod(lambda *extra: dataclasses.replace(Keep.judged(*extra), condense=False))}))
+    full = api.analyze([long_log])
+    assert condensed.verdict == full.verdict == "leak"
+    assert [(f.rule, f.severity, f.series) for f in condensed.findings] == [(f.rule, f.severity, f.series) for f in full.findings]
+    assert {"corrupt-readings", "nan-loss", "memory-leak"} <= {f.rule for f in full.findings}
+    # Findings about single readings quote the same lines.
+    for rule in ("corrupt-readings", "nan-loss"):
+        assert [f.message for f in condensed.findings if f.rule == rule] == [f.message for f in full.findings if f.rule == rule]
+    assert condensed.coverage == full.coverage
+
+
+def _rows(lines: list[int], steps: list[int | None], workers: list[str] | None = None, loss: list[float] | None = None) -> pl.DataFrame:
+    n = len(lines)
+    return pl.DataFrame({
+        "line_no": lines, "step": steps, "worker": workers or ["rank0"] * n, "kind": ["train"] * n, "format": ["torchtitan"] * n,
+        "source": ["run.log"] * n, "loss": loss or [1.0 + i for i in range(n)], "_seconds": [float(i) for i in range(n)],
+    }, schema_overrides={"step": pl.Int64, "line_no": pl.Int64}).with_columns(pl.col("worker", "kind", "format", "source").cast(pl.Categorical))
+
+
+def _condensed(rows: pl.DataFrame, events: list[int] = (), first_line: int = 0, open_since: int | None = None, seen: int = 10_000):
+    condenser = condense.Condenser()
+    condenser.seen = {("rank0", "train"): seen}
+    return condenser.add(rows, pl.Series(list(events), dtype=pl.Int64), first_line, open_since) + condenser.flush(open_since)
+
+
+def test_a_run_is_binned_inside_and_cut_at_events_step_less_lines_and_steps_going_back():
+    lines = list(range(100, 160))
+    steps: list[int | None] = [*range(1, 21), None, *range(21, 31), *range(5, 34)]  # a step-less line, then a restart
+    (out,) = _condensed(_rows(lines, steps), events=[110])
+    kept = out.filter(pl.col("_steps") == 1)["line_no"].to_list()
+    # Each run's first and last step stay alone: lines 100, 109 | event | 110, 119 | step-less 120 | 121, 130 | 131 (restart), 159.
+    assert {100, 109, 110, 119, 120, 121, 130, 131, 159} <= set(kept)
+    assert out["_steps"].sum() == len(lines)
+    assert out["line_no"].is_sorted()
+    # Bins never reach over a cut.
+    for first, last in ((100, 109), (110, 119), (121, 130), (131, 159)):
+        inside = out.filter(pl.col("line_no").is_between(first, last))
+        assert inside["_steps"].sum() == last - first + 1
+
+
+def test_lines_a_later_chunk_may_still_touch_and_late_records_stay_alone():
+    rows = _rows(list(range(100, 140)), list(range(1, 41)))
+    (out,) = _condensed(rows, first_line=110, open_since=130)
+    alone = set(out.filter(pl.col("_steps") == 1)["line_no"].to_list())
+    assert set(range(100, 111)) <= alone and set(range(129, 140)) <= alone
+    assert out.filter(pl.col("_steps") > 1)["_steps"].sum() == 130 - 111 - 1  # 111..128 less the run's ends
+
+
+def test_a_worker_short_of_the_threshold_is_kept_step_by_step():
+    rows = _rows(list(range(50)), list(range(1, 51)))
+    (out,) = _condensed(rows, seen=0)
+    assert out.height == 50 and "_steps" not in out.columns
+
+
+def test_bins_widen_with_the_steps_seen_whatever_the_batches():
+    rows = _rows(list(range(30_000)), list(range(1, 30_001)), loss=[1.0] * 30_000)
+    one = _condensed(rows, seen=0)
+    condenser = condense.Condenser()
+    halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, pl.Series([], dtype=pl.Int64), int(part["line_no"][0]), None)]
+    halves += condenser.flush(None)
+    widths = pl.concat(one)["_steps"]
+    assert widths.sum() == 30_000 and widths.head(2 * condense.CONDENSE_AFTER - 1).max() == 1
+    expected = 2 * condense.CONDENSE_AFTER + condense.CONDENSE_AFTER * math.log(30_000 / (2 * condense.CONDENSE_AFTER))
+    assert abs(len(widths) - expected) < 10
+    assert widths.tail(20).max() == round(30_000 / condense.CONDENSE_AFTER)  # ~n / CONDENSE_AFTER wide at the n-th step
+    # Cut into batches elsewhere, the bins are the same but for the batch's own ends.
+    assert abs(pl.concat(halves).height - len(widths)) <= 2
+
+
+def test_weighted_median_counts_each_value_its_weight_and_stays_on_a_value():
+    frame = pl.DataFrame({"v": [1.0, 2.0, 3.0, 4.0, 5.0, 9.0], "w": [1, 1, 1, 1, 3, 1], "g": [0, 0, 0, 0, 1, 1]})
+    got = frame.group_by("g", maintain_order=True).agg(_weighted_median(pl.col("v"), pl.col("w")).alias("m"))
+    assert got["m"].to_list() == [2.0, 5.0]  # the lower median, not 2.5; 5 counts three times
+
+
+def _chunk(text: str, first_line: int) -> pl.DataFrame:
+    data = text.encode()
+    return to_frame(Piece(data, first_line, ReadStats()))
+
+
+def test_the_parser_says_from_which_line_a_block_may_still_become_a_record():
+    specs = api.select_specs(load_specs(), "easyr1")
+    parser = ChunkParser(specs)
+    prefix = "(TaskRunner pid=5121) "
+    head = [f"{prefix}Step 3", f"{prefix}perf:", f"{prefix}  cpu_memory_used_gb: 212.77"]
+    parser.absorb(parser.scan(_chunk("\n".join(["noise"] * 5 + head) + "\n", 1)))
+    assert parser.open_since() == 6  # the block's `Step 3` line: its record is not out yet
+    tail = [f"{prefix}  max_memory_allocated_gb: 40.1", "(TaskRunner pid=5121) done with step"]
+    matches = parser.absorb(parser.scan(_chunk("\n".join(tail * 1) + "\n", 9)))
+    assert [int(f["line_no"][0]) for f in matches.records] == [6]
+    assert parser.open_since() is None
