@@ -73,13 +73,12 @@ def _read_source(
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
-        if matches.records:
-            rows = compact_records(source.name, matches.records, keep)
-            if condense is None:
-                records.append(rows)
-            else:
-                event_lines = pl.concat([e["line_no"] for e in matches.events]) if matches.events else pl.Series([], dtype=pl.Int64)
-                records += condense.add(rows, event_lines, piece.first_line_no, parser.open_since())
+        rows = compact_records(source.name, matches.records, keep) if matches.records else None
+        if condense is not None:  # also told of a chunk's events when it has no records: they cut runs
+            event_lines = pl.concat([e["line_no"] for e in matches.events]) if matches.events else pl.Series([], dtype=pl.Int64)
+            records += condense.add(rows, event_lines, piece.first_line_no, parser.open_since())
+        elif rows is not None:
+            records.append(rows)
         events += matches.events
         if progress is not None:
             progress(source)

@@ -9,26 +9,29 @@ worker). `memlog series` prints every step and never condenses (tables.Keep).
 
 A bin is a record standing for `_steps` steps: its last step's step, line and time, and each
 value's (lower) median over its steps. Everything that looks at single steps still sees them:
-- only plain steps are binned: a step with a non-finite value, a negative memory reading or a
-  device reading above MAX_DEVICE_GIB stays a record of its own (corrupt-readings and nan-loss
-  report it by its line);
+- only plain steps are binned: a step with a non-finite value, a negative memory reading, a
+  device reading above MAX_DEVICE_GIB, or a memory reading above its neighbours' (_plain) stays a
+  record of its own (corrupt-readings and nan-loss report it by its line);
 - a run ends at every line something later compares with a step: an event (its last step
   before), a record without a step (it takes a neighbour's), a step not above the one before (a
   restart, or another line of the same step, merged later), a change of format; and each run's
-  first and last steps stay records of their own, so the neighbours of other chunks are exact;
+  first and last steps stay records of their own, so the neighbours of other batches are exact;
+- steps are counted per segment (a restart starts again at 1), so a short segment after a
+  restart is judged step by step;
 - lines for which a later chunk may still add a record or an event (ChunkParser.open_since),
-  and records of an earlier chunk's lines completed in this one, are never binned.
+  and records of an earlier batch's lines completed in this one, are never binned.
 What differs from judging every step: a series longer than MAX_SERIES_POINTS is binned again by
-series._binned, which then takes the median of bins' medians; and a reading above the device's
-capacity (known only at the end) but below MAX_DEVICE_GIB is judged within its bin, not alone.
+series._binned from the bins (weighted by their steps), not from the steps; and where most of a
+worker's readings around one are above the capacity (a wrong unit throughout), corrupt-readings
+counts the bins dropped, not the steps.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.series import MAX_SERIES_POINTS, impossible_reading
+from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
+from memlog.series import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
 
 # Twice this many steps of one worker and kind are kept one by one: every series judged point by
 # point (MAX_SERIES_POINTS) and then some is exactly what it was without condensing.
@@ -38,29 +41,33 @@ CONDENSE_AFTER = MAX_SERIES_POINTS
 # pages (sparse 4 GiB: +30 MiB over 1 GiB at 2^20 records a batch; flat at 32 chunks).
 BATCH_ROWS = 1 << 16
 BATCH_CHUNKS = 32
+NEIGHBOURS = 101  # readings around one (its own included) that say what is typical there (_plain)
 GROUP = ["worker", "kind"]  # whose steps form a series (the frame holds one source's rows)
 LAST_OF_BIN = ("step", "line_no", "_seconds", "ts")  # where a bin is: its last step
 
 
 class Condenser:
     """One source's records on their way to the records table, binned a batch of chunks at a time.
-    The steps seen per worker and kind are carried from batch to batch."""
+    Each worker and kind's last step and the steps of its current segment are carried from batch to
+    batch."""
 
     def __init__(self) -> None:
-        self.seen: dict[tuple, int] = {}
+        self.carried: dict[tuple, tuple[int, int]] = {}  # (worker, kind) -> (last step, steps in its segment)
         self.pending: list[pl.DataFrame] = []
         self.pending_rows = 0
         self.event_lines: list[pl.Series] = []
         self.first_line: int | None = None
 
-    def add(self, rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> list[pl.DataFrame]:
-        """`rows`: one chunk's compact records (tables.compact_records) of one source;
-        `event_lines`: the lines of the events the chunk yielded; `first_line`: the chunk's first
-        line; `open_since`: ChunkParser.open_since() after it. Returns the records of a full batch,
-        binned, or nothing yet."""
-        self.pending.append(rows)
-        self.pending_rows += rows.height
-        self.event_lines.append(event_lines.cast(pl.Int64))
+    def add(self, rows: pl.DataFrame | None, event_lines: pl.Series, first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+        """`rows`: one chunk's compact records (tables.compact_records) of one source, or None;
+        `event_lines`: the lines of the events the chunk yielded (a chunk without records too);
+        `first_line`: the chunk's first line; `open_since`: ChunkParser.open_since() after it.
+        Returns the records of a full batch, binned, or nothing yet."""
+        if rows is not None:
+            self.pending.append(rows)
+            self.pending_rows += rows.height
+        if len(event_lines):
+            self.event_lines.append(event_lines.cast(pl.Int64))
         self.first_line = first_line if self.first_line is None else self.first_line
         return self.flush(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
 
@@ -74,35 +81,46 @@ class Condenser:
         rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
         if "step" not in rows.columns:  # only lines that take a neighbour's step
             return [rows]
-        seen = self._count(rows)
-        if not any(n >= 2 * CONDENSE_AFTER for n in self.seen.values()):
-            return [rows]
-        return [_binned(rows, seen, pl.concat(event_lines), first_line, open_since)]
+        if not rows["line_no"].is_sorted():
+            rows = rows.sort("line_no", maintain_order=True)
+        rows = self._numbered(rows)
+        if (rows["_n"].max() or 0) < 2 * CONDENSE_AFTER:
+            return [rows.drop("_n")]
+        events = pl.concat(event_lines) if event_lines else pl.Series([], dtype=pl.Int64)
+        return [_binned(rows, events, first_line or 0, open_since)]
 
-    def _count(self, rows: pl.DataFrame) -> pl.DataFrame:
-        """Each worker and kind's steps seen before this batch (a frame to join); counts the batch."""
-        counts = rows.filter(pl.col("step").is_not_null()).group_by(GROUP).len()
-        before = []
-        for worker, kind, n in counts.iter_rows():
-            before.append(self.seen.get((worker, kind), 0))
-            self.seen[worker, kind] = before[-1] + n
-        return counts.select(*GROUP, pl.Series("_seen", before, dtype=pl.Int64))
+    def _numbered(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """`rows` (in line order) with `_n`: each step's number within its worker and kind's
+        segment, as tables.build_records will cut them (a step below the one before starts one)."""
+        carried = pl.DataFrame(
+            [(w, k, last, n) for (w, k), (last, n) in self.carried.items()],
+            schema={"worker": rows.schema["worker"], "kind": rows.schema["kind"], "_last": pl.Int64, "_count": pl.Int64},
+            orient="row",
+        )
+        step, has_step = pl.col("step"), pl.col("step").is_not_null()
+        rows = rows.join(carried, on=GROUP, how="left", maintain_order="left")
+        before = pl.coalesce(step.shift(1).forward_fill().over(GROUP), pl.col("_last"))
+        rows = rows.with_columns(_segment=(has_step & (step < before)).fill_null(False).cum_sum().over(GROUP))
+        in_segment = has_step.cum_sum().over([*GROUP, "_segment"])
+        rows = rows.with_columns(
+            _n=pl.when(has_step).then(in_segment + pl.when(pl.col("_segment") == 0).then(pl.col("_count").fill_null(0)).otherwise(0))
+        ).drop("_last", "_count", "_segment")
+        ends = rows.filter(has_step).group_by(GROUP).agg(step.last(), pl.col("_n").last())
+        for worker, kind, last, n in ends.iter_rows():
+            self.carried[worker, kind] = (last, n)
+        return rows
 
 
-def _binned(rows: pl.DataFrame, seen: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> pl.DataFrame:
-    """`rows` with the interior of each run of plain steps binned; `seen`: steps per worker and
-    kind before these rows. The n-th step of a worker and kind falls in bin
-    floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once n >= 2 * CONDENSE_AFTER (before, each step is
-    its own): bins about n / CONDENSE_AFTER steps wide, the same wherever batches start."""
-    if not rows["line_no"].is_sorted():
-        rows = rows.sort("line_no", maintain_order=True)
-    rows = rows.join(seen, on=GROUP, how="left")
+def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> pl.DataFrame:
+    """`rows` (numbered: `_n`) with the interior of each run of plain steps binned. The n-th step of
+    a worker and kind's segment falls in bin floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once
+    n >= 2 * CONDENSE_AFTER (before, each step is its own): bins about n / CONDENSE_AFTER steps
+    wide, the same wherever batches start."""
     # Lines a later step could be compared with cut every run: events and step-less records.
     barriers = pl.concat([event_lines, rows.filter(pl.col("step").is_null())["line_no"]]).unique().sort()
     rows = rows.with_columns(
         _plain=_plain(rows, first_line, open_since),
         _epoch=barriers.search_sorted(rows["line_no"], side="right"),
-        _n=pl.col("_seen").fill_null(0) + pl.col("step").is_not_null().cum_sum().over(GROUP),
     )
     step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
     new_run = (
@@ -113,7 +131,7 @@ def _binned(rows: pl.DataFrame, seen: pl.DataFrame, event_lines: pl.Series, firs
     inner = plain & (pl.col("_n") >= 2 * CONDENSE_AFTER) & (position > 0) & (position < length - 1)
     bin_of = (CONDENSE_AFTER * (pl.col("_n") / CONDENSE_AFTER).log()).floor().cast(pl.Int64)
     rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
-    helpers = ["_seen", "_plain", "_epoch", "_n", "_run", "_bin"]
+    helpers = ["_plain", "_epoch", "_n", "_run", "_bin"]
     exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(_steps=pl.lit(1, dtype=pl.Int64))
     binned = rows.filter(pl.col("_bin").is_not_null())
     if binned.is_empty():
@@ -126,7 +144,10 @@ def _binned(rows: pl.DataFrame, seen: pl.DataFrame, event_lines: pl.Series, firs
 
 
 def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Series:
-    """Steps that may be binned: settled lines of this batch, every value a possible reading."""
+    """Steps that may be binned: settled lines of this batch, every value a possible reading, and no
+    memory reading above CAPACITY_SLACK times the median of its worker's readings around it. The
+    capacity is known only at the end, and a reading above it is above its neighbours too (unless
+    most of them are), so corrupt-readings still sees it alone; a leak's rise is not above them."""
     line = pl.col("line_no")
     checks = [pl.col("step").is_not_null(), line >= first_line]
     if open_since is not None:
@@ -135,6 +156,9 @@ def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Se
         value = pl.col(column)
         impossible = impossible_reading(value, column, None)
         possible = value.is_finite() if impossible is None else value.is_finite() & ~impossible[0]
+        if column in MEMORY_COLUMNS:
+            around = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over(GROUP)
+            possible = possible & (value <= CAPACITY_SLACK * around)
         checks.append(value.is_null() | possible)
     return rows.select(pl.all_horizontal(checks).alias("_plain")).to_series()
 

@@ -224,7 +224,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
             # from ranks a launcher did not label): keep each value's last reading.
             *(pl.col(c).drop_nulls().last() for c in value_cols),
             repeated=repeated.max(),
-            *(s.sum() for s in steps),
+            *(s.max() for s in steps),  # a step's other lines are never binned: they stand for one
         )
     else:
         frame = frame.select(*keys, "segment", "step", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"), *steps)
