@@ -116,8 +116,13 @@ def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_si
     a worker and kind's segment falls in bin floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once
     n >= 2 * CONDENSE_AFTER (before, each step is its own): bins about n / CONDENSE_AFTER steps
     wide, the same wherever batches start."""
+    # Only steps past a segment's first 2 * CONDENSE_AFTER can be binned: the rest are not even
+    # looked at (a DeepSpeed log's million step-less memory lines, for one).
+    late = (pl.col("_n") >= 2 * CONDENSE_AFTER).fill_null(False)
+    others = rows.filter(~late).drop("_n").with_columns(_steps=pl.lit(1, dtype=pl.Int64))
     # Lines a later step could be compared with cut every run: events and step-less records.
     barriers = pl.concat([event_lines, rows.filter(pl.col("step").is_null())["line_no"]]).unique().sort()
+    rows = rows.filter(late)
     rows = rows.with_columns(
         _plain=_plain(rows, first_line, open_since),
         _epoch=barriers.search_sorted(rows["line_no"], side="right"),
@@ -128,19 +133,17 @@ def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_si
     ).fill_null(True)
     rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
     position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
-    inner = plain & (pl.col("_n") >= 2 * CONDENSE_AFTER) & (position > 0) & (position < length - 1)
+    inner = plain & (position > 0) & (position < length - 1)
     bin_of = (CONDENSE_AFTER * (pl.col("_n") / CONDENSE_AFTER).log()).floor().cast(pl.Int64)
     rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
     helpers = ["_plain", "_epoch", "_n", "_run", "_bin"]
     exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(_steps=pl.lit(1, dtype=pl.Int64))
     binned = rows.filter(pl.col("_bin").is_not_null())
-    if binned.is_empty():
-        return exact
     columns = [c for c in rows.columns if c not in helpers]
     bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
         *(_summary(c) for c in columns if c not in GROUP), _steps=pl.len().cast(pl.Int64)
     ).select(*columns, "_steps")
-    return pl.concat([exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    return pl.concat([others, exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
 
 
 def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Series:

@@ -5,7 +5,8 @@ memlog/columns.py, ordered by source and then by line: each worker's (segment, s
 whoever needs rows grouped by worker groups them (a sort would copy millions of rows). A worker is
 the process that printed the line: a torchrun rank, a Ray actor (name, pid, ip), or the file
 itself. A step counter that goes back (resume from checkpoint, or a restarted job appending to the
-same file) starts a new segment, so series are never joined across a restart.
+same file) starts a new segment, so series are never joined across a restart. For `analyze`, a
+row may also stand for a bin of `_steps` consecutive steps (memlog/condense.py).
 """
 
 from __future__ import annotations
