@@ -21,9 +21,11 @@ value's (lower) median over its steps. Everything that looks at single steps sti
 - lines for which a later chunk may still add a record or an event (ChunkParser.open_since),
   and records of an earlier batch's lines completed in this one, are never binned.
 What differs from judging every step: a series longer than MAX_SERIES_POINTS is binned again by
-series._binned from the bins (weighted by their steps), not from the steps; and where most of a
+series._binned from the bins (weighted by their steps), not from the steps; where most of a
 worker's readings around one are above the capacity (a wrong unit throughout), corrupt-readings
-counts the bins dropped, not the steps.
+counts the bins dropped, not the steps; and where they run above the capacity but within
+CAPACITY_SLACK of it, a reading less than CAPACITY_SLACK above them but above the slack can be
+binned rather than reported.
 """
 
 from __future__ import annotations
@@ -116,13 +118,15 @@ def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_si
     a worker and kind's segment falls in bin floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once
     n >= 2 * CONDENSE_AFTER (before, each step is its own): bins about n / CONDENSE_AFTER steps
     wide, the same wherever batches start."""
-    # Only steps past a segment's first 2 * CONDENSE_AFTER can be binned: the rest are not even
-    # looked at (a DeepSpeed log's million step-less memory lines, for one).
-    late = (pl.col("_n") >= 2 * CONDENSE_AFTER).fill_null(False)
-    others = rows.filter(~late).drop("_n").with_columns(_steps=pl.lit(1, dtype=pl.Int64))
+    # Runs are made of step lines; the step-less ones only cut them (a DeepSpeed log's million
+    # memory lines are not windowed). Every step line takes part, even the first of a segment that
+    # cannot be binned yet: it is where a restart cuts the run.
+    has_step = pl.col("step").is_not_null()
+    stepless = rows.filter(~has_step)
+    others = stepless.drop("_n").with_columns(_steps=pl.lit(1, dtype=pl.Int64))
     # Lines a later step could be compared with cut every run: events and step-less records.
-    barriers = pl.concat([event_lines, rows.filter(pl.col("step").is_null())["line_no"]]).unique().sort()
-    rows = rows.filter(late)
+    barriers = pl.concat([event_lines, stepless["line_no"]]).unique().sort()
+    rows = rows.filter(has_step)
     rows = rows.with_columns(
         _plain=_plain(rows, first_line, open_since),
         _epoch=barriers.search_sorted(rows["line_no"], side="right"),
@@ -147,12 +151,14 @@ def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_si
 
 
 def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Series:
-    """Steps that may be binned: settled lines of this batch, every value a possible reading, and no
-    memory reading above CAPACITY_SLACK times the median of its worker's readings around it. The
-    capacity is known only at the end, and a reading above it is above its neighbours too (unless
-    most of them are), so corrupt-readings still sees it alone; a leak's rise is not above them."""
+    """Steps that may be binned: past their segment's first 2 * CONDENSE_AFTER, settled lines of
+    this batch, every value a possible reading, and no memory reading above CAPACITY_SLACK times
+    the median of its worker's readings around it. The capacity is known only at the end, and a
+    reading above it is above its neighbours too, so corrupt-readings still sees it alone; a leak's
+    rise is not above them. (Unless the neighbours are above the capacity themselves, within its
+    slack: module docstring.)"""
     line = pl.col("line_no")
-    checks = [pl.col("step").is_not_null(), line >= first_line]
+    checks = [pl.col("_n") >= 2 * CONDENSE_AFTER, line >= first_line]  # past its segment's first steps
     if open_since is not None:
         checks.append(line < open_since)
     for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):

@@ -244,3 +244,17 @@ def test_an_impossible_host_reading_is_not_hidden_in_a_bin(tmp_path, condense_ea
     odd = condensed.records.filter(pl.col("host_mem_used_gib") > 1000)
     assert odd["step"].to_list() == [1000] and odd["_steps"].to_list() == [1]
     assert condensed.records["_steps"].max() > 1  # the rest of the run was condensed
+
+
+def test_a_resume_that_lost_a_few_steps_is_a_restart_even_inside_a_batch(tmp_path, condense_early):
+    # The resumed segment's first steps cannot be binned yet, but the step that goes back still
+    # ends the run: no bin mixes steps of both segments.
+    steps = [*range(1, 301), *range(251, 601)]
+    lines = [_step_line(0, step, t, 3.0, 30.0 + (t % 7) / 100) for t, step in enumerate(steps)]
+    condensed, full = _both(_write(tmp_path, lines), 4 << 20)
+    ends = lambda t: t.records.group_by("segment").agg(  # noqa: E731
+        pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end")
+    ).sort("segment")
+    assert ends(condensed).equals(ends(full)) and full.records["segment"].max() == 1
+    assert [e.to_json() for e in condensed.events] == [e.to_json() for e in full.events]
+    assert condensed.records["_steps"].max() > 1
