@@ -89,7 +89,7 @@ class Condenser:
         if (rows["_n"].max() or 0) < 2 * CONDENSE_AFTER:
             return [rows.drop("_n")]
         events = pl.concat(event_lines) if event_lines else pl.Series([], dtype=pl.Int64)
-        return [_binned(rows, events, first_line or 0, open_since)]
+        return [_condensed(rows, events, first_line or 0, open_since)]
 
     def _numbered(self, rows: pl.DataFrame) -> pl.DataFrame:
         """`rows` (in line order) with `_n`: each step's number within its worker and kind's
@@ -113,7 +113,7 @@ class Condenser:
         return rows
 
 
-def _binned(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> pl.DataFrame:
+def _condensed(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None) -> pl.DataFrame:
     """`rows` (numbered: `_n`) with the interior of each run of plain steps binned. The n-th step of
     a worker and kind's segment falls in bin floor(CONDENSE_AFTER * ln(n / CONDENSE_AFTER)) once
     n >= 2 * CONDENSE_AFTER (before, each step is its own): bins about n / CONDENSE_AFTER steps
