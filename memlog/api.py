@@ -75,8 +75,7 @@ def _read_source(
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
         rows = compact_records(source.name, matches.records, keep) if matches.records else None
         if condense is not None:  # also told of a chunk's events when it has no records: they cut runs
-            event_lines = pl.concat([e["line_no"] for e in matches.events]) if matches.events else pl.Series([], dtype=pl.Int64)
-            records += condense.add(rows, event_lines, piece.first_line_no, parser.open_since())
+            records += condense.add(rows, matches.events, piece.first_line_no, parser.open_since())
         elif rows is not None:
             records.append(rows)
         events += matches.events

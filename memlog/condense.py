@@ -60,16 +60,15 @@ class Condenser:
         self.event_lines: list[pl.Series] = []
         self.first_line: int | None = None
 
-    def add(self, rows: pl.DataFrame | None, event_lines: pl.Series, first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
         """`rows`: one chunk's compact records (tables.compact_records) of one source, or None;
-        `event_lines`: the lines of the events the chunk yielded (a chunk without records too);
+        `events`: the event rows the chunk yielded (a chunk without records too);
         `first_line`: the chunk's first line; `open_since`: ChunkParser.open_since() after it.
         Returns the records of a full batch, binned, or nothing yet."""
         if rows is not None:
             self.pending.append(rows)
             self.pending_rows += rows.height
-        if len(event_lines):
-            self.event_lines.append(event_lines.cast(pl.Int64))
+        self.event_lines += [frame["line_no"].cast(pl.Int64) for frame in events]
         self.first_line = first_line if self.first_line is None else self.first_line
         return self.flush(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
 

@@ -67,15 +67,14 @@ class Tables:
     @property
     def step_count(self) -> int:
         """Steps read: records, counting a condensed one as the steps it stands for."""
-        return int(self.records["_steps"].sum()) if "_steps" in self.records.columns else self.records.height
+        return int(self.records.select(steps_read(self.records)).item())
 
     @property
     def formats(self) -> dict[str, int]:
         """Steps read per format."""
         if self.records.is_empty():
             return {}
-        by_format = self.records.group_by("format")
-        counts = (by_format.agg(pl.col("_steps").sum().alias("len")) if "_steps" in self.records.columns else by_format.len()).sort("format")
+        counts = self.records.group_by("format").agg(steps_read(self.records).alias("len")).sort("format")
         return dict(zip(counts["format"].to_list(), counts["len"].to_list()))
 
 
@@ -94,6 +93,12 @@ class Keep:
         """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric), with long
         runs of steps condensed."""
         return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=True)
+
+
+def steps_read(records: pl.DataFrame) -> pl.Expr:
+    """How many steps rows stand for (in a select or per group): their count, or the sum of their
+    `_steps` once records were condensed (memlog/condense.py)."""
+    return pl.col("_steps").sum() if "_steps" in records.columns else pl.len()
 
 
 def worker_expr() -> pl.Expr:

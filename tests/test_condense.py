@@ -118,7 +118,8 @@ def _rows(lines: list[int], steps: list[int | None], workers: list[str] | None =
 def _condensed(rows: pl.DataFrame, events: list[int] = (), first_line: int = 0, open_since: int | None = None, seen: int = 10_000):
     condenser = condense.Condenser()
     condenser.carried = {("rank0", "train"): (0, seen)}  # (last step, steps of its segment so far)
-    return condenser.add(rows, pl.Series(list(events), dtype=pl.Int64), first_line, open_since) + condenser.flush(open_since)
+    event_rows = [pl.DataFrame({"line_no": list(events)}, schema={"line_no": pl.Int64})] if events else []
+    return condenser.add(rows, event_rows, first_line, open_since) + condenser.flush(open_since)
 
 
 def test_a_run_is_binned_inside_and_cut_at_events_step_less_lines_and_a_step_logged_twice():
@@ -154,7 +155,7 @@ def test_bins_widen_with_the_steps_seen_whatever_the_batches():
     rows = _rows(list(range(30_000)), list(range(1, 30_001)), loss=[1.0] * 30_000)
     one = _condensed(rows, seen=0)
     condenser = condense.Condenser()
-    halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, pl.Series([], dtype=pl.Int64), int(part["line_no"][0]), None)]
+    halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, [], int(part["line_no"][0]), None)]
     halves += condenser.flush(None)
     widths = pl.concat(one)["_steps"]
     assert widths.sum() == 30_000 and widths.head(2 * condense.CONDENSE_AFTER - 1).max() == 1
