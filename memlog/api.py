@@ -161,12 +161,14 @@ def analyze(
     config: Config | None = None,
     capacity_gib: float | None = None,
     formats_dirs: Sequence[Path] = (),
+    plugins_dirs: Sequence[Path] = (),
     progress: Callable[[Source], None] | None = None,
     chart_metric: str | None = None,
 ) -> Report:
-    """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`)."""
+    """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`).
+    `plugins_dirs`: format folders whose Python block parsers may run (trusted; formats.load_specs)."""
     config = config or Config()
-    specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs]), format)
+    specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs], plugins_dirs), format)
     tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric))
     if tables.records.is_empty():
         raise NoRecordsError(nothing_found(sources, specs))

@@ -56,6 +56,10 @@ class SeriesOutput(str, Enum):
 Debug = Annotated[bool, typer.Option("--debug", help="Show a traceback on errors.")]
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Parse only this format (see `memlog formats list`).")]
 FormatsDir = Annotated[Optional[list[Path]], typer.Option("--formats-dir", help="Extra folder of YAML format specs.")]
+PluginsDir = Annotated[
+    Optional[list[Path]],
+    typer.Option("--plugins-dir", help="Folder of format specs whose Python block parsers may run: trusted code, only for folders you trust."),
+]
 
 
 def _fail(message: str) -> None:
@@ -167,6 +171,7 @@ def analyze(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
     capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
     formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
     debug: Debug = False,
 ) -> None:
@@ -180,7 +185,7 @@ def analyze(
         try:
             report = run_analysis(
                 logs, format=format, config=load_config(config), capacity_gib=capacity, formats_dirs=formats_dir or (),
-                progress=progress,
+                plugins_dirs=plugins_dir or (), progress=progress,
             )
         finally:
             progress.finish()
@@ -188,7 +193,7 @@ def analyze(
             "analyze", logs,
             {"-o": output if output is not Output.text else None, "--format": format, "--config": config,
              "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None,
-             "--formats-dir": [str(d) for d in formats_dir or []]},
+             "--formats-dir": [str(d) for d in formats_dir or []], "--plugins-dir": [str(d) for d in plugins_dir or []]},
         )  # fmt: skip
         if output in (Output.markdown, Output.github):
             from memlog.excerpt import attach_log_lines
@@ -217,6 +222,7 @@ def series(
     output: Annotated[SeriesOutput, typer.Option("-o", "--output")] = SeriesOutput.csv,
     format: FormatOpt = None,
     formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
     debug: Debug = False,
 ) -> None:
     """Print the parsed step records, one row per (source, worker, step), header first."""
@@ -228,7 +234,7 @@ def series(
     from memlog.render import safe, safe_json
 
     def action():
-        specs = select_specs(load_specs(formats_dir or ()), format)
+        specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
         tables, sources = parse_sources(log, specs)
         if tables.records.is_empty():
             raise NoRecordsError(nothing_found(sources, specs))
@@ -260,6 +266,7 @@ def plot(
     format: FormatOpt = None,
     capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
     formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
     width: Annotated[int, typer.Option("--width", help="Chart width in columns.", min=40, max=400)] = 100,
     debug: Debug = False,
 ) -> None:
@@ -276,7 +283,8 @@ def plot(
         progress = _progress(logs)
         try:
             report = run_analysis(
-                logs, format=format, capacity_gib=capacity, formats_dirs=formats_dir or (), progress=progress, chart_metric=column
+                logs, format=format, capacity_gib=capacity, formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
+                progress=progress, chart_metric=column,
             )
         finally:
             progress.finish()
@@ -303,12 +311,12 @@ def schema() -> None:
 
 
 @formats_app.command("list")
-def formats_list(formats_dir: FormatsDir = None, debug: Debug = False) -> None:
+def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
     """List the formats memlog knows."""
     from memlog.formats import load_specs
 
     def action():
-        for spec in load_specs(formats_dir or ()).values():
+        for spec in load_specs(formats_dir or (), plugins_dir or ()).values():
             kinds = f"{len(spec.records)} record and {len(spec.events)} event patterns"
             typer.echo(f"{spec.name:<12} {spec.title} ({kinds}) - {spec.path}")
 
@@ -316,12 +324,12 @@ def formats_list(formats_dir: FormatsDir = None, debug: Debug = False) -> None:
 
 
 @formats_app.command("show")
-def formats_show(name: str, formats_dir: FormatsDir = None, debug: Debug = False) -> None:
+def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
     """Show one format spec."""
     from memlog.formats import load_specs
 
     def action():
-        specs = load_specs(formats_dir or ())
+        specs = load_specs(formats_dir or (), plugins_dir or ())
         if name not in specs:
             raise MemlogError(f"unknown format {name!r} (known: {', '.join(sorted(specs))})")
         sys.stdout.write(specs[name].path.read_text(encoding="utf-8"))
@@ -334,6 +342,7 @@ def formats_check(
     logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
     format: FormatOpt = None,
     formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
     debug: Debug = False,
 ) -> None:
     """How many lines each format's patterns match, the records found, and where near misses stop matching."""
@@ -343,7 +352,7 @@ def formats_check(
     from memlog.render import safe
 
     def action():
-        specs = select_specs(load_specs(formats_dir or ()), format)
+        specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
         sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
 
     _guard(debug, action)

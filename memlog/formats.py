@@ -192,7 +192,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     return pattern
 
 
-def load_spec(path: Path) -> FormatSpec:
+def load_spec(path: Path, plugins: bool = False) -> FormatSpec:
+    """`plugins`: the spec's folder is trusted, its block parser may be a Python file there."""
     try:
         text = path.read_text(encoding="utf-8")
         try:  # libyaml when PyYAML has it: ~10x faster, a large share of start-up
@@ -219,7 +220,7 @@ def load_spec(path: Path) -> FormatSpec:
         records=tuple(_pattern(path, r, "records") for r in raw.get("records") or ()),
         events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
         samples=tuple(raw.get("samples") or ()),
-        block_parser=load_block_parser(path, raw["block_parser"]) if raw.get("block_parser") else None,
+        block_parser=load_block_parser(path, raw["block_parser"], plugins) if raw.get("block_parser") else None,
     )
     return spec
 
@@ -239,16 +240,32 @@ def builtin_dir() -> Path:
     return content_dir("parsers")
 
 
-def load_specs(extra_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
-    """Built-in specs plus user ones (later directories override earlier names)."""
+def load_specs(extra_dirs: Sequence[Path] = (), plugin_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
+    """Built-in specs plus user ones (later directories override earlier names). Specs in
+    `plugin_dirs` (trusted by an explicit command-line option, never by a config file) may run a
+    Python block parser of their own folder; all others can only name the ones memlog ships."""
     specs: dict[str, FormatSpec] = {}
-    for directory in (builtin_dir(), *extra_dirs):
+    folders = [(builtin_dir(), False), *((d, False) for d in extra_dirs), *((d, True) for d in plugin_dirs)]
+    for directory, plugins in folders:
         if not Path(directory).is_dir():
             raise FormatSpecError(f"{directory}: formats directory not found")
         for path in sorted(Path(directory).glob("*.yaml")):
-            spec = load_spec(path)
+            spec = _load_spec_once(path, plugins)
             specs[spec.name] = spec
     return specs
+
+
+_LOADED: dict[tuple, FormatSpec] = {}
+
+
+def _load_spec_once(path: Path, plugins: bool) -> FormatSpec:
+    """load_spec, remembered while the file is unchanged: a process that analyses many logs (tests,
+    the fuzzer, `watch`, `scan`) reads and checks each spec once. Specs are immutable."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, plugins)
+    if key not in _LOADED:
+        _LOADED[key] = load_spec(path, plugins)
+    return _LOADED[key]
 
 
 def all_logger_prefixes(specs: Iterable[FormatSpec]) -> list[str]:

@@ -41,6 +41,7 @@ from typing import Any
 import polars as pl
 
 from memlog.columns import is_known_column
+from memlog.content import content_dir
 from memlog.errors import FormatSpecError
 
 WORKER_KEYS = ("actor", "pid", "ip", "rank")
@@ -67,16 +68,17 @@ class BlockParserSpec:
         return self.create(dict(self.options))
 
 
-def load_block_parser(spec_path: Path, raw: Any) -> BlockParserSpec:
-    """`block_parser: NAME.py` or `{module: NAME.py, ...options}`, the module beside the spec."""
+def load_block_parser(spec_path: Path, raw: Any, plugins: bool = False) -> BlockParserSpec:
+    """`block_parser: NAME.py` or `{module: NAME.py, ...options}`: a block parser memlog ships (any
+    spec may name one), or, when the spec's folder was given as trusted plugins (`plugins`), a
+    Python file in that folder. A spec never runs code from anywhere else: a config file or a
+    `--formats-dir` folder can only reuse what ships."""
     where = f"{spec_path.name}: block_parser"
     options = {"module": raw} if isinstance(raw, str) else raw
     if not isinstance(options, dict) or not isinstance(options.get("module"), str):
         raise FormatSpecError(f"{where}: give the module file, `block_parser: NAME.py` or `{{module: NAME.py, ...}}`")
     options = dict(options)
-    path = spec_path.parent / options.pop("module")
-    if path.suffix != ".py" or not path.is_file():
-        raise FormatSpecError(f"{where}: {path.name}: no such Python file beside the spec")
+    path = _block_parser_file(where, spec_path, options.pop("module"), plugins)
     try:
         module_spec = importlib.util.spec_from_file_location(f"memlog_parsers.{path.stem}", path)
         module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
@@ -88,7 +90,7 @@ def load_block_parser(spec_path: Path, raw: Any) -> BlockParserSpec:
         max_lines = int(probe.max_lines)
     except FormatSpecError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a broken parser file is its author's to fix
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken parser file is its author's to fix
         raise FormatSpecError(f"{where}: {path.name}: cannot load ({type(exc).__name__}: {exc})") from None
     if not start_literals or not all(isinstance(s, str) and s for s in start_literals) or max_lines < 1:
         raise FormatSpecError(f"{where}: {path.name}: needs non-empty start_literals and max_lines >= 1")
@@ -96,6 +98,28 @@ def load_block_parser(spec_path: Path, raw: Any) -> BlockParserSpec:
     if unknown:
         raise FormatSpecError(f"{where}: {path.name}: columns {unknown} are not canonical (see memlog/columns.py)")
     return BlockParserSpec(path, options, create, start_literals, columns)
+
+
+def shipped_block_parsers() -> list[str]:
+    return sorted(p.name for p in content_dir("parsers").glob("*.py") if not p.name.startswith("_"))
+
+
+def _block_parser_file(where: str, spec_path: Path, name: str, plugins: bool) -> Path:
+    if Path(name).name != name or not name.endswith(".py") or name.startswith("."):
+        raise FormatSpecError(f"{where}: `module` is a file name such as NAME.py, not a path: {name!r}")
+    if plugins:
+        folder = spec_path.parent.resolve()
+        local = spec_path.parent / name
+        if local.is_file() and local.resolve().parent == folder:  # a symlink out of the folder is not in it
+            return local
+    if name in shipped_block_parsers():
+        return content_dir("parsers") / name
+    if plugins:
+        raise FormatSpecError(f"{where}: {name}: no such Python file in {spec_path.parent} (or shipped with memlog)")
+    raise FormatSpecError(
+        f"{where}: {name}: not a block parser memlog ships ({', '.join(shipped_block_parsers())}); a Python file of "
+        "your own runs only from a folder given with --plugins-dir (trusted code, never from a config file)"
+    )
 
 
 class BlockFeeder:

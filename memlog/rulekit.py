@@ -112,8 +112,20 @@ def _load_rule(path: Path) -> Rule:
     return Rule(**{**rule.__dict__, "path": path})
 
 
+_LOADED: dict[tuple, Rule] = {}
+
+
+def _load_rule_once(path: Path) -> Rule:
+    """_load_rule, remembered while the file is unchanged (a process analysing many logs)."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = _load_rule(path)
+    return _LOADED[key]
+
+
 def load_rules() -> list[Rule]:
-    rules = [_load_rule(p) for p in sorted(content_dir("rules").glob("*.py")) if not p.name.startswith("_")]
+    rules = [_load_rule_once(p) for p in sorted(content_dir("rules").glob("*.py")) if not p.name.startswith("_")]
     ids = [r.id for r in rules]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:

@@ -279,13 +279,8 @@ class InProcess:
 
     def __init__(self):
         import memlog.api as api
-        from memlog.formats import load_specs
         from memlog.render import render
-        from memlog.rulekit import load_rules
 
-        specs, rules = load_specs(), load_rules()
-        api.load_specs = lambda extra=(): specs
-        api.load_rules = lambda: rules
         self.api, self.render = api, render
         try:
             from memlog.render import OUTPUTS

@@ -709,28 +709,8 @@ def judge_all(items: list[Scenario] | None = None, workers: int = 2) -> list[Out
 def _judge_chunk(items: list[Scenario]) -> list[Outcome]:
     import tempfile
 
-    _load_specs_once()
     with tempfile.TemporaryDirectory() as tmp:
         return [judge(s, Path(tmp)) for s in items]
-
-
-def _load_specs_once() -> None:
-    """analyze() reads every format spec (YAML) on each call, which dominates a small log's cost;
-    the specs do not change while hundreds of scenarios run in one process, so read them once."""
-    from memlog import api, formats
-
-    if getattr(api.load_specs, "read_once", False):
-        return
-    cache: dict[tuple[str, ...], dict] = {}
-
-    def load_specs(dirs=()):
-        key = tuple(str(d) for d in dirs)
-        if key not in cache:
-            cache[key] = formats.load_specs(list(dirs))
-        return dict(cache[key])
-
-    load_specs.read_once = True
-    api.load_specs = load_specs
 
 
 if __name__ == "__main__":

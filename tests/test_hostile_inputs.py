@@ -594,6 +594,70 @@ def test_config_yaml_tags_are_rejected_and_never_run(tmp_path, flat_log, tag):
     assert not marker.exists()
 
 
+# --- code never runs from a config or an untrusted spec folder (issue 13.1) ------------------
+
+PAYLOAD = "from pathlib import Path\nPath({marker!r}).write_text('ran')\ndef create(options):\n    raise SystemExit\n"
+
+
+def payload_spec(folder: Path, module: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return write(folder / "mine.yaml", f"name: mine\nblock_parser: {{module: {module!r}}}\n")
+
+
+@pytest.mark.parametrize("via", ["--config", "--formats-dir"])
+def test_a_block_parser_beside_an_untrusted_spec_never_runs(tmp_path, flat_log, via):
+    """A pull request's tree can hold a config and specs: analysing with them must not run its code."""
+    marker = tmp_path / "pwned"
+    formats = tmp_path / "formats"
+    payload_spec(formats, "evil.py")
+    write(formats / "evil.py", PAYLOAD.format(marker=str(marker)))
+    if via == "--config":
+        cfg = write(tmp_path / "memlog.yaml", "formats_dirs: [formats]\n")
+        line = cannot_judge(analyze(flat_log, "--config", cfg))
+    else:
+        line = cannot_judge(analyze(flat_log, "--formats-dir", formats))
+    assert "evil.py: not a block parser memlog ships" in line and "--plugins-dir" in line, line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("module", ["../evil.py", "/tmp/evil.py", "sub/evil.py", "..", ".hidden.py"])
+def test_a_block_parser_path_is_refused_even_from_a_trusted_folder(tmp_path, flat_log, module):
+    marker = tmp_path / "pwned"
+    write(tmp_path / "evil.py", PAYLOAD.format(marker=str(marker)))
+    plugins = tmp_path / "plugins"
+    payload_spec(plugins, module.replace("/tmp/evil.py", str(tmp_path / "evil.py")))
+    line = cannot_judge(analyze(flat_log, "--plugins-dir", plugins))
+    assert "`module` is a file name such as NAME.py, not a path" in line, line
+    assert not marker.exists()
+
+
+def test_a_symlink_out_of_the_trusted_folder_is_not_in_it(tmp_path, flat_log):
+    marker = tmp_path / "pwned"
+    outside = write(tmp_path / "outside.py", PAYLOAD.format(marker=str(marker)))
+    plugins = tmp_path / "plugins"
+    payload_spec(plugins, "linked.py")
+    (plugins / "linked.py").symlink_to(outside)
+    line = cannot_judge(analyze(flat_log, "--plugins-dir", plugins))
+    assert "linked.py: no such Python file in" in line, line
+    assert not marker.exists()
+
+
+def test_a_trusted_plugin_folder_runs_its_parser(tmp_path, flat_log):
+    """The opt-in works: --plugins-dir loads the folder's Python file (here it refuses to build)."""
+    marker = tmp_path / "ran"
+    plugins = tmp_path / "plugins"
+    payload_spec(plugins, "mine.py")
+    write(plugins / "mine.py", PAYLOAD.format(marker=str(marker)))
+    line = cannot_judge(analyze(flat_log, "--plugins-dir", plugins))
+    assert "mine.py: cannot load (SystemExit" in line, line
+    assert marker.exists()
+
+
+def test_the_config_file_has_no_way_to_trust_plugins(tmp_path, flat_log):
+    line, cfg = config_error(flat_log, tmp_path, "plugins_dirs: [plugins]\n")
+    assert "unknown keys ['plugins_dirs']" in line
+
+
 # --- user format specs (--formats-dir) -------------------------------------------------------
 
 

@@ -280,7 +280,7 @@ def test_one_file_per_rank_is_merged_with_the_rank_from_the_file_name(tmp_path):
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({"x.yaml": "name: x\nblock_parser: missing.py\n"}, "no such Python file beside the spec"),
+        ({"x.yaml": "name: x\nblock_parser: missing.py\n"}, "no such Python file in"),
         ({"x.yaml": "name: x\nblock_parser: {options: 1}\n"}, "give the module file"),
         ({"x.yaml": "name: x\nblock_parser: b.py\n", "b.py": "def create(options):\n    raise ValueError('boom')\n"},
          "cannot load (ValueError: boom)"),
@@ -303,16 +303,28 @@ def test_invalid_multiline_keys_are_rejected_with_a_reason(tmp_path, files, mess
     for name, body in files.items():
         (tmp_path / name).write_text(body if body is not None else (builtin_dir() / name).read_text())
     with pytest.raises(FormatSpecError, match=re.escape(message)):
-        load_spec(tmp_path / "x.yaml")
+        load_spec(tmp_path / "x.yaml", plugins=True)
 
 
-def test_a_users_block_parser_beside_their_spec_is_used(tmp_path):
-    """A user format can bring its own block parser: the module is looked up beside the spec."""
+def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
+    """A user format can bring its own block parser, from a folder trusted with --plugins-dir."""
     from memlog.formats import builtin_dir
 
     (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
     (tmp_path / "mine.yaml").write_text(
         "name: mine\nblock_parser: {module: yaml_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
+        "metrics: {mem/host: host_mem_used_gib}}\n"
+    )
+    log = tmp_path / "run.log"
+    log.write_text("Iteration 1\nmem:\n  host: 10.5\nIteration 2\nmem:\n  host: 11.0\n")
+    tables, _ = parse_sources([str(log)], select_specs(load_specs(plugin_dirs=[tmp_path]), "mine"))
+    assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]
+
+
+def test_a_user_spec_can_name_a_shipped_block_parser_without_trusting_anything(tmp_path):
+    """`--formats-dir` and config folders run no code of their own, but reuse what memlog ships."""
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nblock_parser: {module: easyr1_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
         "metrics: {mem/host: host_mem_used_gib}}\n"
     )
     log = tmp_path / "run.log"
