@@ -19,8 +19,8 @@ from memlog.formats import FormatSpec, load_specs
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Scan
 from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
-from memlog.report import Report, headline_verdict, series_views
-from memlog.rulekit import Finding, Skip, load_rules
+from memlog.report import Report, ordered, series_views
+from memlog.rulekit import Finding, Skip, headline, load_rules
 from memlog.tables import Event, Keep, Tables, build_events, build_records, compact_records, source_frame
 from memlog.trend import shape_of
 
@@ -194,6 +194,7 @@ def analyze(
     cov = coverage(tables, sources)
     cov["capacity"] = {"device_gib": ctx.capacity.device_gib, "device_from": ctx.capacity.device_from,
                        "host_gib": ctx.capacity.host_gib, "host_from": ctx.capacity.host_from}
-    report = Report(headline_verdict(ctx.findings), ctx.findings, skipped, cov, thresholds)
+    findings = ordered(ctx.findings)
+    report = Report(headline(findings), findings, skipped, cov, thresholds)
     report.series, report.rules, report.events = series_views(ctx, chart_metric), rules, tables.events
     return report

@@ -380,13 +380,7 @@ def rules_explain(rule_id: Annotated[str, typer.Argument(metavar="ID")], debug: 
         if rule_id not in rules:
             raise MemlogError(f"unknown rule {rule_id!r} (known: {', '.join(rules)})")
         rule = rules[rule_id]
-        lines = [f"{rule.id} ({rule.severity})", "", rule.summary, "", rule.explanation, "", f"Does not mean: {rule.not_meaning}"]
-        if rule.thresholds:
-            lines += ["", "Thresholds (override under `rules: {" + rule.id + ": {...}}` in --config):"]
-            lines += [f"  {t.name} = {t.default} {t.unit}".rstrip() + f"  - {t.description}" for t in rule.thresholds]
-        if rule.examples:
-            lines += ["", "Examples:"] + [f"  - {e}" for e in rule.examples]
-        typer.echo("\n".join(lines))
+        typer.echo(f"{rule.id} ({rule.severity})\n\n{rule.help()}")
 
     _guard(debug, action)
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS
-from memlog.formats import UNIT_SCALE
 from memlog.rulekit import Finding
 from memlog.series import Series, build_series
 from memlog.tables import Tables, with_seconds
@@ -42,8 +41,7 @@ def find_capacity(tables: Tables, device_override: float | None = None) -> Capac
     if device_override:
         cap.device_gib, cap.device_from = device_override, "--capacity"
     else:
-        logged = [e.detail.get("mem_capacity_gib") for e in tables.events_of("capacity")]
-        logged = [float(v) for v in logged if v is not None]
+        logged = [e.detail["mem_capacity_gib"] for e in tables.events if "mem_capacity_gib" in e.detail]
         if logged:
             cap.device_gib, cap.device_from = max(logged), "capacity line in the log"
         elif {"mem_peak_reserved_gib", "mem_peak_reserved_pct"} <= set(tables.records.columns):
@@ -59,23 +57,13 @@ def find_capacity(tables: Tables, device_override: float | None = None) -> Capac
                 cap.device_gib, cap.device_from = float(totals.max()), "device total in the memory lines"
         if cap.device_gib is None:
             # PyTorch's CUDA OOM message names the device's total: "GPU 0 has a total capacity of 79.11 GiB".
-            totals = [_size_gib(e.detail.get("capacity")) for e in tables.events_of("oom")]
-            totals = [t for t in totals if t]
+            totals = [e.detail["capacity"] for e in tables.events if e.detail.get("capacity")]
             if totals:
                 cap.device_gib, cap.device_from = max(totals), "device total in the CUDA out-of-memory message"
-    host_totals = [float(e.detail["host_total_gib"]) for e in tables.events if "host_total_gib" in e.detail]
+    host_totals = [e.detail["host_total_gib"] for e in tables.events if "host_total_gib" in e.detail]
     if host_totals:
         cap.host_gib, cap.host_from = max(host_totals), "node memory total in the OOM message"
     return cap
-
-
-def _size_gib(text: str | None) -> float | None:
-    """'79.11 GiB' -> 79.11; None for anything else."""
-    number, _, unit = (text or "").partition(" ")
-    try:
-        return float(number) * UNIT_SCALE[unit] if unit in UNIT_SCALE else None
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -143,10 +131,15 @@ class Context:
     def loss_series(self) -> list[Series]:
         return sorted((s for s in self.series("loss") if len(s)), key=_series_order)
 
-    def fired_on(self, rule_id: str, series: Series) -> bool:
-        """Did an earlier rule report this series?"""
+    def decided(self, series: Series) -> bool:
+        """Did an earlier rule that settles memory series (`decides=True`) name this one?"""
         label = self.label(series)
-        return any(f.rule == rule_id and label in f.series for f in self.findings)
+        return any(f.decides and label in f.series for f in self.findings)
+
+    def marked(self, series: Series, mark: str) -> bool:
+        """Did an earlier rule name this series with `mark` (e.g. a placeholder loss)?"""
+        label = self.label(series)
+        return any(f.marks == mark and label in f.series for f in self.findings)
 
     def log_interval(self, series: Series) -> int | None:
         """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print).

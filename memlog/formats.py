@@ -23,6 +23,7 @@ import yaml
 from memlog.columns import ALL_VALUE_COLUMNS, is_known_column
 from memlog.content import content_dir
 from memlog.errors import FormatSpecError
+from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 
 # Named groups a record pattern may use besides the canonical value columns.
@@ -186,6 +187,14 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             raise FormatSpecError(f"{where}: `ordinal_step: true` needs `inherit_step: true`")
     elif not pattern.event:
         raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
+    elif pattern.event not in EVENT_KINDS:
+        raise FormatSpecError(f"{where}: unknown event kind {pattern.event!r} (see memlog/events.py: {', '.join(EVENT_KINDS)})")
+    else:
+        captured = [*groups, *([pattern.continuation.detail] if pattern.continuation else [])]
+        unknown = unknown_detail_keys(pattern.event, captured)
+        if unknown:
+            known = ", ".join(EVENT_KINDS[pattern.event].detail) or "none"
+            raise FormatSpecError(f"{where}: named groups {unknown} are not details of a {pattern.event!r} event (known: {known})")
     bad_units = {c: u for c, u in pattern.units.items() if u not in UNIT_SCALE}
     if bad_units:
         raise FormatSpecError(f"{where}: unknown units {bad_units}; use one of {list(UNIT_SCALE)}")

@@ -7,25 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlog import __version__
-from memlog.rulekit import Finding, Rule
+from memlog.rulekit import SEVERITY_RANK, Finding, Rule, Verdict
 
-SCHEMA_VERSION = 1
-VERDICTS = ("leak", "warmup-plateau", "stable", "pp-sentinel-loss", "inconclusive")
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+# 2: verdicts declared by the rules (fragmentation, oom, periodic-retention added).
+SCHEMA_VERSION = 2
 
 
-def headline_verdict(findings: list[Finding]) -> str:
-    """leak > pp-sentinel-loss > warmup-plateau > stable > inconclusive (DESIGN.md)."""
-    fired = {f.rule for f in findings}
-    for rule, verdict in (
-        ("memory-leak", "leak"),
-        ("pp-sentinel-loss", "pp-sentinel-loss"),
-        ("warmup-plateau", "warmup-plateau"),
-        ("stable-memory", "stable"),
-    ):
-        if rule in fired:
-            return verdict
-    return "inconclusive"
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """Findings as reports list them: most severe first, then by the rank of the verdict they imply,
+    then in the order the rules ran."""
+    return sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], -(f.verdict.rank if f.verdict else -1)))
 
 
 @dataclass(frozen=True)
@@ -60,7 +51,7 @@ class SeriesView:
 
 @dataclass
 class Report:
-    verdict: str
+    headline: Verdict
     findings: list[Finding]
     skipped: list[dict[str, str]]
     coverage: dict[str, Any]
@@ -74,6 +65,14 @@ class Report:
     rules: list[Rule] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
     log_lines: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return self.headline.name
+
+    def marked(self, mark: str) -> set[str]:
+        """Labels of the series that findings mark so (e.g. "placeholder" losses), for the charts."""
+        return {label for f in self.findings if f.marks == mark for label in f.series}
 
     def worst_severity(self) -> str | None:
         return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__, default=None)

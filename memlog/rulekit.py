@@ -1,17 +1,24 @@
 """What a rule file in `rules/` is made of, and how rules are found and run.
 
-A rule file defines `RULE = Rule(...)`: a stable kebab-case id, a severity, what it means and
-does not mean, named thresholds with defaults (overridable from the config file), examples, and a
-`check(ctx, t)` function that returns findings or raises `Skip(reason)`. Rules run in `order`;
-a later rule may read the findings of earlier ones from `ctx.findings` (a plateau is only a
-plateau where no leak was found).
+A rule file defines `RULE = Rule(...)`: a stable kebab-case id (the file's stem, with `-` for
+`_`), a severity, what it means and does not mean, named thresholds with defaults (overridable from
+the config file), examples, and a `check(ctx, t)` function that returns findings (built with
+`RULE.finding(...)`) or raises `Skip(reason)`. A rule also declares how it relates to the rest, so
+that nothing central names a rule:
+
+- `verdict=`: the headline its findings imply, with a rank; the report's headline is the
+  highest-ranked verdict among the findings (report.headline);
+- `after=`: the rules whose findings it reads; rules run in an order that respects these;
+- `decides=True`: its findings settle the memory series they name (a later rule asks
+  `ctx.decided(series)`: a plateau is only a plateau where no leak was found);
+- `marks=`: how charts draw the series it names (e.g. "placeholder": not a real value).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,7 @@ from memlog.content import content_dir
 from memlog.errors import ConfigError, MemlogError
 
 SEVERITIES = ("info", "warning", "error")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 class Skip(Exception):
@@ -34,6 +42,29 @@ class Threshold:
     description: str
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A headline a rule's findings imply. The highest `rank` among the findings wins; a verdict that
+    explains an error (a leak, an OOM) must outrank every calm one (tests/test_rules.py checks)."""
+
+    name: str  # the JSON `verdict`
+    rank: int
+    headline: str  # "LEAK: memory keeps growing; ..."; the text before ": " is the short name
+    calm: bool = False  # says the run is fine (stable, warmup, a placeholder loss)
+
+    @property
+    def title(self) -> str:
+        return self.headline.partition(": ")[0]
+
+    @property
+    def meaning(self) -> str:
+        return self.headline.partition(": ")[2]
+
+
+# What the report says when no finding implies a verdict.
+INCONCLUSIVE = Verdict("inconclusive", 0, "INCONCLUSIVE: the log does not decide it")
+
+
 @dataclass
 class Finding:
     rule: str
@@ -44,6 +75,11 @@ class Finding:
     subject: str = "device"  # what the finding is about: device, host, loss, run
     series: list[str] = field(default_factory=list)  # labels of the series it is about
     lines: list[tuple[str, int]] = field(default_factory=list)  # (source, line) evidence anchors
+    # Declared by the rule (not serialised): the headline it implies, whether it settles the memory
+    # series it names, and how charts mark them.
+    verdict: Verdict | None = field(default=None, compare=False)
+    decides: bool = field(default=False, compare=False)
+    marks: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.lines = sorted(set(self.lines))
@@ -80,7 +116,10 @@ class Rule:
     not_meaning: str
     thresholds: tuple[Threshold, ...]
     check: Callable[..., list[Finding]]
-    order: int = 50
+    verdict: Verdict | None = None
+    after: tuple[str, ...] = ()
+    decides: bool = False
+    marks: str | None = None
     examples: tuple[str | Example, ...] = ()
     path: Path | None = None
 
@@ -96,6 +135,67 @@ class Rule:
                 raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r}")
             values[name] = value
         return values
+
+    def finding(
+        self,
+        t: Mapping[str, float | int],
+        message: str,
+        *,
+        subject: str,
+        series: Iterable[str] = (),
+        ranks: Iterable[int | None] = (),
+        observed: Mapping[str, Any] | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        hints: Iterable[str] = (),
+        lines: Iterable[tuple[str, int]] = (),
+        severity: str | None = None,
+    ) -> Finding:
+        """A finding of this rule, with what every finding carries: the rule's id, severity, verdict
+        and marks, its thresholds and the ranks it is about in the evidence. `observed` comes first
+        in the evidence (the numbers renderers summarise), the rule's own `evidence` keys after."""
+        body: dict[str, Any] = {}
+        extra = dict(evidence or {})
+        for key in ("metric", "measures", "compared_with", "pattern"):  # what is measured, before the numbers
+            if key in extra:
+                body[key] = extra.pop(key)
+        if observed is not None:
+            body["observed"] = dict(observed)
+        if "confidence" in extra:
+            body["confidence"] = extra.pop("confidence")
+        body["thresholds"] = dict(t)
+        tail = {k: extra.pop(k) for k in ("series", "series_count", "readings", "events") if k in extra}  # per-series detail last
+        body.update(extra)
+        body["ranks"] = sorted({r for r in ranks if r is not None})
+        body.update(tail)
+        return Finding(
+            rule=self.id,
+            severity=severity or self.severity,
+            message=message,
+            evidence=body,
+            hints=list(hints),
+            subject=subject,
+            series=list(series),
+            lines=list(lines),
+            verdict=self.verdict,
+            decides=self.decides,
+            marks=self.marks,
+        )
+
+    def help(self, markdown: bool = False) -> str:
+        """The one help text of the rule (`memlog rules explain`, SARIF's rule help)."""
+        strong = (lambda s: f"**{s}**") if markdown else (lambda s: s)
+        code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
+        parts = [self.summary, self.explanation, f"{strong('Does not mean:')} {self.not_meaning}"]
+        if self.verdict is not None:
+            parts.append(f"{strong('Headline:')} its findings make the verdict {code(self.verdict.name)} "
+                         f"({self.verdict.headline}) unless a finding of higher rank outranks it (rank {self.verdict.rank}).")
+        if self.thresholds:
+            rows = [f"{t.name} = {t.default:g} {t.unit}".rstrip() + f": {t.description}" for t in self.thresholds]
+            heading = f"{strong('Thresholds')} (override in the {code('--config')} file under {code('rules: {' + self.id + ': {...}}')}):"
+            parts.append(heading + "\n" + "\n".join((f"- {code(r)}" if markdown else f"  {r}") for r in rows))
+        if self.examples:
+            parts.append(strong("Examples:") + "\n" + "\n".join(f"{'-' if markdown else '  -'} {e}" for e in self.examples))
+        return "\n\n".join(parts)
 
 
 def _load_rule(path: Path) -> Rule:
@@ -125,12 +225,43 @@ def _load_rule_once(path: Path) -> Rule:
 
 
 def load_rules() -> list[Rule]:
+    """Every rule of `rules/`, in an order where each runs after the rules it reads (`after=`);
+    among rules free to run, errors first, then by id."""
     rules = [_load_rule_once(p) for p in sorted(content_dir("rules").glob("*.py")) if not p.name.startswith("_")]
     ids = [r.id for r in rules]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
         raise MemlogError(f"duplicate rule ids: {sorted(duplicates)}")
-    return sorted(rules, key=lambda r: (r.order, r.id))
+    return run_order(rules)
+
+
+def run_order(rules: list[Rule]) -> list[Rule]:
+    by_id = {r.id: r for r in rules}
+    for rule in rules:
+        unknown = [a for a in rule.after if a not in by_id]
+        if unknown:
+            raise MemlogError(f"rule {rule.id} runs after unknown rules {unknown}")
+    done: list[Rule] = []
+    waiting = list(rules)
+    while waiting:
+        ready = [r for r in waiting if all(a in {d.id for d in done} for a in r.after)]
+        if not ready:
+            raise MemlogError(f"rules wait on each other: {sorted(r.id for r in waiting)}")
+        chosen = min(ready, key=lambda r: (-SEVERITY_RANK[r.severity], r.id))
+        done.append(chosen)
+        waiting.remove(chosen)
+    return done
+
+
+def declared_verdicts(rules: Iterable[Rule]) -> list[Verdict]:
+    """Every verdict the rules can imply, highest rank first, then inconclusive."""
+    found = {r.verdict.name: r.verdict for r in rules if r.verdict is not None}
+    return sorted(found.values(), key=lambda v: -v.rank) + [INCONCLUSIVE]
+
+
+def headline(findings: Iterable[Finding]) -> Verdict:
+    """The highest-ranked verdict the findings imply; inconclusive when none implies one."""
+    return max((f.verdict for f in findings if f.verdict is not None), key=lambda v: v.rank, default=INCONCLUSIVE)
 
 
 # -- helpers shared by rule files: how findings name workers and numbers -------------------------

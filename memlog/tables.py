@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from memlog.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS
+from memlog.events import Event, typed_detail
 
 RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
@@ -27,32 +28,6 @@ MAX_EVENTS_PER_KIND = 1000  # evidence, not an archive: beyond this, events are 
 LABEL_COLUMNS = ("source", "worker", "kind", "format", "actor", "ip")
 # Who printed a line beyond its rank: Ray's actor name, pid and node, absent from most logs.
 OPTIONAL_LABELS = {"actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
-
-
-@dataclass
-class Event:
-    kind: str
-    source: str
-    line_no: int
-    worker: str
-    rank: int | None
-    format: str
-    text: str
-    ts: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    after_step: int | None = None  # the last step this worker logged before the event
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "source": self.source,
-            "line": self.line_no,
-            "worker": self.worker,
-            "rank": self.rank,
-            "after_step": self.after_step,
-            "text": self.text,
-            "detail": self.detail,
-        }
 
 
 @dataclass
@@ -293,7 +268,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
             dropped[kind] = dropped.get(kind, 0) + 1
             continue
         kept[kind] = kept.get(kind, 0) + 1
-        detail = json.loads(row["detail"]) if row["detail"] else {}
+        detail = typed_detail(kind, json.loads(row["detail"]) if row["detail"] else {})
         worker = _concerned_worker(row, detail, by_pid)
         events.append(
             Event(
@@ -331,11 +306,11 @@ def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[
     """An event about another process belongs to that process: Ray's memory-monitor message and its
     worker-death notice name the killed worker's pid (`worker_pid`), while their lines come from the
     raylet or the driver's traceback. Named as that worker's own lines name it, else as Ray would."""
-    pid = str(detail.get("worker_pid") or "")
-    if not pid.isdigit():
+    pid = detail.get("worker_pid")
+    if not isinstance(pid, int):
         return row["worker"]
-    if (row["source"], int(pid)) in by_pid:
-        return by_pid[(row["source"], int(pid))]
+    if (row["source"], pid) in by_pid:
+        return by_pid[(row["source"], pid)]
     name = str(detail.get("worker_name") or "")  # `1HsG1ZWorkerDict_0:0:WorkerDict.__init__` -> WorkerDict
     name = name.rsplit(":", 1)[-1].split(".")[0]
     return f"{name} pid={pid}" if name else f"pid={pid}"

@@ -7,60 +7,58 @@ from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 
 def check(ctx, t) -> list[Finding]:
     # torchtitan prints the allocator's cumulative counters at every log step while they are > 0,
-    # so the last reading per worker is the total and the first says when it started.
-    latest, first = {}, {}
+    # so the last reading per worker is the total and the first says when it started; DeepSpeed's
+    # ZeRO-3 warns with the retries since the previous step, which add up.
+    totals, first = {}, {}
     for event in ctx.tables.events:
-        if event.kind in ("alloc_retries", "oom_count") and "count" in event.detail:
-            key = (event.kind, event.source, event.worker)
-            first.setdefault(key, event)
-            latest[key] = event
-    flagged = [(k, e) for k, e in latest.items() if int(float(e.detail["count"])) >= t["min_retries"]]
+        if event.kind not in ("alloc_retries", "oom_count"):
+            continue
+        key = (event.kind, event.source, event.worker)
+        if "count" in event.detail:
+            totals[key] = event.detail["count"]
+        elif "new_retries" in event.detail:
+            totals[key] = totals.get(key, 0) + event.detail["new_retries"]
+        else:
+            continue
+        first.setdefault(key, event)
+    flagged = [(k, n) for k, n in totals.items() if n >= t["min_retries"]]
     if not flagged:
         return []
-    retries = [(k, e) for k, e in flagged if k[0] == "alloc_retries"]
-    counted_ooms = [(k, e) for k, e in flagged if k[0] == "oom_count"]
+    retries = [(k, n) for k, n in flagged if k[0] == "alloc_retries"]
+    counted_ooms = [(k, n) for k, n in flagged if k[0] == "oom_count"]
     parts = []
     if retries:
-        total = max(int(float(e.detail["count"])) for _, e in retries)
+        total = max(n for _, n in retries)
         since = min(first[k].after_step or 0 for k, _ in retries)
         parts.append(
-            f"{total} CUDA memory allocation retr{'y' if total == 1 else 'ies'} on {workers_phrase([e.worker for _, e in retries])} "
+            f"{total} CUDA memory allocation retr{'y' if total == 1 else 'ies'} on {workers_phrase([k[2] for k, _ in retries])} "
             f"(first reported after step {since}): the caching allocator ran out of free blocks, released its cache and retried"
         )
     if counted_ooms:
-        total = max(int(float(e.detail["count"])) for _, e in counted_ooms)
-        parts.append(f"the allocator counted {total} OOM error(s) on {workers_phrase([e.worker for _, e in counted_ooms])}")
+        total = max(n for _, n in counted_ooms)
+        parts.append(f"the allocator counted {total} OOM error(s) on {workers_phrase([k[2] for k, _ in counted_ooms])}")
     message = "; ".join(parts) + ". Retries mean memory is near capacity or fragmented: they slow steps and precede OOMs that no trend predicts."
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=message[0].upper() + message[1:],
-            evidence={
-                "observed": {kind: max(int(float(e.detail["count"])) for k, e in flagged if k[0] == kind)
-                             for kind in sorted({k[0] for k, _ in flagged})},
-                "thresholds": dict(t),
-                "ranks": sorted({e.rank for _, e in flagged if e.rank is not None}),
-            },
+        RULE.finding(
+            t, message[0].upper() + message[1:], subject="device", series=[k[2] for k, _ in flagged],
+            ranks=[first[k].rank for k, _ in flagged],
+            observed={kind: max(n for k, n in flagged if k[0] == kind) for kind in sorted({k[0] for k, _ in flagged})},
             hints=[
                 "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation, or lower the batch / "
                 "sequence length if memory is near the device's capacity.",
             ],
-            subject="device",
-            series=[e.worker for _, e in flagged],
             lines=[(first[k].source, first[k].line_no) for k, _ in flagged][:8],
         )
     ]
 
-
 RULE = Rule(
     id="allocator-retries",
     severity="warning",
-    order=45,
     summary="The CUDA caching allocator had to free its cache and retry allocations (or counted OOMs): near capacity or fragmented.",
     explanation=(
         "Reads torchtitan's `N CUDA memory allocation retries.` and `N CUDA OOM errors thrown.` warnings (cumulative "
-        "counters printed at every log step while they are non-zero) and reports the total per worker and when it started."
+        "counters printed at every log step while they are non-zero) and DeepSpeed ZeRO-3's `N pytorch allocator cache "
+        "flushes since last step` (added up), and reports the total per worker and when it started."
     ),
     not_meaning="Not a leak by itself: retries also happen on a flat series that runs close to the device's capacity.",
     thresholds=(Threshold("min_retries", 1, "retries", "cumulative retries (or counted OOMs) that trigger the warning"),),

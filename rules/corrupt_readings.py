@@ -29,17 +29,13 @@ def check(ctx, t) -> list[Finding]:
         "(a wrong unit, an overflow, a broken monitor), not spikes and not a leak."
     )
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
+        RULE.finding(
+            t, msg, subject="device" if "device" in subjects else "host", series=labels, ranks=[s.rank for s, _ in dropped],
+            observed={"readings": len(dropped), **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
             evidence={
-                "observed": {"readings": len(dropped), **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
-                "thresholds": dict(t),
                 "capacity_gib": rounded(cap),
                 "capacity_from": cap_from,
                 "limit_without_capacity_gib": MAX_DEVICE_GIB,
-                "ranks": sorted({s.rank for s, _ in dropped if s.rank is not None}),
                 "readings": [
                     {"series": ctx.label(s), "metric": s.column, "step": c.step, "line": c.line_no,
                      "value": _number(c.value), "reason": c.reason}
@@ -48,12 +44,9 @@ def check(ctx, t) -> list[Finding]:
             },
             hints=["Check the unit the log prints (bytes, MB, GB) and whether the monitor wraps or overflows; "
                    "with --capacity the device limit used to judge readings can be set explicitly."],
-            subject="device" if "device" in subjects else "host",
-            series=labels,
             lines=[(s.key.source, c.line_no) for s, c in dropped[:8]],
         )
     ]
-
 
 def _number(value: float) -> float | str:
     return rounded(value, 4) if rounded(value, 4) is not None else str(value)
@@ -73,7 +66,6 @@ def _why(reason: str, series, ctx) -> str:
 RULE = Rule(
     id="corrupt-readings",
     severity="warning",
-    order=3,
     summary="Memory readings that cannot be true (above capacity, negative, not a number) were excluded.",
     explanation=(
         "Lists the memory readings that the series builder dropped: negative values, NaN or infinite values, and "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
 from memlog.trend import shape_of
 
 # Allocated and reserved readings of the same window: live tensors versus the allocator's pool.
@@ -55,31 +55,27 @@ def check(ctx, t) -> list[Finding]:
     if r_shape.stairs:
         msg += f" It grows in stairs of ~{gib(r_shape.stairs.mean_jump)}."
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
+        RULE.finding(
+            t, msg, subject="device", series=labels, ranks=[r.rank for r, *_ in hits],
+            observed={
+                "reserved_start_gib": rounded(r_shape.tail_values[0]),
+                "reserved_end_gib": rounded(r_shape.tail_values[-1]),
+                "reserved_growth_gib": rounded(r_shape.growth),
+                "allocated_level_gib": rounded(a_shape.level),
+                "allocated_growth_gib": rounded(a_shape.growth),
+                "cache_start_gib": rounded(cache_start),
+                "cache_end_gib": rounded(cache_end),
+                "from_step": r_shape.tail_steps[0],
+                "to_step": r_shape.tail_steps[-1],
+            },
             evidence={
                 "metric": reserved.column,
                 "compared_with": alloc.column,
-                "observed": {
-                    "reserved_start_gib": rounded(r_shape.tail_values[0]),
-                    "reserved_end_gib": rounded(r_shape.tail_values[-1]),
-                    "reserved_growth_gib": rounded(r_shape.growth),
-                    "allocated_level_gib": rounded(a_shape.level),
-                    "allocated_growth_gib": rounded(a_shape.growth),
-                    "cache_start_gib": rounded(cache_start),
-                    "cache_end_gib": rounded(cache_end),
-                    "from_step": r_shape.tail_steps[0],
-                    "to_step": r_shape.tail_steps[-1],
-                },
                 "confidence": {
                     "reserved_slope_ci_gib_per_step": [rounded(r_shape.fit.low, 6), rounded(r_shape.fit.high, 6)],
                     "reserved_trend_p_value": rounded(r_shape.trend.p_increasing, 6),
                     "points": len(r_shape.tail_values),
                 },
-                "thresholds": dict(t),
-                "ranks": sorted({r.rank for r, *_ in hits if r.rank is not None}),
                 "series": [
                     {"series": ctx.label(r), "rank": r.rank, "reserved_metric": r.column, "allocated_metric": a.column,
                      "reserved_growth_gib": rounded(rs.growth), "allocated_growth_gib": rounded(asp.growth),
@@ -89,12 +85,9 @@ def check(ctx, t) -> list[Finding]:
                 "series_count": len(hits),
             },
             hints=known_issues(ctx.versions, "device") + HINTS,
-            subject="device",
-            series=labels,
             lines=[(r.key.source, r.line_nos[-1]) for r, *_ in hits[:4]],
         )
     ]
-
 
 def _at(series, step: int) -> float:
     """The series' reading at `step`, or the nearest earlier one."""
@@ -111,7 +104,7 @@ _STEPS = list(range(1, 41))
 RULE = Rule(
     id="fragmentation",
     severity="warning",
-    order=12,
+    verdict=Verdict("fragmentation", 90, "FRAGMENTATION: reserved memory grows while allocated is flat (cache, not live tensors)"),
     summary="Reserved memory grows while allocated memory stays flat: caching or fragmentation, not live tensors.",
     explanation=(
         "For each worker that logs both allocated and reserved memory of the same kind (current: DeepSpeed MA vs CA; "

@@ -5,15 +5,8 @@ from __future__ import annotations
 from memlog.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
 from memlog.trend import shape_of
 
-MEMORY_RULES = ("memory-leak", "warmup-plateau", "stable-memory", "periodic-retention")
-
-
 def check(ctx, t) -> list[Finding]:
-    undecided = [
-        s
-        for s in (*ctx.device_series, *ctx.host_series)
-        if not any(ctx.fired_on(rule, s) for rule in MEMORY_RULES)
-    ]
+    undecided = [s for s in (*ctx.device_series, *ctx.host_series) if not ctx.decided(s)]
     if not undecided:
         return []
     labels = list(dict.fromkeys(ctx.label(s) for s in undecided))  # a worker's device and host series name it once
@@ -44,35 +37,30 @@ def check(ctx, t) -> list[Finding]:
             "A longer run, or every step logged, would decide it."
         )
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
+        RULE.finding(
+            t, msg, subject="device" if any(not (s.memory and s.memory.is_host) for s in undecided) else "host",
+            series=labels, ranks=[s.rank for s in undecided],
+            observed={"points": len(fewest), "log_interval_steps": interval, "more_points_needed": missing},
             evidence={
-                "observed": {"points": len(fewest), "log_interval_steps": interval, "more_points_needed": missing},
-                "thresholds": dict(t),
-                "ranks": sorted({s.rank for s in undecided if s.rank is not None}),
                 "series": [{"series": ctx.label(s), "rank": s.rank, "metric": s.column, "points": len(s),
                             "steps": s.steps[:8], "values_gib": s.values[:8]} for s in undecided][:16],
                 "series_count": len(undecided),
             },
             hints=["Rerun with every step logged (torchtitan: --metrics.log_freq 1; DeepSpeed: steps_per_print 1) for 20-30 steps."],
-            subject="device" if any(not (s.memory and s.memory.is_host) for s in undecided) else "host",
-            series=labels,
             lines=[(s.key.source, s.line_nos[-1]) for s in undecided[:4]],
         )
     ]
 
-
 RULE = Rule(
     id="insufficient-data",
     severity="info",
-    order=40,
+    # Runs once every rule that settles memory series has: it speaks for the ones none settled.
+    after=("memory-leak", "periodic-retention", "stable-memory", "warmup-plateau"),
     summary="Too few logged points (or no clear shape) to tell a leak from warmup; says how many more would decide.",
     explanation=(
-        "Fires for every memory series that none of memory-leak, warmup-plateau, stable-memory and "
-        "periodic-retention could judge: too few points (it says how many more logged steps would decide), or "
-        "a movement without a clear shape."
+        "Fires for every memory series that no rule settling memory series (memory-leak, warmup-plateau, "
+        "stable-memory, periodic-retention) could judge: too few points (it says how many more logged steps would "
+        "decide), or a movement without a clear shape."
     ),
     not_meaning="Not a clean bill of health and not a leak: the log simply does not decide it.",
     thresholds=(Threshold("target_points", 8, "points", "logged points that usually decide leak versus warmup"),),

@@ -7,7 +7,7 @@ import statistics
 
 from memlog.columns import Measure
 from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
 from memlog.trend import duration, project, shape_of
 
 DEVICE_HINTS = [
@@ -188,46 +188,37 @@ def _finding(ctx, subject, leaking, candidates, t) -> Finding:
         for s, sh, extra, p in leaking
     ]
     capacity, capacity_from = ctx.capacity_of(leaking[0][0])
+    observed = {
+        "slope_gib_per_step": rounded(slope, 6),
+        "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
+        "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
+        "from_step": first,
+        "to_step": last,
+        "start_gib": rounded(start),
+        "end_gib": rounded(end),
+    }
     evidence = {
         "metric": column.name,
         "measures": column.description,
         "pattern": typical.pattern,
-        "observed": {
-            "slope_gib_per_step": rounded(slope, 6),
-            "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
-            "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
-            "from_step": first,
-            "to_step": last,
-            "start_gib": rounded(start),
-            "end_gib": rounded(end),
-        },
         "confidence": {
             "slope_ci_gib_per_step": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
             "trend_p_value_max": rounded(max(sh.trend.p_increasing for sh in shapes), 6),
             "points_min": min(sh.points_used for sh in shapes),
             "basis": typical.basis,
         },
-        "thresholds": dict(t),
         "capacity_gib": rounded(capacity),
         "capacity_from": capacity_from,
         "projected_capacity_step": rounded(soonest.step, 1) if soonest else None,
         "projected_capacity_seconds": rounded(soonest.seconds, 0) if soonest else None,
         "projected_capacity_at": soonest.at if soonest else None,
         "known_versions": ctx.versions or None,
-        "ranks": sorted({s.rank for s, *_ in leaking if s.rank is not None}),
         "series": per_series[:16],
         "series_count": len(per_series),
     }
-    anchors = [(s.key.source, s.line_nos[-1]) for s, *_ in leaking[:4]]
-    return Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        message=msg,
-        evidence=evidence,
-        hints=hints,
-        subject=subject,
-        series=labels,
-        lines=anchors,
+    return RULE.finding(
+        t, msg, subject=subject, series=labels, ranks=[s.rank for s, *_ in leaking], observed=observed, evidence=evidence,
+        hints=hints, lines=[(s.key.source, s.line_nos[-1]) for s, *_ in leaking[:4]],
     )
 
 
@@ -250,7 +241,8 @@ _CREEP = [34.0] + [41.8 + 0.003 * (s - 10) + (0.04 if i % 3 == 0 else -0.03 if i
 RULE = Rule(
     id="memory-leak",
     severity="error",
-    order=10,
+    verdict=Verdict("leak", 100, "LEAK: memory keeps growing; the run will run out of memory"),
+    decides=True,
     summary="Memory keeps rising after any warmup: something is retained every step and the run will run out of memory.",
     explanation=(
         "Splits each worker's memory series into warmup and tail (the knee where a steep rise demonstrably slows "

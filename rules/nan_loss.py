@@ -10,7 +10,7 @@ from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 def check(ctx, t) -> list[Finding]:
     hits = []
     for series in ctx.loss_series:
-        if ctx.fired_on("pp-sentinel-loss", series):
+        if ctx.marked(series, "placeholder"):
             continue  # placeholders are never judged as a loss
         bad = [i for i, v in enumerate(series.values) if not math.isfinite(v)]
         if len(bad) >= t["min_steps"]:
@@ -33,18 +33,14 @@ def check(ctx, t) -> list[Finding]:
         msg += "; intermittent, the loss recovers in between"
     msg += ". This is a numerical problem of training and says nothing about memory."
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
+        RULE.finding(
+            t, msg, subject="loss", series=labels, ranks=[s.rank for s, _ in hits],
+            observed={
+                "non_finite_steps": total,
+                "first_step": first_series.steps[first],
+                "series_diverged": len(persistent),
+            },
             evidence={
-                "observed": {
-                    "non_finite_steps": total,
-                    "first_step": first_series.steps[first],
-                    "series_diverged": len(persistent),
-                },
-                "thresholds": dict(t),
-                "ranks": sorted({s.rank for s, _ in hits if s.rank is not None}),
                 "series": [
                     {"series": ctx.label(s), "rank": s.rank, "steps": [s.steps[i] for i in b][:16], "count": len(b)}
                     for s, b in hits
@@ -56,17 +52,14 @@ def check(ctx, t) -> list[Finding]:
                 "NaN from some step on: the run diverged; resume from an earlier checkpoint with a lower learning rate, "
                 "bf16 instead of fp16, or the offending data skipped.",
             ],
-            subject="loss",
-            series=labels,
             lines=[(s.key.source, s.line_nos[b[0]]) for s, b in hits[:4]],
         )
     ]
 
-
 RULE = Rule(
     id="nan-loss",
     severity="warning",
-    order=8,
+    after=("pp-sentinel-loss",),
     summary="The loss is NaN or infinite on some logged steps: a numerical training problem, not a memory one.",
     explanation=(
         "Reports every loss series with non-finite values: where they start, whether they persist (divergence) or "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memlog.rulekit import Example, Finding, Rule, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Verdict, gib, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -28,36 +28,27 @@ def check(ctx, t) -> list[Finding]:
     msg += f" during step {steps[0]}" if steps else ""
     facts = []
     if "tried" in detail:
-        facts.append(f"tried to allocate {detail['tried']}")
+        facts.append(f"tried to allocate {gib(detail['tried'])}")
     if "free" in detail and "capacity" in detail:
-        facts.append(f"{detail['free']} free of {detail['capacity']}")
+        facts.append(f"{gib(detail['free'])} free of {gib(detail['capacity'])}")
     if "host_used_gib" in detail and "host_total_gib" in detail:
-        facts.append(f"node memory {detail['host_used_gib']} / {detail['host_total_gib']} GiB")
+        facts.append(f"node memory {gib(detail['host_used_gib'])} / {gib(detail['host_total_gib'])}")
     msg += f" ({'; '.join(facts)})" if facts else ""
     msg += f", line {first.line_no}."
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
-            evidence={
-                "observed": {"events": len(ooms), "workers": len(events), "during_step": steps[0] if steps else None},
-                "thresholds": dict(t),
-                "ranks": sorted({e.rank for e in events if e.rank is not None}),
-                "events": [e.to_json() for e in events[:8]],
-            },
+        RULE.finding(
+            t, msg, subject="run", series=[e.worker for e in events], ranks=[e.rank for e in events],
+            observed={"events": len(ooms), "workers": len(events), "during_step": steps[0] if steps else None},
+            evidence={"events": [e.to_json() for e in events[:8]]},
             hints=["Read the memory findings above: a leak predicts this; a flat series with a sudden OOM points at one large allocation (a long sequence, a checkpoint save, an eval batch)."],
-            subject="run",
-            series=[e.worker for e in events],
             lines=[(e.source, e.line_no) for e in events[:8]],
         )
     ]
 
-
 RULE = Rule(
     id="oom",
     severity="error",
-    order=1,
+    verdict=Verdict("oom", 80, "OUT OF MEMORY: the run ran out of memory; no growth in this log explains it"),
     summary="The run ended in an out-of-memory error (CUDA OOM, Ray memory-monitor kill).",
     explanation="Fires on out-of-memory events in the log: one entry per worker, with the step it was in and what the error message says.",
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",

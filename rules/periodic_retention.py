@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
 from memlog.trend import shape_of
 
 HINT = (
@@ -36,7 +36,7 @@ def check(ctx, t) -> list[Finding]:
         hits = []
         for series in candidates:
             shape = shape_of(series)
-            if not shape.sawtooth or ctx.fired_on("memory-leak", series) or len(shape.sawtooth.floors) < t["min_cycles"]:
+            if not shape.sawtooth or ctx.decided(series) or len(shape.sawtooth.floors) < t["min_cycles"]:
                 continue
             climb, floor = _cycle(series, shape)
             floor_growth = shape.growth
@@ -74,23 +74,19 @@ def _finding(ctx, subject, hits, t) -> Finding:
             msg += f" (the loss is logged every {loss_interval} steps)"
         msg += f"; if the trainer logs or flushes every {period:g} steps (log_freq, steps_per_print), values kept until then are the likely cause."
     msg += " The floor does not rise, so this is not a leak, but the peak grows with the interval."
-    return Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        message=msg,
+    return RULE.finding(
+        t, msg, subject=subject, series=labels, ranks=[s.rank for s, *_ in hits],
+        observed={
+            "period_steps": rounded(period, 2),
+            "cycles": min(len(sh.sawtooth.floors) for _, sh, _, _ in hits),
+            "climb_gib": rounded(climb),
+            "floor_gib": rounded(floor),
+            "floor_slope_gib_per_step": rounded(shape.fit.slope if shape.fit else None, 6),
+            "memory_log_interval_steps": interval,
+            "loss_log_interval_steps": loss_interval,
+        },
         evidence={
             "metric": series.column,
-            "observed": {
-                "period_steps": rounded(period, 2),
-                "cycles": min(len(sh.sawtooth.floors) for _, sh, _, _ in hits),
-                "climb_gib": rounded(climb),
-                "floor_gib": rounded(floor),
-                "floor_slope_gib_per_step": rounded(shape.fit.slope if shape.fit else None, 6),
-                "memory_log_interval_steps": interval,
-                "loss_log_interval_steps": loss_interval,
-            },
-            "thresholds": dict(t),
-            "ranks": sorted({s.rank for s, *_ in hits if s.rank is not None}),
             "series": [
                 {"series": ctx.label(s), "rank": s.rank, "period_steps": rounded(sh.sawtooth.period, 2),
                  "cycles": len(sh.sawtooth.floors), "climb_gib": rounded(c), "floor_gib": rounded(f),
@@ -100,18 +96,17 @@ def _finding(ctx, subject, hits, t) -> Finding:
             "series_count": len(hits),
         },
         hints=[HINT],
-        subject=subject,
-        series=labels,
         lines=[(s.key.source, s.line_nos[sh.sawtooth.drops[0]]) for s, sh, _, _ in hits[:4]],
     )
-
 
 _SAW = [40.0 + 0.4 * (i % 5) for i in range(40)]
 
 RULE = Rule(
     id="periodic-retention",
     severity="warning",
-    order=15,
+    verdict=Verdict("periodic-retention", 60, "PERIODIC RETENTION: memory climbs and drops back to the same floor (not a leak)"),
+    after=("memory-leak",),
+    decides=True,
     summary="Memory climbs and drops back to the same floor at a regular period: retained until a flush, not a leak.",
     explanation=(
         "Fires for series the shared shape reads as a sawtooth (regular drops after climbs) whose cycle floors do "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, workers_phrase
 
 
 def is_sentinel(values: list[float], t) -> bool:
@@ -25,7 +25,7 @@ def check(ctx, t) -> list[Finding]:
     real = [s for s in losses if s not in sentinel and s.rank is not None]
     labels = [ctx.label(s) for s in sentinel]
     value = sentinel[0].values[0]
-    asked = sorted({int(e.detail["loss_rank"]) for e in ctx.tables.events_of("pp_loss_not_visible") if "loss_rank" in e.detail})
+    asked = sorted({e.detail["loss_rank"] for e in ctx.tables.events_of("pp_loss_not_visible") if "loss_rank" in e.detail})
     msg = (
         f"Loss {value:g} on {workers_phrase(labels)} is the pipeline-parallel placeholder, not a real loss: only the last "
         "pipeline stage computes the loss, other stages log -1 (summed over gradient accumulation and data-parallel "
@@ -42,13 +42,10 @@ def check(ctx, t) -> list[Finding]:
             "(world_size // pp) * (pp - 1), e.g. LOG_RANK=0,4 on 8 GPUs with pp=2 (rank 0 for V-shaped schedules such as ZBVZeroBubble)."
         )
     return [
-        Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            message=msg,
+        RULE.finding(
+            t, msg, subject="loss", series=labels, ranks=[s.rank for s in sentinel],
+            observed={"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
             evidence={
-                "observed": {"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
-                "thresholds": dict(t),
                 "sentinel_ranks": sorted({s.rank for s in sentinel if s.rank is not None}),
                 "real_loss_ranks": sorted({s.rank for s in real}),
                 "loss_rank_named_by_log": asked[0] if asked else None,
@@ -60,17 +57,15 @@ def check(ctx, t) -> list[Finding]:
                 "torchrun's --local-ranks-filter takes LOCAL ranks and applies per node: on a multi-node run the last "
                 "stage's first rank is local rank (rank % nproc_per_node) on its node.",
             ],
-            subject="loss",
-            series=labels,
             lines=[(s.key.source, s.line_nos[0]) for s in sentinel[:4]],
         )
     ]
 
-
 RULE = Rule(
     id="pp-sentinel-loss",
     severity="info",
-    order=5,
+    verdict=Verdict("pp-sentinel-loss", 50, "PIPELINE-PARALLEL SENTINEL LOSS: the negative loss is a placeholder (normal)", calm=True),
+    marks="placeholder",
     summary="A constant negative whole-number loss (-1, -2, -8 ...) on some ranks is pipeline parallelism's placeholder.",
     explanation=(
         "Under pipeline parallelism only the last stage computes the loss; torchtitan's other stages log a "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
 from memlog.trend import shape_of
 
 NOT_IN_THIS_LOG_HINT = (
@@ -16,7 +16,7 @@ def check(ctx, t) -> list[Finding]:
     for subject, candidates in (("device", ctx.device_series), ("host", ctx.host_series)):
         stable = []
         for series in candidates:
-            if ctx.fired_on("memory-leak", series) or ctx.fired_on("warmup-plateau", series):
+            if ctx.decided(series):
                 continue
             shape = shape_of(series)
             tolerance = shape.tolerance(t["max_growth_gib"], t["max_growth_pct"])
@@ -42,16 +42,14 @@ def _finding(ctx, subject, stable, t) -> Finding:
     )
     saws = [sh for _, sh in stable if sh.sawtooth]
     if saws:
-        msg += f" (a bounded sawtooth on {len(saws)} series: see periodic-retention)"
+        msg += f" (a small bounded sawtooth on {len(saws)} series)"
     msg += "."
     hints = [NOT_IN_THIS_LOG_HINT] if subject == "device" and not ctx.host_series else []
-    return Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        message=msg,
+    return RULE.finding(
+        t, msg, subject=subject, series=labels, ranks=[s.rank for s, _ in stable],
+        observed={"level_gib_min": rounded(lo), "level_gib_max": rounded(hi), "max_spread_gib": rounded(spread)},
         evidence={
             "metric": stable[0][0].column,
-            "observed": {"level_gib_min": rounded(lo), "level_gib_max": rounded(hi), "max_spread_gib": rounded(spread)},
             "confidence": {
                 "points_min": min(sh.n for _, sh in stable),
                 "slope_ci_gib_per_step": [
@@ -59,8 +57,6 @@ def _finding(ctx, subject, stable, t) -> Finding:
                     rounded(max(sh.fit.high for _, sh in stable if sh.fit), 6),
                 ],
             },
-            "thresholds": dict(t),
-            "ranks": sorted({s.rank for s, _ in stable if s.rank is not None}),
             "series": [
                 {"series": ctx.label(s), "rank": s.rank, "level_gib": rounded(sh.level), "spread_gib": rounded(max(s.values) - min(s.values)),
                  "slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
@@ -70,21 +66,20 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "series_count": len(stable),
         },
         hints=hints,
-        subject=subject,
-        series=labels,
     )
-
 
 RULE = Rule(
     id="stable-memory",
     severity="info",
-    order=30,
+    verdict=Verdict("stable", 30, "STABLE: memory is flat", calm=True),
+    after=("memory-leak", "periodic-retention", "warmup-plateau"),
+    decides=True,
     summary="Memory is flat from the first logged step.",
     explanation=(
         "Fires for series with enough points whose movement from the first point (any small early step plus the "
-        "tail's fitted growth) stays within a small tolerance, where neither memory-leak nor warmup-plateau fired. "
-        "Different ranks and pipeline stages may sit at different flat levels. A sawtooth that returns to the same "
-        "floor is bounded and counts as stable (periodic-retention describes it)."
+        "tail's fitted growth) stays within a small tolerance, where no other rule settled the series (memory-leak, "
+        "warmup-plateau, periodic-retention). Different ranks and pipeline stages may sit at different flat levels. "
+        "A small sawtooth below periodic-retention's thresholds is bounded and counts as stable."
     ),
     not_meaning="Says nothing about memory outside this log: host memory or other processes may still grow.",
     thresholds=(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
 from memlog.trend import shape_of
 
 
@@ -24,7 +24,7 @@ def check(ctx, t) -> list[Finding]:
         plateaus = []
         for series in candidates:
             shape = shape_of(series)
-            if not ctx.fired_on("memory-leak", series) and is_plateau(shape, t):
+            if not ctx.decided(series) and is_plateau(shape, t):
                 plateaus.append((series, shape))
         if plateaus:
             findings.append(_finding(ctx, subject, plateaus, t))
@@ -48,13 +48,11 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
         msg += " The series is a running maximum: its new peaks stopped at the knee (a high-water mark that has settled)."
     if points < 5:
         msg += f" Only {points} logged points show the plateau; a few more would confirm it."
-    return Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        message=msg,
+    return RULE.finding(
+        t, msg, subject=subject, series=labels, ranks=[s.rank for s, _ in plateaus],
+        observed={"plateau_from_step": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
         evidence={
             "metric": plateaus[0][0].column,
-            "observed": {"plateau_from_step": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
             "confidence": {
                 "points_on_plateau_min": points,
                 "tail_slope_ci_gib_per_step": [
@@ -62,8 +60,6 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
                     rounded(max(sh.fit.high for _, sh in plateaus if sh.fit), 6),
                 ],
             },
-            "thresholds": dict(t),
-            "ranks": sorted({s.rank for s, _ in plateaus if s.rank is not None}),
             "series": [
                 {
                     "series": ctx.label(s),
@@ -87,16 +83,15 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
             "allocator pools fill to their working size. Nothing to fix unless the plateau itself is too high.",
             "First and last pipeline stages hold different, legitimately constant amounts: compare ranks of the same stage.",
         ],
-        subject=subject,
-        series=labels,
         lines=[(s.key.source, s.line_nos[sh.tail_start]) for s, sh in plateaus[:4]],
     )
-
 
 RULE = Rule(
     id="warmup-plateau",
     severity="info",
-    order=20,
+    verdict=Verdict("warmup-plateau", 40, "WARMUP PLATEAU: memory rose in the first steps, then stayed flat (normal)", calm=True),
+    after=("memory-leak",),
+    decides=True,
     summary="Memory rises in the first steps, then stays flat: warmup (optimizer state, caches, allocator), not a leak.",
     explanation=(
         "Fires for series where the shared knee detection finds a steep early rise followed by a tail whose slope is "

@@ -585,7 +585,7 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
         return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
                       leak_subject="host" if kind == "host" else "device", leak_pattern="stairs")
     if s_shape == "sawtooth-flat":
-        return Expect("stable", frozenset({"periodic-retention"}), NOT_LEAK)
+        return Expect("periodic-retention", frozenset({"periodic-retention"}), NOT_LEAK)
     if s_shape == "sawtooth-rising":
         return Expect("leak", frozenset({"memory-leak"}), frozenset({"periodic-retention"}), leak_ranks=tuple(range(ranks)),
                       leak_subject="host" if kind == "host" else "device", leak_pattern="sawtooth")
@@ -600,7 +600,7 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
             return Expect("pp-sentinel-loss", frozenset({"pp-sentinel-loss", "stable-memory"}), NOT_LEAK)
         return Expect("stable", frozenset({"stable-memory"}), NOT_LEAK | {"pp-sentinel-loss"})
     if s_shape == "fragmentation":
-        return Expect("stable", frozenset({"fragmentation", "stable-memory"}), NOT_LEAK)
+        return Expect("fragmentation", frozenset({"fragmentation", "stable-memory"}), NOT_LEAK)
     if s_shape == "corrupt":
         return Expect("stable", frozenset({"corrupt-readings", "stable-memory"}), NOT_LEAK)
     if s_shape == "nan-loss":

@@ -13,6 +13,7 @@ from memlog.api import analyze, parse_sources
 from memlog.cli import app
 from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.errors import FormatSpecError
+from memlog.events import typed_detail
 from memlog.formats import load_spec, load_specs
 from memlog.parse import sample_mismatches
 
@@ -63,7 +64,8 @@ def test_every_record_with_exact_values(parsed):
 def test_events_on_their_lines(parsed):
     sample, tables, _ = parsed
     for kind, fields in EVENT_FIELDS.items():
-        expected = sorted((e["line_no"], tuple(e.get(f) for f in fields)) for e in sample.truth.events if e["kind"] == kind)
+        typed = [(e["line_no"], typed_detail(kind, {f: e.get(f) for f in fields})) for e in sample.truth.events if e["kind"] == kind]
+        expected = sorted((line, tuple(detail.get(f) for f in fields)) for line, detail in typed)
         got = sorted((e.line_no, tuple(e.detail.get(f) for f in fields)) for e in tables.events if e.kind == kind)
         assert got == expected, kind
     # ... and nothing beyond what the generator put there (restarts would mean a step went back).

@@ -186,7 +186,7 @@ class TestFragmentation:
         ex = series_example(columns={"mem_allocated_gib": {0: [24.3 + 0.01 * (i % 3) for i in range(60)]},
                                      "mem_reserved_gib": {0: [30.0 + 0.15 * i for i in range(60)]}}, steps=steps)
         report, fired = judge(tmp_path, ex)
-        assert "memory-leak" not in fired and report.verdict == "stable"
+        assert "memory-leak" not in fired and report.verdict == "fragmentation"
         finding = fired["fragmentation"]
         assert finding.severity == "warning" and "not live tensors" in finding.message
         assert any("expandable_segments:True" in h for h in finding.hints)
@@ -282,7 +282,7 @@ class TestPeriodicRetention:
         report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
         fired = {f.rule: f for f in report.findings}
         finding = fired["periodic-retention"]
-        assert finding.severity == "warning" and report.verdict == "stable" and "memory-leak" not in fired
+        assert finding.severity == "warning" and report.verdict == "periodic-retention" and "memory-leak" not in fired
         assert finding.evidence["observed"]["period_steps"] == 50
         assert "matches the loss log interval of 50 steps" in finding.message
 

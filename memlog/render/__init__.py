@@ -1,7 +1,8 @@
 """Renderers: each turns a Report into one output format. They compute nothing of their own.
 
-The few things every renderer says the same way live here: the verdict sentences, the one-line
-evidence summary, `safe()` for any text that came from a log, and the ASCII fallback.
+The few things every renderer says the same way live here: the one-line evidence summary, `safe()`
+for any text that came from a log, and the ASCII fallback. The verdict sentences are declared by the
+rules (report.headline).
 """
 
 from __future__ import annotations
@@ -13,13 +14,6 @@ from memlog.report import Report
 
 OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit")
 
-VERDICT_TEXT = {
-    "leak": "LEAK: memory keeps growing; the run will run out of memory",
-    "warmup-plateau": "WARMUP PLATEAU: memory rose in the first steps, then stayed flat (normal)",
-    "stable": "STABLE: memory is flat",
-    "pp-sentinel-loss": "PIPELINE-PARALLEL SENTINEL LOSS: the negative loss is a placeholder (normal)",
-    "inconclusive": "INCONCLUSIVE: the log does not decide it",
-}
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 # Log text was cleaned when read; this is the last line of defence for anything printed:

@@ -52,7 +52,7 @@ def render_chart(
     import plotext as plt
 
     plt.terminal.limit(False, False)  # size by our width, not by the terminal (or its absence)
-    sentinel = {label for f in report.findings if f.rule == "pp-sentinel-loss" for label in f.series}
+    sentinel = report.marked("placeholder")
     capacity = report.coverage.get("capacity") or {}
     panels = []
     # plotext prints notes of its own while building (coloured, to stdout/stderr, whatever NO_COLOR

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from memlog.render import VERDICT_TEXT, by_severity, evidence_summary, safe
+from memlog.render import by_severity, evidence_summary, safe
 from memlog.report import Report
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -36,7 +36,7 @@ def annotation_path(source: str, workspace: str | None) -> str:
 
 
 def render_github(report: Report, workspace: str | None = None) -> str:
-    out = [f"memlog verdict: {VERDICT_TEXT[report.verdict]}"]
+    out = [f"memlog verdict: {report.headline.headline}"]
     for f in by_severity(report):
         props = []
         if f.lines and f.lines[0][0] != "<stdin>":

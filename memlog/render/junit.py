@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 
 from memlog import __version__
 from memlog.render import evidence_summary, safe
-from memlog.report import SEVERITY_RANK, Report
+from memlog.report import Report
+from memlog.rulekit import SEVERITY_RANK
 
 # XML 1.0 cannot carry these at all, not even escaped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -41,7 +42,8 @@ def render_junit(report: Report, fail_on: str = "error") -> str:
         ET.SubElement(properties, "property", name=name, value=_xml(value))
     failures = skips = 0
     for rule_id in rule_ids:
-        case = ET.SubElement(suite, "testcase", classname=f"memlog.{report.verdict}", name=rule_id, time="0")
+        # The class names the rule, not the verdict: CI test history follows a test case across runs.
+        case = ET.SubElement(suite, "testcase", classname=f"memlog.{rule_id}", name=rule_id, time="0")
         found = [f for f in report.findings if f.rule == rule_id]
         anchors = [a for f in found for a in f.lines]
         if anchors:

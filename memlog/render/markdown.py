@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render import VERDICT_TEXT, buckets, by_severity, evidence_summary, safe
+from memlog.render import buckets, by_severity, evidence_summary, safe
 from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
 
@@ -85,7 +85,7 @@ def _join(sections: list[str]) -> str:
 
 
 def _verdict_line(report: Report) -> str:
-    name, _, meaning = VERDICT_TEXT[report.verdict].partition(": ")
+    name, meaning = report.headline.title, report.headline.meaning
     cov = report.coverage
     context = [", ".join(cov["formats"]) or "no format"]
     workers = cov.get("workers") or []
@@ -123,7 +123,7 @@ def _hints(report: Report) -> str:
 
 def _charts(report: Report) -> str:
     blocks = []
-    sentinel = {label for f in report.findings if f.rule == "pp-sentinel-loss" for label in f.series}
+    sentinel = report.marked("placeholder")
     for subject, title in (("device", "Device memory"), ("host", "Host memory"), ("loss", "Loss")):
         views = [v for v in report.series if v.subject == subject]
         if not views:

@@ -42,21 +42,12 @@ def _location(source: str, line: int, index: int | None = None) -> dict[str, Any
 
 
 def _rule(rule) -> dict[str, Any]:
-    thresholds = [f"{t.name} = {t.default} {t.unit}".rstrip() + f": {t.description}" for t in rule.thresholds]
-    help_text = "\n\n".join(
-        [rule.explanation, f"Does not mean: {rule.not_meaning}"]
-        + (["Thresholds (override in the --config file under rules: " + rule.id + "):\n" + "\n".join(thresholds)] if thresholds else [])
-    )
-    help_markdown = "\n\n".join(
-        [rule.explanation, f"**Does not mean:** {rule.not_meaning}"]
-        + (["**Thresholds** (override in the `--config` file under `rules: " + rule.id + "`):\n\n" + "\n".join(f"- `{t}`" for t in thresholds)] if thresholds else [])
-    )
     return {
         "id": rule.id,
         "name": "".join(part.capitalize() for part in rule.id.split("-")),
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.explanation},
-        "help": {"text": help_text, "markdown": help_markdown},
+        "help": {"text": rule.help(), "markdown": rule.help(markdown=True)},
         "defaultConfiguration": {"level": LEVEL[rule.severity]},
         "properties": {"tags": ["memlog", "training-log"]},
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from memlog.render import VERDICT_TEXT, ascii_text, by_severity, evidence_summary, safe
+from memlog.render import ascii_text, by_severity, evidence_summary, safe
 from memlog.report import Report, source_damage
 
 WIDTH = 100
@@ -19,7 +19,7 @@ def _wrap(text: str, indent: str) -> str:
 def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_only: bool = False) -> str:
     """`ascii_only`: the stdout encoding is not UTF-8 (box drawing and log text become ASCII)."""
     c = COLOURS if colour else dict.fromkeys(COLOURS, "")
-    out = [f"{c['bold']}memlog verdict: {VERDICT_TEXT[report.verdict]}{c['reset']}", ""]
+    out = [c["bold"] + textwrap.fill(f"memlog verdict: {report.headline.headline}", WIDTH, subsequent_indent="  ") + c["reset"], ""]
     if chart:
         from memlog.render.chart import render_chart
 
