@@ -44,9 +44,9 @@ from memlog.columns import is_known_column
 from memlog.content import content_dir
 from memlog.errors import FormatSpecError
 
-WORKER_KEYS = ("actor", "pid", "ip", "rank")
+WORKER_KEYS = ("node", "actor", "pid", "ip", "rank")
 RECORD_SCHEMA: dict[str, pl.DataType] = {
-    "line_no": pl.Int64, "actor": pl.String, "pid": pl.Int64, "ip": pl.String, "rank": pl.Int64,
+    "line_no": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String, "rank": pl.Int64,
     "ts": pl.String, "step": pl.Int64, "kind": pl.String,
 }
 

@@ -15,6 +15,7 @@ import polars as pl
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
+from memlog.wrappers import WrapperSpec
 
 
 @dataclass
@@ -43,12 +44,16 @@ class ChunkParser:
     """`scan` touches no state, so chunks can be scanned on several threads; `absorb` must then see
     the scans in file order (multi-line blocks and continuation lines run across chunks)."""
 
-    def __init__(self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None):
+    def __init__(
+        self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None,
+        wrappers: Iterable[WrapperSpec] | None = None,
+    ):
         """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
-        pattern's matched rows (`memlog formats check` counts them and looks for near misses)."""
+        pattern's matched rows (`memlog formats check` counts them and looks for near misses).
+        `wrappers`: the launcher and logger wrappers to strip (default: the built-in ones)."""
         self.specs = list(specs)
         self.observe = observe
-        self.unwrap = Unwrapper(all_logger_prefixes(self.specs))
+        self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals})
         # The pre-filter as one regex alternation of the literals: the regex engine searches for
         # many literals at once with SIMD, several times faster than contains_any on long lines.
@@ -140,14 +145,14 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
         else pl.lit(None, dtype=pl.String)
     )
     return hits.select(
-        "line_no", "text", "actor", "pid", "ip", "rank", "ts",
+        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
         detail.alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
     )
 
 
-EVENT_COLUMNS = {"line_no": pl.Int64, "text": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
+EVENT_COLUMNS = {"line_no": pl.Int64, "text": pl.String, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
                  "rank": pl.Int64, "ts": pl.String, "detail": pl.String, "format": pl.String, "kind": pl.String}
 
 

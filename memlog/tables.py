@@ -25,9 +25,10 @@ RANK_IN_FILENAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 EVENT_TEXT_CHARS = 300  # an event keeps the start of its line as evidence; OOM lines are long
 MAX_EVENTS_PER_KIND = 1000  # evidence, not an archive: beyond this, events are only counted
 # Text columns with a few distinct values repeated on every record: categorical while building.
-LABEL_COLUMNS = ("source", "worker", "kind", "format", "actor", "ip")
-# Who printed a line beyond its rank: Ray's actor name, pid and node, absent from most logs.
-OPTIONAL_LABELS = {"actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
+LABEL_COLUMNS = ("source", "worker", "kind", "format", "node", "actor", "ip")
+# Who printed a line beyond its rank: the node (a launcher's host label), Ray's actor name, pid and
+# node IP, absent from most logs.
+OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
 
 
 @dataclass
@@ -76,18 +77,23 @@ def steps_read(records: pl.DataFrame) -> pl.Expr:
     return pl.col("_steps").sum() if "_steps" in records.columns else pl.len()
 
 
-def worker_expr() -> pl.Expr:
-    """A readable name for the process that printed a line."""
-    actor = pl.col("actor") + pl.when(pl.col("pid").is_not_null()).then(pl.lit(" pid=") + pl.col("pid").cast(pl.String)).otherwise(pl.lit(""))
-    actor = actor + pl.when(pl.col("ip").is_not_null()).then(pl.lit(", ip=") + pl.col("ip")).otherwise(pl.lit(""))
-    return (
+def worker_expr(columns: list[str]) -> pl.Expr:
+    """A readable name for the process that printed a line, unique per process: its node (when a
+    launcher names one) and its rank, else its Ray actor (name, pid, node IP), else its pid."""
+    col = {c: pl.col(c) if c in columns else pl.lit(None, dtype=pl.String) for c in ("node", "actor", "ip")}
+    pid = pl.col("pid").cast(pl.String) if "pid" in columns else pl.lit(None, dtype=pl.String)
+    actor = col["actor"] + pl.when(pid.is_not_null()).then(pl.lit(" pid=") + pid).otherwise(pl.lit(""))
+    actor = actor + pl.when(col["ip"].is_not_null()).then(pl.lit(", ip=") + col["ip"]).otherwise(pl.lit(""))
+    who = (
         pl.when(pl.col("rank").is_not_null())
         .then(pl.lit("rank") + pl.col("rank").cast(pl.String))
-        .when(pl.col("actor").is_not_null())
+        .when(col["actor"].is_not_null())
         .then(actor)
+        .when(pid.is_not_null())
+        .then(pl.lit("pid=") + pid)
         .otherwise(pl.lit("main"))
-        .alias("worker")
     )
+    return pl.when(col["node"].is_not_null()).then(col["node"] + pl.lit("/") + who).otherwise(who).alias("worker")
 
 
 def group_key(frame: pl.DataFrame, columns: list[str]) -> pl.Expr:
@@ -147,7 +153,7 @@ def source_frame(source: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
     file_rank = _rank_from_filename(source)
     if file_rank is not None:
         frame = frame.with_columns(pl.col("rank").fill_null(file_rank))
-    return frame.with_columns(worker_expr())
+    return frame.with_columns(worker_expr(frame.columns))
 
 
 def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep) -> pl.DataFrame:
@@ -187,7 +193,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     )
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
-    firsts = [c for c in ("rank", "actor", "pid", "ip", "format") if c in frame.columns]
+    firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]
     timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
     repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
     # Condensed records (memlog/condense.py) say how many steps they stand for; others stand for one.

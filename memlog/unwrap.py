@@ -1,9 +1,12 @@
-"""Unwrap: strip escape codes and the prefixes launchers stack on a line, keeping what they say.
+"""Unwrap: strip escape codes and the wrappers stacked on a line, keeping what they say.
 
-Outermost first (log-formats.md §0.1): Ray's `(Actor pid=N, ip=A)` driver prefix, torchrun's
-`[rankN]:` tee prefix, then the framework's logger prefix (`[titan] <ts> - root - INFO - `, ...).
-The logger prefixes come from the format specs, so a new format brings its own. Everything here is a
-polars expression over the whole chunk: no Python loop per line.
+Outermost first (launchers-and-crashes.md §0.1): collectors, transports, launcher tees, in-process
+rank prefixes, then the framework's logger prefix. The wrappers are data (memlog/wrappers.py,
+`parsers/wrappers/*.yaml`): all their prefixes are tried at once as one anchored alternation, and
+stripped round after round while any line still starts with one, so any stack of them comes off.
+What they name (node, rank, actor, pid, ...) becomes columns; the first wrapper to name a field
+(the outermost) keeps it. The framework logger prefixes come from the format specs and are stripped
+last. Everything here is a polars expression over the whole chunk: no Python loop per line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import polars as pl
+
+from memlog.wrappers import INNERMOST_WINS, WRAPPER_FIELDS, WrapperSpec, field_of, load_wrappers
 
 # Terminal escape sequences: CSI (colours, cursor moves, clear screen), OSC (window titles,
 # hyperlinks) terminated by BEL or ST, other two-byte ESC sequences, and the `#033[..m` form
@@ -26,21 +31,14 @@ ESCAPES = (
 # overrides/isolates.
 CONTROLS = r"[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}\x{2028}\x{2029}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
 
-RAY_PREFIX = (
-    r"^\((?:(?P<actor>[^()]*?) )?"
-    r"(?:pid=(?P<pid>\d+)|(?P<special>raylet|autoscaler[^,)]*|gcs_server))"
-    r"(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?\) ?"
-)
-RAY_REPEATED = r"\s*\[repeated (?P<repeated>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$"
-# torchrun's tee header is `[{role}{local_rank}]:` with no space; exception lines come with one,
-# and under --tee they carry both (`[rank0]:[rank0]: Traceback ...`).
-TORCHRUN_PREFIX = r"^\[(?P<role>[A-Za-z_]+?)(?P<rank>\d+)\]: ?(?:\[[A-Za-z_]+?\d+\]: ?)*"
 LEADING_TORCHRUN_PREFIX = r"^\[[A-Za-z_]+\d+\]:"
 TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
 # Ranks sharing one stdout without line buffering glue the start of one line to another rank's
 # line: `[rank1]: ... loss:  9.1  [rank0]:[titan] ... step: 3 ...`. A torchrun prefix in mid-line
 # starts a line of its own, unless it follows another prefix (`]:`, `]: `) or a Ray `(...) `.
 INTERLEAVED = r"([^\s:\])]|[^\]]:|[^:)]\s)(\[[A-Za-z_]+\d+\]:)"
+# Wrappers stacked deeper than this are left for the format's patterns to face.
+MAX_DEPTH = 6
 
 
 def strip_escapes(text: pl.Expr) -> pl.Expr:
@@ -50,67 +48,112 @@ def strip_escapes(text: pl.Expr) -> pl.Expr:
 
 
 def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
-    """Cut lines where another rank's line was glued in; the pieces keep their line number."""
+    """Cut lines where another rank's line was glued in; the pieces keep their line number, and
+    `_glued` is true on every piece but the first (each starts with its own `[rankN]:`)."""
     glued = pl.col("text").str.contains(INTERLEAVED)
     # Literal test first: a glued line holds a `]:` beyond the torchrun prefix it may start with.
     leading = pl.col("text").str.contains(LEADING_TORCHRUN_PREFIX).cast(pl.UInt32)
     maybe = lines.filter(pl.col("text").str.count_matches("]:", literal=True) > leading)
     if not maybe.select(glued.any()).item():
-        return lines
-    return lines.with_columns(
-        pl.when(glued).then(pl.col("text").str.replace_all(INTERLEAVED, "$1\n$2")).otherwise(pl.col("text")).str.split("\n")
-    ).explode("text")
+        return lines.with_columns(_glued=pl.lit(False))
+    pieces = pl.when(glued).then(pl.col("text").str.replace_all(INTERLEAVED, "$1\n$2")).otherwise(pl.col("text")).str.split("\n")
+    return lines.with_columns(pieces).explode("text").with_columns(_glued=pl.int_range(pl.len()).over("line_no") > 0)
 
 
-def _strip_prefix(frame: pl.DataFrame, pattern: str, groups: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Extract `groups` from a leading `pattern` into columns and remove the matched prefix."""
-    parts = pl.col("text").str.extract_groups(f"(?P<_whole>{pattern})")
-    frame = frame.with_columns(
-        *(parts.struct.field(g).cast(t, strict=False).alias(g) for g, t in groups.items()),
-        _prefix_len=parts.struct.field("_whole").str.len_chars().fill_null(0),
-    )
-    return frame.with_columns(pl.col("text").str.slice(pl.col("_prefix_len"))).drop("_prefix_len")
-
-
-def _any(frame: pl.DataFrame, condition: pl.Expr) -> bool:
-    return bool(frame.select(condition.any()).item())
+def _alternation(wrappers: list[WrapperSpec], part: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """One regex trying every wrapper's `part` (prefix or suffix); groups renamed `w{i}_{group}` so
+    they stay unique. Returns the regex and (renamed group, field) pairs."""
+    alternatives, groups = [], []
+    for i, wrapper in enumerate(wrappers):
+        regex = getattr(wrapper, part)
+        if regex is None:
+            continue
+        for group in getattr(wrapper, f"{part}_fields"):
+            regex = regex.replace(f"(?P<{group}>", f"(?P<w{i}_{group}>")
+            groups.append((f"w{i}_{group}", field_of(group)))
+        alternatives.append(f"(?:{regex})")
+    if not alternatives:
+        return None, []
+    body = "|".join(alternatives)
+    return (f"^(?:{body})" if part == "prefix" else f"(?:{body})$"), groups
 
 
 class Unwrapper:
-    """Strips escapes, Ray/torchrun prefixes and the logger prefixes of the loaded formats."""
+    """Strips escapes, the declared wrappers and the logger prefixes of the loaded formats."""
 
-    def __init__(self, logger_prefixes: Iterable[str]):
+    def __init__(self, logger_prefixes: Iterable[str], wrappers: Iterable[WrapperSpec] | None = None):
+        """`wrappers`: the wrappers to strip; by default the built-in ones (memlog/wrappers.py)."""
         prefixes = [p for p in logger_prefixes if p]
         self.logger_prefix = "^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")" if prefixes else None
+        wrappers = load_wrappers() if wrappers is None else list(wrappers)
+        self.prefix, self.prefix_groups = _alternation(wrappers, "prefix")
+        self.suffix, self.suffix_groups = _alternation(wrappers, "suffix")
 
     def __call__(self, lines: pl.DataFrame) -> pl.DataFrame:
-        """lines(line_no, text) -> lines + actor, pid, ip, rank, repeated, ts, with text unwrapped.
-        A line with another rank's line glued into it comes out as two rows (split_interleaved)."""
-        frame = split_interleaved(lines.with_columns(strip_escapes(pl.col("text"))))
-        # Each regex runs only when some line can match it (a cheap literal test): most logs have
-        # no Ray prefix and no dedup suffix, and the regexes cost more than the test.
-        if _any(frame, pl.col("text").str.starts_with("(")):
-            frame = _strip_prefix(frame, RAY_PREFIX, {"actor": pl.String, "pid": pl.Int64, "special": pl.String, "ip": pl.String})
-            frame = frame.with_columns(pl.coalesce("actor", "special").alias("actor")).drop("special")
-        else:
-            frame = frame.with_columns(actor=pl.lit(None, dtype=pl.String), pid=pl.lit(None, dtype=pl.Int64), ip=pl.lit(None, dtype=pl.String))
-        if _any(frame, pl.col("text").str.contains("[repeated ", literal=True)):
-            frame = frame.with_columns(
-                repeated=pl.col("text").str.extract(RAY_REPEATED, 1).cast(pl.Int64, strict=False),
-                text=pl.col("text").str.replace(RAY_REPEATED, ""),
-            )
-        else:
-            frame = frame.with_columns(repeated=pl.lit(None, dtype=pl.Int64))
-        if _any(frame, pl.col("text").str.starts_with("[")):
-            frame = _strip_prefix(frame, TORCHRUN_PREFIX, {"rank": pl.Int64})
-        else:
-            frame = frame.with_columns(rank=pl.lit(None, dtype=pl.Int64))
+        """lines(line_no, text) -> lines + the wrapper fields (node, rank, actor, pid, ip, ts, ...),
+        with text unwrapped. A line with another rank's line glued into it comes out as two rows
+        (split_interleaved)."""
+        frame = lines.with_columns(strip_escapes(pl.col("text")))
+        frame = self._strip_prefixes(frame.with_columns(pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items()))
+        # Another rank's line glued into this one (shared stdout): its own prefix names its rank.
+        frame = split_interleaved(frame)
+        if frame["_glued"].any():
+            frame = pl.concat([frame.filter(~pl.col("_glued")), self._strip_prefixes(frame.filter("_glued").with_columns(rank=None))])
+            frame = frame.sort("line_no", maintain_order=True)
+        frame = frame.drop("_glued")
+        whole = pl.col("_w").struct.field("_whole")
+        if self.suffix is not None:
+            frame = frame.with_columns(_w=pl.col("text").str.extract_groups(f"(?P<_whole>{self.suffix})"))
+            if frame.select(whole.is_not_null().any()).item():
+                cut = pl.col("text").str.len_chars() - whole.str.len_chars().fill_null(0)
+                frame = self._take(frame, self.suffix_groups).with_columns(pl.col("text").str.slice(0, cut))
+        frame = frame.drop("_w", strict=False)
+        # srun's task id is the rank when nothing else names the process; under torchrun (one task
+        # per node) or Ray it tells the nodes apart.
+        named = pl.col("rank").is_not_null() | pl.col("actor").is_not_null()
+        frame = frame.with_columns(
+            rank=pl.when(named).then(pl.col("rank")).otherwise(pl.col("task")),
+            node=pl.coalesce("node", pl.when(named & pl.col("task").is_not_null()).then(pl.lit("task") + pl.col("task").cast(pl.String))),
+        ).drop("task")
+        logger_ts = pl.lit(None, dtype=pl.String)
         if self.logger_prefix is not None:
             prefix = pl.col("text").str.extract(self.logger_prefix, 0)
-            frame = frame.with_columns(
-                ts=prefix.str.extract(TIMESTAMP, 1),
-                text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)),
-            )
-        else:
-            frame = frame.with_columns(ts=pl.lit(None, dtype=pl.String))
+            logger_ts = prefix.str.extract(TIMESTAMP, 1)
+            frame = frame.with_columns(_logger_ts=logger_ts, text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)))
+            logger_ts = pl.col("_logger_ts")
+        # The logger's own clock first (it is the program's); a wrapper's timestamp otherwise, when it parses.
+        wrapper_ts = pl.col("ts").str.extract(TIMESTAMP, 1)
+        return frame.with_columns(ts=pl.coalesce(logger_ts, wrapper_ts)).drop("_logger_ts", strict=False)
+
+    def _strip_prefixes(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Strip wrapper prefixes round after round, outermost first, while any line has one."""
+        if self.prefix is None:
+            return frame
+        whole = pl.col("_w").struct.field("_whole")
+        for _ in range(MAX_DEPTH):
+            # A yes/no pass first: most lines carry one wrapper or none, and the capturing pass
+            # then runs only on the lines that still have one.
+            has = frame.select(pl.col("text").str.contains(self.prefix)).to_series()
+            if not has.any():
+                break
+            rest = None
+            if not has.all():
+                frame = frame.with_row_index("_i")
+                frame, rest = frame.filter(has), frame.filter(~has)
+            frame = frame.with_columns(_w=pl.col("text").str.extract_groups(f"(?P<_whole>{self.prefix})"))
+            frame = self._take(frame, self.prefix_groups).with_columns(pl.col("text").str.slice(whole.str.len_chars())).drop("_w")
+            if rest is not None:
+                frame = pl.concat([frame, rest], how="vertical_relaxed").sort("_i").drop("_i")
         return frame
+
+    @staticmethod
+    def _take(frame: pl.DataFrame, groups: list[tuple[str, str]]) -> pl.DataFrame:
+        """Take the fields the wrapper groups in `_w` name: node and rank from the outermost wrapper
+        that names them, the process (actor, pid, ...) from the innermost (wrappers.INNERMOST_WINS)."""
+        by_field: dict[str, list[pl.Expr]] = {}
+        for group, field in groups:
+            by_field.setdefault(field, []).append(pl.col("_w").struct.field(group).cast(WRAPPER_FIELDS[field], strict=False))
+        return frame.with_columns(
+            (pl.coalesce(*exprs, pl.col(field)) if field in INNERMOST_WINS else pl.coalesce(pl.col(field), *exprs)).alias(field)
+            for field, exprs in by_field.items()
+        )

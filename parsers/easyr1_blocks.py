@@ -35,7 +35,7 @@ import polars as pl
 
 # `key:` or `key: value`, with the indentation that says how deep the key is.
 KEY_LINE = r"^(?P<indent> *)(?P<key>[\w@()./-]+):(?: (?P<value>.*))?$"
-WORKER = ["actor", "pid", "ip", "rank"]
+WORKER = ["node", "actor", "pid", "ip", "rank"]
 PARTS = ["line_no", "ts", *WORKER, "window_start", "step", "indent", "key", "value"]
 YAML_SPECIAL = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
 

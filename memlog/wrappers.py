@@ -1,0 +1,136 @@
+"""Wrappers: what launchers, collectors and loggers put around a line, declared as data.
+
+One YAML file per wrapper in `parsers/wrappers/` (and in a `wrappers/` folder of a user's formats
+directory): a `prefix` regex matched at the start of a line (and/or a `suffix` at its end), whose
+named groups say who printed the line or when:
+
+    node    host, IP, pod or container that printed it     rank   its rank (torchrun, MPI, ...)
+    task    srun's task id (a rank, or a node when torchrun runs under it)
+    actor   Ray actor or task name      pid   process id      ip   Ray node IP
+    ts      a timestamp                 stream  stdout/stderr   repeated  Ray's dedup count
+
+A group may be spelled `name__2` (`actor__2`) where a regex needs two alternatives for one column.
+Every wrapper carries samples (`line`, the `text` left after it, and the fields it names), checked
+when it loads. The unwrapper (memlog/unwrap.py) strips any stack of them, outermost first.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from memlog.content import content_dir
+from memlog.errors import FormatSpecError
+
+# Who or when a wrapper can say, and the column type each becomes.
+WRAPPER_FIELDS: dict[str, pl.DataType] = {
+    "node": pl.String, "rank": pl.Int64, "task": pl.Int64, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
+    "ts": pl.String, "stream": pl.String, "repeated": pl.Int64,
+}  # fmt: skip
+# Where wrappers stack, the outermost names the node and the rank (a torchrun tee's rank is on
+# every line of a process, the traceback's `[rankN]:` inside it only on some); the innermost names
+# the process itself (journald's pid is the launcher's, Ray's inner prefix the worker's).
+INNERMOST_WINS = frozenset({"actor", "pid", "ip", "ts", "stream", "repeated"})
+KEYS = {"name", "title", "description", "prefix", "suffix", "priority", "samples"}
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    name: str
+    title: str
+    description: str
+    path: Path
+    prefix: str | None
+    suffix: str | None
+    priority: int  # lower is tried first where two prefixes could match the same text
+    samples: tuple[dict[str, Any], ...]
+
+    @functools.cached_property
+    def prefix_fields(self) -> tuple[str, ...]:
+        return _fields(self.prefix) if self.prefix else ()
+
+    @functools.cached_property
+    def suffix_fields(self) -> tuple[str, ...]:
+        return _fields(self.suffix) if self.suffix else ()
+
+
+def field_of(group: str) -> str:
+    """`actor__2` -> `actor`."""
+    return group.split("__", 1)[0]
+
+
+def _fields(regex: str) -> tuple[str, ...]:
+    dtype = pl.Series([], dtype=pl.String).str.extract_groups(regex).dtype
+    return tuple(f.name for f in dtype.fields if not f.name.isdigit())  # type: ignore[union-attr]
+
+
+def load_wrapper(path: Path) -> WrapperSpec:
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FormatSpecError(f"{path}: cannot read wrapper spec ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise FormatSpecError(f"{path}: a wrapper spec is a mapping with at least `name:`")
+    unknown = set(raw) - KEYS
+    if unknown:
+        raise FormatSpecError(f"{path.name}: unknown keys {sorted(map(str, unknown))} (known: {sorted(KEYS)})")
+    prefix, suffix = raw.get("prefix"), raw.get("suffix")
+    if not any(isinstance(r, str) and r for r in (prefix, suffix)) or any(r is not None and not isinstance(r, str) for r in (prefix, suffix)):
+        raise FormatSpecError(f"{path.name}: a wrapper needs a `prefix:` or `suffix:` regex")
+    priority = raw.get("priority", 50)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise FormatSpecError(f"{path.name}: `priority` must be an integer")
+    samples = raw.get("samples") or []
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, dict) and isinstance(s.get("line"), str) for s in samples):
+        raise FormatSpecError(f"{path.name}: `samples` must list at least one {{line: ..., text: ...}} (tested at load)")
+    spec = WrapperSpec(raw["name"], str(raw.get("title", raw["name"])), str(raw.get("description", "")).strip(), path,
+                       prefix or None, suffix or None, priority, tuple(samples))
+    for what, regex in (("prefix", spec.prefix), ("suffix", spec.suffix)):
+        if regex is None:
+            continue
+        try:
+            fields = _fields(regex)
+        except Exception as exc:  # noqa: BLE001 - polars' own regex dialect decides
+            raise FormatSpecError(f"{path.name}: {what}: invalid regex ({str(exc).splitlines()[0]})") from None
+        bad = [g for g in fields if field_of(g) not in WRAPPER_FIELDS]
+        if bad:
+            raise FormatSpecError(f"{path.name}: {what}: named groups {bad} are not wrapper fields ({', '.join(WRAPPER_FIELDS)})")
+    return spec
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin(folder: str) -> tuple[WrapperSpec, ...]:
+    return tuple(load_wrapper(p) for p in sorted(Path(folder).glob("*.yaml")))
+
+
+def load_wrappers(extra_dirs: tuple[Path, ...] = ()) -> list[WrapperSpec]:
+    """Built-in wrappers plus those in `<dir>/wrappers/` of each user formats folder (a user
+    wrapper named like a built-in one replaces it). Ordered by priority, then name."""
+    found = {w.name: w for w in _builtin(str(content_dir("parsers") / "wrappers"))}
+    for directory in extra_dirs:
+        for path in sorted((Path(directory) / "wrappers").glob("*.yaml")):
+            wrapper = load_wrapper(path)
+            found[wrapper.name] = wrapper
+    return sorted(found.values(), key=lambda w: (w.priority, w.name))
+
+
+def sample_mismatches(wrapper: WrapperSpec, others: list[WrapperSpec]) -> list[str]:
+    """Each sample, unwrapped with this wrapper and the others, leaves `text` and names its fields."""
+    from memlog.unwrap import Unwrapper
+
+    unwrap = Unwrapper([], [wrapper, *(w for w in others if w.name != wrapper.name)])
+    problems = []
+    for i, sample in enumerate(wrapper.samples, start=1):
+        row = unwrap(pl.DataFrame({"line_no": [1], "text": [sample["line"]]})).row(0, named=True)
+        for key, want in sample.items():
+            if key == "line":
+                continue
+            got = row.get(key)
+            if got != want and str(got) != str(want):
+                problems.append(f"{wrapper.path.name} sample {i}: {key} = {got!r}, expected {want!r} (line {sample['line'][:80]!r})")
+    return problems

@@ -1,0 +1,80 @@
+"""Launcher and logger wrappers are data (parsers/wrappers/*.yaml): each spec's samples unwrap to
+their text and fields, specs are validated at load, and a user's wrapper is one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from memlog.errors import FormatSpecError
+from memlog.unwrap import Unwrapper
+from memlog.wrappers import WRAPPER_FIELDS, load_wrapper, load_wrappers, sample_mismatches
+
+WRAPPERS = load_wrappers()
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS, ids=[w.name for w in WRAPPERS])
+def test_each_wrappers_samples_unwrap_as_declared(wrapper):
+    assert wrapper.samples and wrapper.description
+    assert sample_mismatches(wrapper, WRAPPERS) == []
+
+
+def unwrap(*lines: str) -> list[dict]:
+    return Unwrapper([], WRAPPERS)(pl.DataFrame({"line_no": list(range(1, len(lines) + 1)), "text": list(lines)})).to_dicts()
+
+
+def test_any_stack_comes_off_outermost_first():
+    row = unwrap("> [pod/job-worker-1/pytorch] 2025-03-04T10:11:12.048213300Z  3: [default2]:[rank10]: step 30 loss 2.1")[0]
+    assert row["text"] == "step 30 loss 2.1"
+    assert (row["node"], row["rank"]) == ("job-worker-1", 2)
+
+
+def test_the_innermost_wrapper_names_the_process():
+    row = unwrap("Mar 04 10:11:12 gpu-a07 python3[40121]: (WorkerDict pid=7, ip=10.0.0.3) x")[0]
+    assert (row["node"], row["actor"], row["pid"], row["ip"], row["text"]) == ("gpu-a07", "WorkerDict", 7, "10.0.0.3", "x")
+
+
+def test_srun_task_is_the_rank_alone_and_the_node_under_torchrun():
+    alone, under = unwrap("12: hello", " 1: [rank3]:hello")
+    assert (alone["rank"], alone["node"]) == (12, None)
+    assert (under["rank"], under["node"]) == (3, "task1")
+
+
+def test_words_that_look_like_a_host_label_stay():
+    for line in ("step: 3 loss: 1.0", "Traceback: x", "loss: 0.5", "INFO | step 3"):
+        assert unwrap(line)[0]["text"] == line
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_user_wrapper_is_one_file(tmp_path):
+    write(tmp_path / "wrappers" / "gutter.yaml", "name: gutter\nprefix: '\\[(?P<pid>\\d+)\\] '\nsamples:\n  - {line: '[80746] x', text: x, pid: 80746}\n")
+    wrappers = load_wrappers((tmp_path,))
+    assert "gutter" in {w.name for w in wrappers}
+    row = Unwrapper([], wrappers)(pl.DataFrame({"line_no": [1], "text": ["[80746] [rank0]:step: 1"]})).row(0, named=True)
+    assert (row["pid"], row["rank"], row["text"]) == (80746, 0, "step: 1")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: w\n", "needs a `prefix:` or `suffix:`"),
+        ("name: w\nprefix: '(?P<user>x) '\nsamples: [{line: 'x y', text: y}]\n", "not wrapper fields"),
+        ("name: w\nprefix: '(?<=a)b'\nsamples: [{line: 'x', text: x}]\n", "invalid regex"),
+        ("name: w\nprefix: 'x '\n", "`samples` must list at least one"),
+        ("name: w\nprefix: 'x '\ncolour: red\nsamples: [{line: 'x', text: x}]\n", "unknown keys ['colour']"),
+    ],
+)
+def test_invalid_wrapper_specs_are_refused_with_a_reason(tmp_path, text, message):
+    with pytest.raises(FormatSpecError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        load_wrapper(write(tmp_path / "w.yaml", text))
+
+
+def test_wrapper_fields_are_the_identity_columns():
+    assert {"node", "rank", "actor", "pid", "ip", "ts"} <= set(WRAPPER_FIELDS)
