@@ -15,14 +15,18 @@ from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.context import Context, find_capacity
 from memlog.errors import MemlogError, NoRecordsError
+from memlog.events import Event, build_events
 from memlog.formats import FormatSpec, load_specs
+from memlog.inputs import expand
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Scan
 from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
+from memlog.records import Keep, KeepEvery, RecordSink, build_records, compact_records, source_frame
 from memlog.report import Report, ordered, series_views
 from memlog.rulekit import Finding, Skip, headline, load_rules
-from memlog.tables import Event, Keep, Tables, build_events, build_records, compact_records, source_frame
+from memlog.tables import Tables
 from memlog.trend import shape_of
+from memlog.wrappers import load_wrappers
 
 
 def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[FormatSpec]:
@@ -47,13 +51,14 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
 
 def parse_sources(
     inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None,
-    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(),
+    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(), wrapper_dirs: Sequence[Path] = (),
 ) -> tuple[Tables, list[Source]]:
     """`progress(source)` is called after each chunk (a few MB), so it costs nothing per line.
     `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`).
-    `keep`: what of each record the caller reads (tables.Keep): everything unless it says."""
-    parser = ChunkParser(specs, observe)
-    sources = [Source(spec) for spec in inputs]
+    `keep`: what of each record the caller reads (records.Keep): everything unless it says.
+    `wrapper_dirs`: user format folders, whose `wrappers/` add to the built-in wrappers."""
+    parser = ChunkParser(specs, observe, load_wrappers(tuple(wrapper_dirs)))
+    sources = expand(list(inputs))
     record_frames, event_frames = [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
         _read_source(chunks, parser, keep, progress, record_frames, event_frames)
@@ -69,28 +74,25 @@ def _read_source(
     """One source's scanned chunks absorbed in file order; its record rows (compact) and its events
     are added to the lists, which then hold the only reference to them (build_records frees them)."""
     records, events = [], []
-    condense = Condenser() if keep.condense else None
+    sink: RecordSink = Condenser() if keep.condense else KeepEvery()
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
-        rows = compact_records(source.name, matches.records, keep) if matches.records else None
-        if condense is not None:  # also told of a chunk's events when it has no records: they cut runs
-            records += condense.add(rows, matches.events, piece.first_line_no, parser.open_since())
-        elif rows is not None:
-            records.append(rows)
+        rows = compact_records(source.name, matches.records, keep, source.identity) if matches.records else None
+        # The sink is also told of a chunk's events when it has no records: they cut condensed runs.
+        records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
         if progress is not None:
             progress(source)
-    if condense is not None:
-        records += condense.flush(parser.open_since())
+    records += sink.finish(parser.open_since())
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
-        records.append(compact_records(source.name, last.records, keep))
+        records.append(compact_records(source.name, last.records, keep, source.identity))
     events += last.events
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
     if events:
-        event_frames.append(source_frame(source.name, events))
+        event_frames.append(source_frame(source.name, events, source.identity))
 
 
 def _restart_events(records: pl.DataFrame) -> list[Event]:
@@ -164,12 +166,16 @@ def analyze(
     plugins_dirs: Sequence[Path] = (),
     progress: Callable[[Source], None] | None = None,
     chart_metric: str | None = None,
+    condense: bool = True,
 ) -> Report:
     """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`).
-    `plugins_dirs`: format folders whose Python block parsers may run (trusted; formats.load_specs)."""
+    `plugins_dirs`: format folders whose Python block parsers may run (trusted; formats.load_specs).
+    `condense`: keep long runs of steps as bins while reading (memlog/condense.py); off, every step is
+    held (tests compare both)."""
     config = config or Config()
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs], plugins_dirs), format)
-    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric))
+    dirs = [*config.formats_dirs, *formats_dirs, *plugins_dirs]
+    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs)
     if tables.records.is_empty():
         raise NoRecordsError(nothing_found(sources, specs))
     ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))

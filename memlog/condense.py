@@ -7,7 +7,7 @@ on, its runs of steps are kept as bins about n / CONDENSE_AFTER steps wide at it
 what is held grows with the logarithm of the steps (~2,000 * (2 + ln(n / 4,000)) records per
 worker). `memlog series` prints every step and never condenses (tables.Keep).
 
-A bin is a record standing for `_steps` steps: its last step's step, line and time, and each
+A bin is a record standing for `steps` steps: its last step's step, line and time, and each
 value's (lower) median over its steps. Everything that looks at single steps still sees them:
 - only plain steps are binned: a step with a non-finite value, a negative memory reading, a
   device reading above MAX_DEVICE_GIB, or a memory reading above its neighbours' (_plain) stays a
@@ -33,7 +33,7 @@ from __future__ import annotations
 import polars as pl
 
 from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
-from memlog.series import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
+from memlog.limits import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
 
 # Twice this many steps of one worker and kind are kept one by one: every series judged point by
 # point (MAX_SERIES_POINTS) and then some is exactly what it was without condensing.
@@ -49,9 +49,9 @@ LAST_OF_BIN = ("step", "line_no", "_seconds", "ts")  # where a bin is: its last 
 
 
 class Condenser:
-    """One source's records on their way to the records table, binned a batch of chunks at a time.
-    Each worker and kind's last step and the steps of its current segment are carried from batch to
-    batch."""
+    """A record sink (memlog/records.py RecordSink): one source's records on their way to the
+    records table, binned a batch of chunks at a time. Each worker and kind's last step and the
+    steps of its current segment are carried from batch to batch."""
 
     def __init__(self) -> None:
         self.carried: dict[tuple, tuple[int, int]] = {}  # (worker, kind) -> (last step, steps in its segment)
@@ -70,9 +70,9 @@ class Condenser:
             self.pending_rows += rows.height
         self.event_lines += [frame["line_no"].cast(pl.Int64) for frame in events]
         self.first_line = first_line if self.first_line is None else self.first_line
-        return self.flush(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
+        return self.finish(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
 
-    def flush(self, open_since: int | None) -> list[pl.DataFrame]:
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]:
         """The held records, binned; `open_since` as in add() (call before the source's last blocks)."""
         pending, event_lines, first_line = self.pending, self.event_lines, self.first_line
         self.pending, self.pending_rows, self.event_lines, self.first_line = [], 0, [], None
@@ -122,7 +122,7 @@ def _condensed(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open
     # cannot be binned yet: it is where a restart cuts the run.
     has_step = pl.col("step").is_not_null()
     stepless = rows.filter(~has_step)
-    others = stepless.drop("_n").with_columns(_steps=pl.lit(1, dtype=pl.Int64))
+    others = stepless.drop("_n").with_columns(steps=pl.lit(1, dtype=pl.Int64))
     # Lines a later step could be compared with cut every run: events and step-less records.
     barriers = pl.concat([event_lines, stepless["line_no"]]).unique().sort()
     rows = rows.filter(has_step)
@@ -140,12 +140,12 @@ def _condensed(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open
     bin_of = (CONDENSE_AFTER * (pl.col("_n") / CONDENSE_AFTER).log()).floor().cast(pl.Int64)
     rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
     helpers = ["_plain", "_epoch", "_n", "_run", "_bin"]
-    exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(_steps=pl.lit(1, dtype=pl.Int64))
+    exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(steps=pl.lit(1, dtype=pl.Int64))
     binned = rows.filter(pl.col("_bin").is_not_null())
     columns = [c for c in rows.columns if c not in helpers]
     bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
-        *(_summary(c) for c in columns if c not in GROUP), _steps=pl.len().cast(pl.Int64)
-    ).select(*columns, "_steps")
+        *(_summary(c) for c in columns if c not in GROUP), steps=pl.len().cast(pl.Int64)
+    ).select(*columns, "steps")
     return pl.concat([others, exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
 
 

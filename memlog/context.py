@@ -11,7 +11,8 @@ import polars as pl
 from memlog.columns import MEMORY_COLUMNS
 from memlog.rulekit import Finding
 from memlog.series import Series, build_series
-from memlog.tables import Tables, with_seconds
+from memlog.records import with_seconds
+from memlog.tables import Tables
 
 # Which device column to judge when a worker logs several: live tensors (allocated) say more about
 # a leak than the allocator's cache (reserved); a current reading more than a peak; a running

@@ -10,10 +10,16 @@ values and never parse text again.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import polars as pl
+
+from memlog.keys import packed_key
+from memlog.limits import EVENT_TEXT_CHARS, MAX_EVENTS_PER_KIND
 
 # How a captured detail value is read.
 TEXT, INT, FLOAT, GIB, ROWS = "text", "int", "float", "gib", "rows"
@@ -145,3 +151,96 @@ class Event:
             "text": self.text,
             "detail": self.detail,
         }
+
+
+def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
+    if not frames:
+        return [], {}
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
+    frame = frame.with_columns(_after_step=_last_steps_before(frame, records))
+    by_pid = _workers_by_pid(records, frame)
+    events: list[Event] = []
+    dropped: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    for row in frame.iter_rows(named=True):
+        kind = row["kind"]
+        if kept.get(kind, 0) >= MAX_EVENTS_PER_KIND:
+            dropped[kind] = dropped.get(kind, 0) + 1
+            continue
+        kept[kind] = kept.get(kind, 0) + 1
+        detail = typed_detail(kind, json.loads(row["detail"]) if row["detail"] else {})
+        worker = _concerned_worker(row, detail, by_pid)
+        events.append(
+            Event(
+                kind=kind,
+                source=row["source"],
+                line_no=row["line_no"],
+                worker=worker,
+                rank=row["rank"],
+                format=row["format"],
+                text=row["text"][:EVENT_TEXT_CHARS],
+                ts=row["ts"],
+                detail={k: v for k, v in detail.items() if v is not None},
+                # The step context is the printer's (the raylet, the driver: any worker of the source).
+                after_step=row["_after_step"],
+            )
+        )
+    return events, dropped
+
+
+def _workers_by_pid(records: pl.DataFrame, events: pl.DataFrame) -> dict[tuple[str, int], str]:
+    """(source, pid) -> the worker label its Ray-prefixed lines carry. A pid under several labels (the
+    same pid on two nodes) takes the records' first label in sorted order, else the events' first
+    in line order."""
+    table: dict[tuple[str, int], str] = {}
+    for frame, order in ((records, ["source", "pid", "worker"]), (events, [])):
+        if frame.is_empty() or "pid" not in frame.columns:
+            continue
+        rows = frame.lazy().filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True)
+        for source, pid, worker in (rows.sort(order) if order else rows).collect().iter_rows():
+            table.setdefault((source, pid), worker)
+    return table
+
+
+def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[tuple[str, int], str]) -> str:
+    """An event about another process belongs to that process: Ray's memory-monitor message and its
+    worker-death notice name the killed worker's pid (`worker_pid`), while their lines come from the
+    raylet or the driver's traceback. Named as that worker's own lines name it, else as Ray would."""
+    pid = detail.get("worker_pid")
+    if not isinstance(pid, int):
+        return row["worker"]
+    if (row["source"], pid) in by_pid:
+        return by_pid[(row["source"], pid)]
+    name = str(detail.get("worker_name") or "")  # `1HsG1ZWorkerDict_0:0:WorkerDict.__init__` -> WorkerDict
+    name = name.rsplit(":", 1)[-1].split(".")[0]
+    return f"{name} pid={pid}" if name else f"pid={pid}"
+
+
+def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series:
+    """Per event row, the training step its worker logged last before the event's line; for a
+    worker that logs no training steps, the latest such step of any worker of the source. An as-of
+    join: the records are never turned into Python lists."""
+    none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
+    if records.is_empty():
+        return none
+    workers = records.lazy().filter(pl.col("kind") == "train").select("source", "worker").unique().collect()
+    wanted = events.select(pl.col("source", "worker").cast(pl.Categorical), "line_no").with_row_index("_event")
+    own = wanted.join(workers, on=["source", "worker"], how="semi")
+    # Each step-less printer's event asks every worker of its source.
+    shared = wanted.join(workers, on=["source", "worker"], how="anti").drop("worker").join(workers, on="source")
+    asked = pl.concat([own, shared.select(own.columns)]).sort("line_no").with_columns(kind=pl.lit("train", dtype=pl.Categorical))
+    if asked.is_empty():
+        return none
+    # Joined by kind rather than filtered to training records, on one packed key when the codes fit
+    # (every code of `asked` is one of the records', by the joins above): no copy of the millions of
+    # records. They are in line order per source, so sorted within each group: all the as-of join
+    # needs. (polars cannot join as-of by a struct, hence the columns themselves otherwise.)
+    keys = ["source", "worker", "kind"]
+    packed = packed_key(records, keys)
+    if packed is not None:
+        asked, steps, keys = asked.with_columns(packed.alias("_group")), records.select(packed.alias("_group"), "line_no", "step"), ["_group"]
+    else:
+        steps = records.select(*keys, "line_no", "step")
+    found = asked.join_asof(steps, on="line_no", by=keys, allow_exact_matches=False, check_sortedness=False)
+    latest = found.group_by("_event").agg(pl.col("step").max())
+    return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")

@@ -162,7 +162,9 @@ class BlockFeeder:
             return None
         columns = {**RECORD_SCHEMA, **{c: pl.Float64 for c in self.parser.columns}}
         frame = pl.DataFrame([{k: r.get(k) for k in columns} for r in rows], schema=columns)
-        return frame.with_columns(pl.col("kind").fill_null("train"), format=pl.lit(self.format_name))
+        return frame.with_columns(
+            pl.col("kind").fill_null("train"), format=pl.lit(self.format_name), pattern=pl.lit(f"{self.format_name}/block"), inherited=pl.lit(False)
+        )
 
 
 # -- event continuations -------------------------------------------------------------------------

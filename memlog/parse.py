@@ -15,7 +15,7 @@ import polars as pl
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
-from memlog.wrappers import WrapperSpec
+from memlog.wrappers import WrapperSpec, load_wrappers, markers
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Scan:
     # lines may run into the next chunk, completed in `absorb`.
     events: list[pl.DataFrame | tuple[pl.DataFrame, Continuation]]
     observed: list[tuple]  # (spec, pattern, hits) for `observe`
+    markers: pl.DataFrame | None = None  # (line_no, actor) of lines naming who wrote the lines after them
 
 
 class ChunkParser:
@@ -53,8 +54,10 @@ class ChunkParser:
         `wrappers`: the launcher and logger wrappers to strip (default: the built-in ones)."""
         self.specs = list(specs)
         self.observe = observe
+        wrappers = load_wrappers() if wrappers is None else list(wrappers)
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
-        self.literals = sorted({lit for spec in self.specs for lit in spec.literals})
+        marker_literals, self.marker = markers(wrappers)
+        self.literals = sorted({lit for spec in self.specs for lit in spec.literals} | set(marker_literals))
         # The pre-filter as one regex alternation of the literals: the regex engine searches for
         # many literals at once with SIMD, several times faster than contains_any on long lines.
         self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
@@ -64,6 +67,7 @@ class ChunkParser:
         """Multi-line state (open blocks, unfinished continuations) belongs to one source."""
         self.blocks = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
         self.continuations = Continuations()
+        self.named_by_marker: str | None = None  # the actor the source's last marker line named
 
     def finish_source(self) -> Matches:
         """The end of a source: blocks still open and events still reading continuation lines."""
@@ -87,6 +91,10 @@ class ChunkParser:
         if candidates.is_empty():
             return Scan(lines, candidates, None, [], [], [])
         unwrapped = self.unwrap(candidates)
+        marked = None
+        if self.marker is not None:
+            found = unwrapped.select("line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
+            marked = found if found.height else None
         # One Aho-Corasick pass says which literals this chunk holds; a pattern whose literal is
         # absent is skipped instead of scanning the chunk for it.
         present = set(unwrapped.select(pl.col("text").str.extract_many(self.literals, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
@@ -98,7 +106,8 @@ class ChunkParser:
                 observed.append((spec, pattern, hits))
                 if not hits.is_empty():
                     records.append(hits.drop("text", "_row").with_columns(
-                        format=pl.lit(spec.name), kind=pl.lit(pattern.kind), ordinal_step=pl.lit(pattern.ordinal_step)
+                        format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
+                        inherited=pl.lit(pattern.inherit_step), ordinal_step=pl.lit(pattern.ordinal_step),
                     ))
             for pattern in spec.events:
                 hits = pattern.extract(unwrapped) if pattern.literal in present else absent
@@ -107,7 +116,7 @@ class ChunkParser:
                     events.append(_event_rows(hits, spec, pattern))
                 elif not hits.is_empty():
                     events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
-        return Scan(lines, candidates, unwrapped, records, events, observed)
+        return Scan(lines, candidates, unwrapped, records, events, observed, marked)
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""
@@ -122,7 +131,25 @@ class ChunkParser:
                 events += _event_frame(self.continuations.add(*item, scan.lines, self.unwrap))
         if self.observe is not None:
             self.observe(scan.unwrapped, scan.observed)
-        return Matches(scan.records + carried.records, events + carried.events)
+        records, events = scan.records + carried.records, events + carried.events
+        if scan.markers is not None or self.named_by_marker is not None:
+            records, events = self._named(records, scan.markers), self._named(events, scan.markers)
+        return Matches(records, events)
+
+    def _named(self, frames: list[pl.DataFrame], marked: pl.DataFrame | None) -> list[pl.DataFrame]:
+        """Lines of a worker's own log file take the actor its last marker line named (Ray's
+        `:actor_name:`); a line's own prefix wins. The last name carries to the next chunk."""
+        names = pl.DataFrame({"line_no": [0], "actor": [self.named_by_marker]}, schema={"line_no": pl.Int64, "actor": pl.String})
+        if marked is not None:
+            names = pl.concat([names, marked.cast({"line_no": pl.Int64})])
+        named = []
+        for frame in frames:
+            if "actor" not in frame.columns:
+                frame = frame.with_columns(actor=pl.lit(None, dtype=pl.String))
+            found = frame.select("line_no").with_row_index("_i").sort("line_no").join_asof(names, on="line_no").sort("_i")["actor"]
+            named.append(frame.with_columns(pl.col("actor").fill_null(found)))
+        self.named_by_marker = names["actor"][-1]
+        return named
 
     def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame) -> Matches:
         """Block parsers' records from the rows near their start lines, and the events of earlier

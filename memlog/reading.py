@@ -59,10 +59,12 @@ class ReadStats:
 
 @dataclass
 class Source:
-    """One input: a path, or `-` for standard input."""
+    """One input: a path, or `-` for standard input. `identity`: what its path says of who wrote it
+    (memlog/inputs.py), for lines that do not say it themselves."""
 
     spec: str
     stats: ReadStats = field(default_factory=ReadStats)
+    identity: dict[str, object] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -25,8 +25,8 @@ class TailFit:
 
     slope: float  # value units per step
     intercept: float
-    from_step: int
-    to_step: int
+    from_step: float
+    to_step: float
 
     def at(self, step: float) -> float:
         return self.intercept + self.slope * step
@@ -43,7 +43,7 @@ class SeriesView:
     label: str
     rank: int | None
     metric: str
-    steps: list[int]
+    steps: list[float]  # where each point sits, in steps (series.Series.x)
     values: list[float]
     knee_step: int | None = None
     fit: TailFit | None = None
@@ -137,8 +137,8 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
             shape = shape_of(s)
             knee = shape.knee_step if shape.has_warmup else None
             if shape.fit is not None:
-                fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_steps[0], shape.tail_steps[-1])
-        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.steps, s.values, knee, fit)
+                fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_x[0], shape.tail_x[-1])
+        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit)
 
     views = [view("device", s) for s in ctx.device_series]
     views += [view("host", s) for s in ctx.host_series]

@@ -14,19 +14,9 @@ from typing import NamedTuple
 import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS, MemoryColumn
-from memlog.tables import group_key, with_seconds
-
-# No single accelerator holds more than this; a device reading above it is impossible even when
-# the log does not reveal the capacity (mmdetection #6283's `memory: 1136404462`).
-MAX_DEVICE_GIB = 1024.0
-# Slack above a known capacity before a reading counts as impossible (rounding, GB vs GiB).
-CAPACITY_SLACK = 1.05
-# A series longer than this is binned before it reaches Python: consecutive steps become one point
-# (see _binned). A dense 1 GiB log holds ~570k steps per rank; the statistics downsample to
-# stats.MAX_PAIRWISE_POINTS for pairwise work anyway, and turning every step into Python objects
-# was two thirds of the wall time. 2000 points keeps knees, stairs and sawtooth cycles of a few
-# thousand steps visible; every shorter series (all sample logs) is judged point by point.
-MAX_SERIES_POINTS = 2000
+from memlog.keys import group_key
+from memlog.limits import MAX_SERIES_POINTS, impossible_reading
+from memlog.records import with_seconds
 
 
 class Corrupt(NamedTuple):
@@ -51,6 +41,10 @@ class SeriesKey:
 
 @dataclass
 class Series:
+    """One worker's readings of one column in one segment. `steps` says at which step each point
+    was read (for messages); `x` is where the statistics place it, in steps: the step itself, or,
+    when several readings share a step, spread evenly up to the next logged step, in their order."""
+
     key: SeriesKey
     column: str
     rank: int | None
@@ -59,6 +53,19 @@ class Series:
     line_nos: list[int]
     corrupt: list[Corrupt] = field(default_factory=list)  # readings dropped as impossible
     times: list[float | None] = field(default_factory=list)  # seconds (the log's clock), per kept point
+    x: list[float] = field(default_factory=list)
+    ordinal: bool = False  # `steps` number readings or log lines, not training steps (records.py)
+    readings: bool = False  # some steps hold several readings
+    collided: bool = False  # a copy of a worker the log does not tell apart from another (records.py)
+
+    def __post_init__(self) -> None:
+        if not self.x:
+            self.x = [float(s) for s in self.steps]
+
+    @property
+    def unit(self) -> str:
+        """What one step of `steps` is, for messages."""
+        return "reading" if self.ordinal else "step"
 
     @property
     def memory(self) -> MemoryColumn | None:
@@ -75,44 +82,50 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     above it, negative readings and non-finite memory readings are dropped into `corrupt`.
     Series longer than MAX_SERIES_POINTS are binned in polars (see _binned) before they reach Python.
     `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds), and must
-    be in the records table's order (tables.build_records): each group's steps ascend row by row."""
+    be in the records table's order (records.build_records): each group's steps ascend row by row."""
     if records.is_empty() or column not in records.columns:
         return []
     keys = ["source", "worker", "segment"]
     records = with_seconds(records)
     # Only the columns a series needs are filtered (not a copy of the whole table per series).
-    steps = pl.col("_steps") if "_steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("_steps")  # condense.py
-    rows = records.select(*keys, "kind", "rank", "step", "line_no", "_seconds", steps, pl.col(column).alias("_value"))
+    flags = [pl.col(c) if c in records.columns else pl.lit(False).alias(c) for c in ("ordinal", "collided")]
+    rows = records.select(
+        *keys, "kind", "rank", "step", pl.col("reading") if "reading" in records.columns else pl.lit(0, dtype=pl.Int64).alias("reading"),
+        "line_no", "_seconds", pl.col("steps") if "steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("steps"),
+        *flags, pl.col(column).alias("_value"),
+    )
     rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
         return []
     rows = rows.with_columns(_series=group_key(rows, keys))  # one cheap key for the groups below
     # Each group with the rank of its earliest step.
-    groups = rows.group_by("_series").agg(pl.col(keys).first(), pl.col("rank").sort_by("step").first()).drop("_series").sort(keys)
+    groups = rows.group_by("_series").agg(
+        pl.col(keys).first(), pl.col("rank").sort_by("step").first(), pl.col("ordinal").any(), pl.col("collided").any()
+    ).drop("_series").sort(keys)
     corrupt: dict[tuple, list[Corrupt]] = {}
-    impossible = impossible_reading(pl.col("_value"), column, capacity_gib)
-    if impossible is not None:
-        is_impossible, why = impossible
+    is_impossible, why = impossible_reading(pl.col("_value"), column, capacity_gib) or (None, None)
+    if is_impossible is not None:
         bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
         for source, worker, segment, line_no, value, step, reason in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
-    kept = _binned(rows, keys)
-    points: dict[tuple, tuple[int, int]] = {}  # group -> (offset, length) in `kept`
-    bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"))
+    kept = _binned(_positioned(rows), keys)
+    points: dict[tuple, tuple[int, int, bool]] = {}  # group -> (offset, length, several readings at a step) in `kept`
+    bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"), (pl.col("step").n_unique() < pl.len()).alias("several"))
     offset = 0
-    for source, worker, segment, n in bounds.iter_rows():
-        points[(source, worker, segment)] = (offset, n)
+    for source, worker, segment, n, several in bounds.iter_rows():
+        points[(source, worker, segment)] = (offset, n, several)
         offset += n
-    steps, values, line_nos, times = (kept[c].to_list() for c in ("step", "_value", "line_no", "_seconds"))
+    steps, xs, values, line_nos, times = (kept[c].to_list() for c in ("step", "_x", "_value", "line_no", "_seconds"))
     out: list[Series] = []
-    for source, worker, segment, rank in groups.iter_rows():
-        start, n = points.get((source, worker, segment), (0, 0))
+    for source, worker, segment, rank, ordinal, collided in groups.iter_rows():
+        start, n, several = points.get((source, worker, segment), (0, 0, False))
         end = start + n
         out.append(
             Series(
                 SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get((source, worker, segment), []), times=times[start:end],
+                corrupt=corrupt.get((source, worker, segment), []), times=times[start:end], x=xs[start:end],
+                ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
             )
         )
     return out
@@ -124,19 +137,36 @@ def _only(rows: pl.DataFrame, condition: pl.Expr) -> pl.DataFrame:
     return rows if passes.all() else rows.filter(passes)
 
 
+def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with `_x`, where each point sits in steps: its step, or, for the readings of a step that
+    holds several, spread evenly from that step to the series' next logged step (the last step of a
+    series by its usual interval), in reading order."""
+    readings_at = pl.len().over("_series", "step")
+    if not rows.select((readings_at > 1).any()).item():
+        return rows.with_columns(_x=pl.col("step").cast(pl.Float64))
+    logged = rows.select("_series", "step").unique(maintain_order=True)
+    gap = pl.col("step").shift(-1).over("_series") - pl.col("step")
+    logged = logged.with_columns(_gap=gap).with_columns(_gap=pl.col("_gap").fill_null(pl.col("_gap").median().over("_series")).fill_null(1))
+    rows = rows.join(logged, on=["_series", "step"], how="left", maintain_order="left")
+    within = pl.int_range(pl.len()).over("_series", "step")
+    return rows.with_columns(_x=pl.col("step") + within / readings_at * pl.col("_gap")).drop("_gap")
+
+
 def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Kept points sorted by group and step; a group longer than MAX_SERIES_POINTS binned down to it.
+    """Kept points sorted by group and position; a group longer than MAX_SERIES_POINTS binned down to it.
 
     A bin's point is the median of its values (the first non-finite value if the bin has one, so a
     NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
     last points of a series are bins of their own: where a series starts and ends stays exact.
     The records are in line order, so each group's steps already ascend: only the points that come
     out are sorted, not the millions of rows of a dense log. `_series` is the group's key.
-    A record condensed while reading (memlog/condense.py) counts as the `_steps` steps it stands
-    for: bins hold equal numbers of steps, not of records."""
-    if (kept.group_by("_series").agg(pl.col("_steps").sum())["_steps"].max() or 0) <= MAX_SERIES_POINTS:
-        return kept.sort([*keys, "step"])
-    steps = pl.col("_steps")
+    A record condensed while reading (memlog/condense.py) counts as the `steps` steps it stands
+    for (a step's later readings as one): bins hold equal numbers of steps, not of records."""
+    weight = pl.max_horizontal(pl.col("steps"), 1)
+    if (kept.group_by("_series").agg(weight.sum().alias("w"))["w"].max() or 0) <= MAX_SERIES_POINTS:
+        return kept.sort([*keys, "_x"])
+    kept = kept.with_columns(_w=weight)
+    steps = pl.col("_w")
     kept = kept.with_columns(_i=(steps.cum_sum() - steps).over("_series"), _n=steps.sum().over("_series"))
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
@@ -146,15 +176,15 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
     )
     value = pl.col("_value")
-    median = _weighted_median(value, steps) if kept["_steps"].max() > 1 else value.median()
+    median = _weighted_median(value, steps) if kept["_w"].max() > 1 else value.median()
     return (
         kept.with_columns(_bin=bin_of)
         .group_by("_series", "_bin", maintain_order=True)
         .agg(
-            pl.col(keys).first(), pl.col("step").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
+            pl.col(keys).first(), pl.col("step").last(), pl.col("_x").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
             pl.when(value.is_finite().all()).then(median).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
         )
-        .sort([*keys, "step"])
+        .sort([*keys, "_x"])
     )
 
 
@@ -165,20 +195,3 @@ def _weighted_median(value: pl.Expr, weight: pl.Expr) -> pl.Expr:
     exactly in half at every step)."""
     cumulative = weight.sort_by(value).cum_sum() * 2
     return value.sort().filter(cumulative >= weight.sum()).first()
-
-
-def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | None) -> tuple[pl.Expr, pl.Expr] | None:
-    """Whether a reading of `column` cannot be true, and why (a reason or null); None for a column
-    whose every reading is possible. A NaN loss is a finding of its own (nan-loss), a NaN memory
-    reading is not a reading at all."""
-    if column not in MEMORY_COLUMNS:
-        return None
-    is_host = MEMORY_COLUMNS[column].is_host
-    limit = capacity_gib * CAPACITY_SLACK if capacity_gib else (None if is_host else MAX_DEVICE_GIB)
-    reasons = [(value.is_nan() | value.is_infinite(), "not a number"), (value < 0, "negative")]
-    if limit is not None:
-        reasons.append((value > limit, "above capacity"))
-    why = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
-    for condition, reason in reasons[1:]:
-        why = why.when(condition).then(pl.lit(reason))
-    return pl.any_horizontal(condition for condition, _ in reasons), why.otherwise(pl.lit(None, dtype=pl.String))

@@ -57,7 +57,7 @@ class Shape:
     tail_start: int  # index of the first tail point (0 when there is no warmup)
     first_value: float
     rise: float  # warmup rise, tail start minus first value (0 when no warmup)
-    tail_steps: tuple[int, ...]
+    tail_steps: tuple[int, ...]  # the steps of the tail's points, for messages
     tail_values: tuple[float, ...]
     level: float  # median of the tail
     noise: float  # robust sigma of the point-to-point noise in the tail (of the floors for a sawtooth)
@@ -68,6 +68,7 @@ class Shape:
     sawtooth: stats.Period | None = None
     running_max: bool = False
     late_rate_ratio: float | None = None  # running max: growth rate over the last third / whole tail
+    tail_x: tuple[float, ...] = ()  # where the statistics place the tail's points, in steps (series.Series.x)
 
     @property
     def has_warmup(self) -> bool:
@@ -79,7 +80,7 @@ class Shape:
 
     @property
     def span(self) -> int:
-        return self.tail_steps[-1] - self.tail_steps[0] if self.tail_steps else 0
+        return self.tail_x[-1] - self.tail_x[0] if self.tail_x else 0
 
     @property
     def basis(self) -> str:
@@ -103,7 +104,7 @@ class Shape:
     @functools.cached_property  # the rules read it several times per series
     def r_squared(self) -> float | None:
         """How straight the tail is (1.0 = a perfect line), from an ordinary least-squares fit."""
-        line = stats.ols(self.tail_steps, self.tail_values)
+        line = stats.ols(self.tail_x, self.tail_values)
         if line is None or len(self.tail_values) < 3:
             return None
         slope, intercept = line
@@ -111,7 +112,7 @@ class Shape:
         total = sum((v - mean) ** 2 for v in self.tail_values)
         if total == 0:
             return None
-        residual = sum((v - (intercept + slope * x)) ** 2 for x, v in zip(self.tail_steps, self.tail_values))
+        residual = sum((v - (intercept + slope * x)) ** 2 for x, v in zip(self.tail_x, self.tail_values))
         return 1 - residual / total
 
     def is_flat(self, max_growth_gib: float, max_growth_pct: float) -> bool:
@@ -128,14 +129,14 @@ class Shape:
     @property
     def interval(self) -> int | None:
         """Median distance between logged steps in the tail."""
-        gaps = sorted(b - a for a, b in zip(self.tail_steps, self.tail_steps[1:]) if b > a)
+        gaps = sorted(b - a for a, b in zip(self.tail_x, self.tail_x[1:]) if b > a)
         return gaps[len(gaps) // 2] if gaps else None
 
     def stair_period_steps(self) -> float | None:
         """Median number of steps between the jumps of a staircase."""
         if not self.stairs or len(self.stairs.jumps) < 2:
             return None
-        at = [self.tail_steps[i] for i in self.stairs.jumps]
+        at = [self.tail_x[i] for i in self.stairs.jumps]
         return stats.median([b - a for a, b in zip(at, at[1:])])
 
 
@@ -149,8 +150,10 @@ class _Tails:
     one series, each computed once: the warmup search and the final shape ask about the same
     tails several times, and both methods cost O(n^2) pairs."""
 
-    def __init__(self, steps: tuple[int, ...], values: tuple[float, ...]) -> None:
+    def __init__(self, steps: tuple[float, ...], values: tuple[float, ...], labels: tuple[int, ...] | None = None) -> None:
+        """`steps`: the points' positions (Series.x); `labels`: their steps for messages."""
         self.steps, self.values = steps, values
+        self.labels = labels if labels is not None else tuple(int(s) for s in steps)
         self._fits: dict[int, stats.SlopeFit | None] = {}
         self._trends: dict[int, stats.TrendTest | None] = {}
 
@@ -307,8 +310,8 @@ def _late_rate_ratio(steps: tuple[int, ...], values: tuple[float, ...]) -> float
 # --------------------------------------------------------------------------------------------
 
 
-def _shape(steps: tuple[int, ...], values: tuple[float, ...], running_max: bool) -> Shape:
-    tails = _Tails(steps, values)
+def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: bool, labels: tuple[int, ...] | None = None) -> Shape:
+    tails = _Tails(steps, values, labels)
     sawtooth = None
     if not running_max and len(steps) >= MIN_PATTERN_POINTS:
         sawtooth = stats.find_sawtooth(steps, values)
@@ -358,8 +361,8 @@ def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
 def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
     """The fields every shape shares, from the warmup/tail split at `start`. How the tail is judged
     (noise, fit, trend) defaults to the tail's own points; a sawtooth passes its floors' instead."""
-    steps, values = tails.steps, tails.values
-    tail_s, tail_v = steps[start:], values[start:]
+    xs, values = tails.steps, tails.values
+    tail_s, tail_v = tails.labels[start:], values[start:]
     if "noise" not in judged:
         judged["noise"] = stats.robust_sigma(tail_v)
     if "fit" not in judged:
@@ -367,12 +370,13 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
     if "trend" not in judged:
         judged["trend"] = tails.trend(start)
     return Shape(
-        n=len(steps),
+        n=len(xs),
         tail_start=start,
         first_value=values[0],
         rise=_tail_start_level(tails, start) - values[0] if start else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
+        tail_x=xs[start:],
         level=stats.median(tail_v),
         **judged,
     )
@@ -383,7 +387,7 @@ def shape_of(series: Series) -> Shape:
     shape = series.__dict__.get("_shape")
     if shape is None:
         running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
-        shape = series.__dict__["_shape"] = _shape(tuple(series.steps), tuple(series.values), running_max)
+        shape = series.__dict__["_shape"] = _shape(tuple(series.x), tuple(series.values), running_max, tuple(series.steps))
     return shape
 
 
@@ -412,7 +416,7 @@ def project(series: Series, shape: Shape, capacity_gib: float | None) -> Project
     the last cycle: the peaks reach capacity first)."""
     if not capacity_gib or not shape.fit or shape.fit.slope <= 0:
         return None
-    last_step = shape.tail_steps[-1]
+    last_step = shape.tail_x[-1]
     fitted_now = shape.fit.intercept + shape.fit.slope * last_step
     if shape.sawtooth:
         last_cycle = shape.tail_values[-max(2, round(shape.sawtooth.period / max(shape.interval or 1, 1))) :]
@@ -433,7 +437,7 @@ def project(series: Series, shape: Shape, capacity_gib: float | None) -> Project
 
 def seconds_per_step(series: Series) -> float | None:
     """Wall time per optimizer step over the series, from its timestamps (None without them)."""
-    pairs = [(s, t) for s, t in zip(series.steps, series.times or []) if t is not None]
+    pairs = [(s, t) for s, t in zip(series.x, series.times or []) if t is not None]
     if len(pairs) < 2 or pairs[-1][0] <= pairs[0][0] or pairs[-1][1] <= pairs[0][1]:
         return None
     return (pairs[-1][1] - pairs[0][1]) / (pairs[-1][0] - pairs[0][0])

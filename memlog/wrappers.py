@@ -2,7 +2,8 @@
 
 One YAML file per wrapper in `parsers/wrappers/` (and in a `wrappers/` folder of a user's formats
 directory): a `prefix` regex matched at the start of a line (and/or a `suffix` at its end), whose
-named groups say who printed the line or when:
+named groups say who printed the line or when (a `marker` is a line of its own that names who wrote
+the lines after it in the same file, such as Ray's `:actor_name:` in a worker's log file):
 
     node    host, IP, pod or container that printed it     rank   its rank (torchrun, MPI, ...)
     task    srun's task id (a rank, or a node when torchrun runs under it)
@@ -36,7 +37,7 @@ WRAPPER_FIELDS: dict[str, pl.DataType] = {
 # every line of a process, the traceback's `[rankN]:` inside it only on some); the innermost names
 # the process itself (journald's pid is the launcher's, Ray's inner prefix the worker's).
 INNERMOST_WINS = frozenset({"actor", "pid", "ip", "ts", "stream", "repeated"})
-KEYS = {"name", "title", "description", "prefix", "suffix", "priority", "samples"}
+KEYS = {"name", "title", "description", "prefix", "suffix", "marker", "priority", "samples"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class WrapperSpec:
     path: Path
     prefix: str | None
     suffix: str | None
+    marker: dict[str, Any] | None  # {literals: [...], regex: ...}: a line naming who wrote the lines after it
     priority: int  # lower is tried first where two prefixes could match the same text
     samples: tuple[dict[str, Any], ...]
 
@@ -79,9 +81,14 @@ def load_wrapper(path: Path) -> WrapperSpec:
     unknown = set(raw) - KEYS
     if unknown:
         raise FormatSpecError(f"{path.name}: unknown keys {sorted(map(str, unknown))} (known: {sorted(KEYS)})")
-    prefix, suffix = raw.get("prefix"), raw.get("suffix")
+    prefix, suffix, marker = raw.get("prefix"), raw.get("suffix"), raw.get("marker")
     if not any(isinstance(r, str) and r for r in (prefix, suffix)) or any(r is not None and not isinstance(r, str) for r in (prefix, suffix)):
         raise FormatSpecError(f"{path.name}: a wrapper needs a `prefix:` or `suffix:` regex")
+    if marker is not None and not (
+        isinstance(marker, dict) and isinstance(marker.get("regex"), str) and marker["regex"]
+        and isinstance(marker.get("literals"), list) and marker["literals"] and all(isinstance(x, str) and x for x in marker["literals"])
+    ):
+        raise FormatSpecError(f"{path.name}: `marker` needs `literals:` (a list) and `regex:`")
     priority = raw.get("priority", 50)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise FormatSpecError(f"{path.name}: `priority` must be an integer")
@@ -89,8 +96,8 @@ def load_wrapper(path: Path) -> WrapperSpec:
     if not isinstance(samples, list) or not samples or not all(isinstance(s, dict) and isinstance(s.get("line"), str) for s in samples):
         raise FormatSpecError(f"{path.name}: `samples` must list at least one {{line: ..., text: ...}} (tested at load)")
     spec = WrapperSpec(raw["name"], str(raw.get("title", raw["name"])), str(raw.get("description", "")).strip(), path,
-                       prefix or None, suffix or None, priority, tuple(samples))
-    for what, regex in (("prefix", spec.prefix), ("suffix", spec.suffix)):
+                       prefix or None, suffix or None, marker, priority, tuple(samples))
+    for what, regex in (("prefix", spec.prefix), ("suffix", spec.suffix), ("marker", marker and marker["regex"])):
         if regex is None:
             continue
         try:
@@ -134,3 +141,11 @@ def sample_mismatches(wrapper: WrapperSpec, others: list[WrapperSpec]) -> list[s
             if got != want and str(got) != str(want):
                 problems.append(f"{wrapper.path.name} sample {i}: {key} = {got!r}, expected {want!r} (line {sample['line'][:80]!r})")
     return problems
+
+
+def markers(wrappers: list[WrapperSpec]) -> tuple[list[str], str | None]:
+    """The literals and the combined regex of the wrappers' marker lines (its groups: actor, pid)."""
+    found = [w.marker for w in wrappers if w.marker]
+    if not found:
+        return [], None
+    return [lit for m in found for lit in m["literals"]], "|".join(f"(?:{m['regex']})" for m in found)

@@ -6,7 +6,7 @@ from collections import Counter
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
-from memlog.series import MAX_DEVICE_GIB
+from memlog.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 
 
 def check(ctx, t) -> list[Finding]:
@@ -60,7 +60,9 @@ def _why(reason: str, series, ctx) -> str:
     if reason != "above capacity":
         return reason
     cap = ctx.capacity.host_gib if series.memory.is_host else ctx.capacity.device_gib
-    return f"above the {gib(cap)} capacity" if cap else f"above {MAX_DEVICE_GIB:g} GiB, more than any device holds"
+    if cap:
+        return f"above the {gib(cap)} capacity"
+    return f"above {MAX_HOST_GIB:g} GiB, more than any node holds" if series.memory.is_host else f"above {MAX_DEVICE_GIB:g} GiB, more than any device holds"
 
 
 RULE = Rule(

@@ -38,6 +38,8 @@ def check(ctx, t) -> list[Finding]:
             shape = shape_of(series)
             if not shape.sawtooth or ctx.decided(series) or len(shape.sawtooth.floors) < t["min_cycles"]:
                 continue
+            if shape.sawtooth.period < t["min_period_steps"]:
+                continue  # the forward/backward cycle inside every step, read between step lines
             climb, floor = _cycle(series, shape)
             floor_growth = shape.growth
             if climb < max(t["min_climb_gib"], floor * t["min_climb_pct"] / 100):
@@ -69,7 +71,7 @@ def _finding(ctx, subject, hits, t) -> Finding:
         )
     elif interval and interval > 0:
         points = period / interval
-        msg += f" That is every {points:g} logged points at the memory log interval of {interval} step{'s' if interval != 1 else ''}"
+        msg += f" That is every {points:g} logged points at the memory log interval of {interval:g} step{'s' if interval != 1 else ''}"
         if loss_interval:
             msg += f" (the loss is logged every {loss_interval} steps)"
         msg += f"; if the trainer logs or flushes every {period:g} steps (log_freq, steps_per_print), values kept until then are the likely cause."
@@ -117,6 +119,8 @@ RULE = Rule(
     not_meaning="Not a leak: the floor returns to the same level. But the peak grows with the flush interval and can reach OOM.",
     thresholds=(
         Threshold("min_cycles", 3, "cycles", "complete cycles needed"),
+        Threshold("min_period_steps", 2, "steps", "period, at least: a shorter cycle is the forward/backward cycle within each step "
+                  "(memory lines read between step lines), not memory held across steps"),
         Threshold("min_climb_gib", 0.1, "GiB", "climb within a cycle, at least (absolute)"),
         Threshold("min_climb_pct", 1.0, "%", "climb within a cycle relative to the floor, at least"),
         Threshold("max_floor_growth_gib", 0.25, "GiB", "fitted growth of the floors over the run tolerated (absolute)"),

@@ -16,7 +16,7 @@ from memlog.formats import load_specs
 from memlog.parse import ChunkParser
 from memlog.reading import Piece, ReadStats, to_frame
 from memlog.series import _weighted_median
-from memlog.tables import Keep
+from memlog.records import Keep
 
 SPECS = list(load_specs().values())
 STEPS = 20_000  # the last step; a segment's first 2 * CONDENSE_AFTER steps are kept one by one
@@ -65,7 +65,7 @@ def _text(frame: pl.DataFrame) -> pl.DataFrame:
 @pytest.mark.parametrize("chunk_bytes", [64 << 10, 4 << 20])
 def test_condensed_tables_count_place_and_segment_every_step_as_the_full_ones(long_log, chunk_bytes):
     condensed, full = _both(long_log, chunk_bytes)
-    assert "_steps" in condensed.records.columns and "_steps" not in full.records.columns
+    assert condensed.records["steps"].max() > 1 and full.records["steps"].max() == 1
     assert full.records.height == 2 * (RESTART_AT + STEPS - RESUME_FROM + 1)
     assert condensed.records.height < 0.6 * full.records.height  # the first 4000 steps of each segment stay alone
     assert condensed.step_count == full.step_count == full.records.height
@@ -80,24 +80,23 @@ def test_condensed_tables_count_place_and_segment_every_step_as_the_full_ones(lo
     ).sort(keys)
     assert ends(condensed).equals(ends(full))
     # A bin is where its last step was, with that step's line.
-    bins = _text(condensed.records).filter(pl.col("_steps") > 1)
+    bins = _text(condensed.records).filter(pl.col("steps") > 1)
     assert bins.height and bins.join(_text(full.records), on=["worker", "segment", "step", "line_no"], how="anti").is_empty()
 
 
 def test_readings_that_cannot_be_true_stay_records_of_their_own(long_log):
     condensed, full = _both(long_log, 4 << 20)
-    value_cols = ["worker", "segment", "step", "line_no", "loss", "mem_peak_reserved_gib", "_steps"]
+    value_cols = ["worker", "segment", "step", "line_no", "loss", "mem_peak_reserved_gib", "steps"]
     odd = _text(condensed.records).filter(pl.col("loss").is_nan() | (pl.col("mem_peak_reserved_gib") > 1024)).select(value_cols)
     assert odd.sort("line_no")["step"].to_list() == [NAN_LOSS_STEP, IMPOSSIBLE_STEP]
-    assert odd["_steps"].to_list() == [1, 1]
+    assert odd["steps"].to_list() == [1, 1]
     expected = _text(full.records).filter(pl.col("loss").is_nan() | (pl.col("mem_peak_reserved_gib") > 1024))
-    assert odd.drop("_steps").sort("line_no").equals(expected.select(value_cols[:-1]).sort("line_no"))
+    assert odd.drop("steps").sort("line_no").equals(expected.select(value_cols[:-1]).sort("line_no"))
 
 
 def test_analyze_judges_the_condensed_run_as_the_full_one(long_log, monkeypatch):
     condensed = api.analyze([long_log])
-    monkeypatch.setattr(api, "Keep", type("Full", (), {"judged": staticmethod(lambda *extra: dataclasses.replace(Keep.judged(*extra), condense=False))}))
-    full = api.analyze([long_log])
+    full = api.analyze([long_log], condense=False)
     assert condensed.verdict == full.verdict == "leak"
     assert [(f.rule, f.severity, f.series) for f in condensed.findings] == [(f.rule, f.severity, f.series) for f in full.findings]
     assert {"corrupt-readings", "nan-loss", "memory-leak"} <= {f.rule for f in full.findings}
@@ -119,36 +118,36 @@ def _condensed(rows: pl.DataFrame, events: list[int] = (), first_line: int = 0, 
     condenser = condense.Condenser()
     condenser.carried = {("rank0", "train"): (0, seen)}  # (last step, steps of its segment so far)
     event_rows = [pl.DataFrame({"line_no": list(events)}, schema={"line_no": pl.Int64})] if events else []
-    return condenser.add(rows, event_rows, first_line, open_since) + condenser.flush(open_since)
+    return condenser.add(rows, event_rows, first_line, open_since) + condenser.finish(open_since)
 
 
 def test_a_run_is_binned_inside_and_cut_at_events_step_less_lines_and_a_step_logged_twice():
     lines = list(range(100, 160))
     steps: list[int | None] = [*range(1, 21), None, *range(21, 31), 30, *range(31, 59)]  # a step-less line; step 30 twice
     (out,) = _condensed(_rows(lines, steps), events=[110])
-    kept = out.filter(pl.col("_steps") == 1)["line_no"].to_list()
+    kept = out.filter(pl.col("steps") == 1)["line_no"].to_list()
     # Each run's first and last step stay alone: lines 100, 109 | event | 110, 119 | step-less 120 | 121, 130 | 131 (30 again), 159.
     assert {100, 109, 110, 119, 120, 121, 130, 131, 159} <= set(kept)
-    assert out["_steps"].sum() == len(lines)
+    assert out["steps"].sum() == len(lines)
     assert out["line_no"].is_sorted()
     # Bins never reach over a cut.
     for first, last in ((100, 109), (110, 119), (121, 130), (131, 159)):
         inside = out.filter(pl.col("line_no").is_between(first, last))
-        assert inside["_steps"].sum() == last - first + 1
+        assert inside["steps"].sum() == last - first + 1
 
 
 def test_lines_a_later_chunk_may_still_touch_and_late_records_stay_alone():
     rows = _rows(list(range(100, 140)), list(range(1, 41)))
     (out,) = _condensed(rows, first_line=110, open_since=130)
-    alone = set(out.filter(pl.col("_steps") == 1)["line_no"].to_list())
+    alone = set(out.filter(pl.col("steps") == 1)["line_no"].to_list())
     assert set(range(100, 111)) <= alone and set(range(129, 140)) <= alone
-    assert out.filter(pl.col("_steps") > 1)["_steps"].sum() == 130 - 111 - 1  # 111..128 less the run's ends
+    assert out.filter(pl.col("steps") > 1)["steps"].sum() == 130 - 111 - 1  # 111..128 less the run's ends
 
 
 def test_a_worker_short_of_the_threshold_is_kept_step_by_step():
     rows = _rows(list(range(50)), list(range(1, 51)))
     (out,) = _condensed(rows, seen=0)
-    assert out.height == 50 and "_steps" not in out.columns
+    assert out.height == 50 and ("steps" not in out.columns or out["steps"].max() == 1)
 
 
 def test_bins_widen_with_the_steps_seen_whatever_the_batches():
@@ -156,8 +155,8 @@ def test_bins_widen_with_the_steps_seen_whatever_the_batches():
     one = _condensed(rows, seen=0)
     condenser = condense.Condenser()
     halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, [], int(part["line_no"][0]), None)]
-    halves += condenser.flush(None)
-    widths = pl.concat(one)["_steps"]
+    halves += condenser.finish(None)
+    widths = pl.concat(one)["steps"]
     assert widths.sum() == 30_000 and widths.head(2 * condense.CONDENSE_AFTER - 1).max() == 1
     expected = 2 * condense.CONDENSE_AFTER + condense.CONDENSE_AFTER * math.log(30_000 / (2 * condense.CONDENSE_AFTER))
     assert abs(len(widths) - expected) < 10
@@ -230,7 +229,7 @@ def test_a_short_segment_after_a_restart_is_judged_step_by_step(tmp_path, conden
     lines = [_step_line(0, step, t, 3.0, 30.0) for t, step in enumerate(steps)]
     condensed, _ = _both(_write(tmp_path, lines), 4 << 20)
     resumed = condensed.records.filter(pl.col("segment") == 1)
-    assert resumed.height == 12 and resumed["_steps"].max() == 1
+    assert resumed.height == 12 and resumed["steps"].max() == 1
 
 
 def test_an_impossible_host_reading_is_not_hidden_in_a_bin(tmp_path, condense_early):
@@ -243,11 +242,11 @@ def test_an_impossible_host_reading_is_not_hidden_in_a_bin(tmp_path, condense_ea
         lines += [f"{prefix}Step {step}", f"{prefix}perf:", f"{prefix}  cpu_memory_used_gb: {used:.3f}"]
     condensed, _ = _both(_write(tmp_path, lines), 64 << 10)
     odd = condensed.records.filter(pl.col("host_mem_used_gib") > 1000)
-    assert odd["step"].to_list() == [1000] and odd["_steps"].to_list() == [1]
-    assert condensed.records["_steps"].max() > 1  # the rest of the run was condensed
+    assert odd["step"].to_list() == [1000] and odd["steps"].to_list() == [1]
+    assert condensed.records["steps"].max() > 1  # the rest of the run was condensed
 
 
-def test_a_resume_that_lost_a_few_steps_is_a_restart_even_inside_a_batch(tmp_path, condense_early):
+def test_a_resume_that_lost_a_fewsteps_is_a_restart_even_inside_a_batch(tmp_path, condense_early):
     # The resumed segment's first steps cannot be binned yet, but the step that goes back still
     # ends the run: no bin mixes steps of both segments.
     steps = [*range(1, 301), *range(251, 601)]
@@ -258,4 +257,4 @@ def test_a_resume_that_lost_a_few_steps_is_a_restart_even_inside_a_batch(tmp_pat
     ).sort("segment")
     assert ends(condensed).equals(ends(full)) and full.records["segment"].max() == 1
     assert [e.to_json() for e in condensed.events] == [e.to_json() for e in full.events]
-    assert condensed.records["_steps"].max() > 1
+    assert condensed.records["steps"].max() > 1

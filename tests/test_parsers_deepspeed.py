@@ -127,18 +127,18 @@ def _records(tmp_path: Path, lines: list[str]):
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
     tables, _ = parse_sources([str(path)], SPECS)
-    return [(r["step"], r["kind"], r["loss"], r["mem_allocated_gib"]) for r in tables.records.sort("kind", "step").iter_rows(named=True)]
+    return [(r["step"], r["kind"], r["loss"], r["mem_allocated_gib"]) for r in tables.records.sort("kind", "step", "reading").iter_rows(named=True)]
 
 
 def test_loss_dicts_without_step_lines_are_numbered_and_memory_inherits(tmp_path):
     got = _records(tmp_path, [
         MA.format(1.0, 1.0, 2.0, 2),  # before the first dict: joins it
         "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
-        MA.format(1.5, 1.5, 2.0, 2),  # after dict 1: step 1's last reading
+        MA.format(1.5, 1.5, 2.0, 2),  # after dict 1: step 1's second reading
         "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
         "{'eval_loss': 2.75, 'eval_runtime': 1.0, 'epoch': 0.2}",
     ])
-    assert got == [(1, "train", 2.5, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
+    assert got == [(1, "train", 2.5, 1.0), (1, "train", None, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
 
 
 def test_loss_dicts_take_the_deepspeed_step_when_there_is_one(tmp_path):

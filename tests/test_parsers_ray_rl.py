@@ -19,7 +19,8 @@ from memlog.events import typed_detail
 from memlog.formats import load_specs
 from memlog.parse import ChunkParser, parse_line
 from memlog.reading import Source, read_chunks
-from memlog.tables import build_events, build_records, source_frame
+from memlog.events import build_events
+from memlog.records import build_records, source_frame
 from memlog.unwrap import Unwrapper
 
 from tests.samplegen import build_all

@@ -41,7 +41,7 @@ def buckets(steps: list[int] | None, values: list[float], count: int):
     import polars as pl
 
     frame = pl.DataFrame({"value": values}, schema={"value": pl.Float64})
-    frame = frame.with_columns(step=pl.Series(steps, dtype=pl.Int64) if steps is not None else pl.int_range(pl.len()))
+    frame = frame.with_columns(step=pl.Series(steps, dtype=pl.Float64) if steps is not None else pl.int_range(pl.len()).cast(pl.Float64))
     frame = frame.filter(pl.col("value").is_finite())
     size = max(1, -(-frame.height // max(count, 1)))
     return (

@@ -124,7 +124,7 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
 
     all_steps = [s for steps, _ in points.values() for s in steps[:1] + steps[-1:]]
     if all_steps:
-        ticks = _nice_ticks(min(all_steps), max(all_steps))
+        ticks = _nice_ticks(math.floor(min(all_steps)), math.ceil(max(all_steps)))
         fig.ruler("x").ticks(ticks, [f"{t:,}" for t in ticks])
     chart = fig.build().string(colorless=not colour)
     chart = _BACKGROUND.sub("", chart)

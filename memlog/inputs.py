@@ -1,0 +1,97 @@
+"""Inputs: what the user named (files, `-`, directories, globs) as the sources to read, each with
+what its path says about who wrote it.
+
+A directory is read whole, recursively: every file that may hold log text (by name: `.log`,
+`.out`, `.err`, `.txt`, `.jsonl`, `.json`, `.csv`, compressed `.gz`, or no extension), in natural
+order (`rank2` before `rank10`); hidden entries and binary artefacts (checkpoints, images, arrays)
+are skipped. A path that does not exist but holds `*`, `?` or `[` is a glob (`**` recurses).
+
+The layouts users have are directories, and their paths name the writer:
+- torchrun `--log-dir`: `<run>/attempt_<n>/<local_rank>/stdout.log` (the rank is a folder);
+- one file per rank: `rank3.log`, `20250304101112_rank3.log` (DeepSpeed `--enable_each_rank_log`);
+- one folder or file per node: `node01/`, `node-3.log`;
+- Ray session logs: `worker-<id>-<job>-<pid>.out` (the pid; the actor names itself on
+  `:actor_name:` lines inside, see parsers/wrappers/ray.yaml).
+What a path says fills in what a line does not (a line's own prefix wins).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+
+from memlog.errors import InputError
+from memlog.reading import Source
+
+LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".jsonl", ".json", ".csv", ".gz"}
+NOT_LOGS = re.compile(r"\.(?:pt|pth|bin|safetensors|ckpt|npy|npz|parquet|arrow|pkl|pickle|png|jpe?g|gif|svg|pdf|so|pyc|zip|tar|whl|db|sqlite|h5|onnx|yaml|yml|py|sh|md)$", re.I)
+# Path identity, tried on the path relative to the directory given (or on the file name).
+TORCHRUN_LOG_DIR = re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr)\.log$")
+RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(?P<rank>\d+)", re.I)
+NODE_IN_PATH = re.compile(r"(?:^|[^a-z0-9])(?P<node>node[-_]?\d+)(?![0-9])", re.I)
+RAY_WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-[0-9a-f]+-(?:[0-9a-f]+-)?(?P<pid>\d+)\.(?:out|err|log)$")
+
+
+def _natural(path: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def identity_of(relative: str) -> dict[str, object]:
+    """What a path (relative to the folder the user named) says of who wrote the file."""
+    found: dict[str, object] = {}
+    name = relative.rsplit("/", 1)[-1]
+    if match := TORCHRUN_LOG_DIR.search(relative):
+        found["rank"] = int(match["rank"])
+    elif match := RANK_IN_NAME.search(name):
+        found["rank"] = int(match["rank"])
+    if match := RAY_WORKER_FILE.search(relative):
+        found["pid"] = int(match["pid"])
+    nodes = NODE_IN_PATH.findall(relative)
+    if nodes:
+        found["node"] = nodes[-1]
+    return found
+
+
+def _is_log_name(path: Path) -> bool:
+    if path.name.startswith(".") or NOT_LOGS.search(path.name):
+        return False
+    suffixes = path.suffixes[-2:]
+    return not path.suffix or path.suffix in LOG_SUFFIXES or any(s in LOG_SUFFIXES for s in suffixes)
+
+
+def _directory(root: Path) -> list[Source]:
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            path = Path(folder) / name
+            if path.is_file() and _is_log_name(path):
+                files.append(path)
+    if not files:
+        raise InputError(f"{root}: a directory with no log files in it")
+    sources = []
+    for path in sorted(files, key=lambda p: _natural(p.as_posix())):
+        relative = path.relative_to(root).as_posix()
+        sources.append(Source(str(path), identity=identity_of(relative)))
+    return sources
+
+
+def expand(inputs: list[str]) -> list[Source]:
+    """The sources of the inputs, in the order given (a directory's files in natural order)."""
+    sources: list[Source] = []
+    for spec in inputs:
+        if spec == "-":
+            sources.append(Source(spec))
+        elif os.path.isdir(spec):
+            sources += _directory(Path(spec))
+        elif not os.path.exists(spec) and any(c in spec for c in "*?["):
+            matches = sorted(glob.glob(spec, recursive=True), key=_natural)
+            files = [m for m in matches if os.path.isfile(m)]
+            if not files:
+                raise InputError(f"{spec}: no file matches this pattern")
+            sources += [Source(m, identity=identity_of("/".join(Path(m).parts[-2:]))) for m in files]
+        else:
+            sources.append(Source(spec, identity=identity_of("/".join(Path(spec).parts[-2:]))))
+    return sources

@@ -1,0 +1,287 @@
+"""Records: the parsed step lines of all sources, one row per reading of a worker at a step.
+
+A worker is the process that printed a line: its node and rank, a Ray actor (name, pid, ip), or
+the file itself. Its lines become records in four moves (build_records):
+
+1. every line gets a step: its own, or the worker's nearest earlier one (memory lines printed
+   between step lines), or the source's (a Ray WorkerDict whose steps the driver prints); a worker
+   that never prints one numbers its readings 1, 2, 3... (`ordinal`: a reading index, said as such);
+2. a step counter that goes back (a resume, a restarted job appending to the file) starts a new
+   `segment`, so a series never joins two runs;
+3. the same step line printed twice with different values is two processes the log does not tell
+   apart (two nodes' `[rank2]:`, or ranks with no prefix at all): when most steps are printed that
+   way, the worker is split into copies `#1`, `#2`... ordered by their reading at each step, and
+   `collided` says so;
+4. lines of one step are merged into readings: a step line and the memory lines after it are one
+   reading, and a memory line printed again within the step starts the next (`reading` 1, 2...),
+   so every reading counts.
+
+Rows stay in (source, line) order; `steps` says how many steps a row stands for (1, 0 for a
+step's later readings, more for a bin of a long run: memlog/condense.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from memlog.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS, MEMORY_COLUMNS
+from memlog.keys import group_key
+
+# Text columns with a few distinct values repeated on every record: categorical while building.
+LABEL_COLUMNS = ("source", "worker", "kind", "format", "pattern", "node", "actor", "ip")
+# Who printed a line beyond its rank: the node (a launcher's host label), Ray's actor name, pid and
+# node IP, absent from most logs.
+OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
+# A worker whose step lines come twice (or more) with different values at this share of its steps
+# is several processes under one name (step 3 of build_records).
+COLLIDED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a caller reads of each record. `memlog series` prints every column and the logger's own
+    timestamps; `analyze` reads only the columns it judges and the timestamps as seconds, so the
+    millions of records of a dense log stay small (see compact_records)."""
+
+    values: tuple[str, ...] = ALL_VALUE_COLUMNS
+    ts_text: bool = True
+    condense: bool = False  # long runs of steps kept as bins (memlog/condense.py)
+
+    @classmethod
+    def judged(cls, *extra: str | None, condense: bool = True) -> Keep:
+        """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric), with long
+        runs of steps condensed unless `condense` is false."""
+        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=condense)
+
+
+class RecordSink(Protocol):
+    """Where one source's compact records go while it is read (memlog/api.py). `add` takes a chunk's
+    record rows (or None) with the event rows it yielded, its first line and the first line a later
+    chunk may still complete (ChunkParser.open_since); it returns the frames ready to keep. `finish`
+    returns the rest at the end of the source."""
+
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]: ...
+
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]: ...
+
+
+class KeepEvery:
+    """The sink that keeps every record as read (`memlog series`, `formats check`, tests)."""
+
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+        return [rows] if rows is not None else []
+
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]:
+        return []
+
+
+def steps_read(records: pl.DataFrame) -> pl.Expr:
+    """How many steps rows stand for (in a select or per group)."""
+    return pl.col("steps").sum() if "steps" in records.columns else pl.len()
+
+
+def worker_expr(columns: list[str]) -> pl.Expr:
+    """A readable name for the process that printed a line, unique per process: its node (when a
+    launcher names one) and its rank, else its Ray actor (name, pid, node IP), else its pid."""
+    col = {c: pl.col(c) if c in columns else pl.lit(None, dtype=pl.String) for c in ("node", "actor", "ip")}
+    pid = pl.col("pid").cast(pl.String) if "pid" in columns else pl.lit(None, dtype=pl.String)
+    actor = col["actor"] + pl.when(pid.is_not_null()).then(pl.lit(" pid=") + pid).otherwise(pl.lit(""))
+    actor = actor + pl.when(col["ip"].is_not_null()).then(pl.lit(", ip=") + col["ip"]).otherwise(pl.lit(""))
+    who = (
+        pl.when(pl.col("rank").is_not_null())
+        .then(pl.lit("rank") + pl.col("rank").cast(pl.String))
+        .when(col["actor"].is_not_null())
+        .then(actor)
+        .when(pid.is_not_null())
+        .then(pl.lit("pid=") + pid)
+        .otherwise(pl.lit("main"))
+    )
+    return pl.when(col["node"].is_not_null()).then(col["node"] + pl.lit("/") + who).otherwise(who).alias("worker")
+
+
+def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
+    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it
+    (`analyze` parses them chunk by chunk while reading: compact_records)."""
+    if "_seconds" in records.columns:
+        return records
+    return records.with_columns(_seconds=_seconds(records))
+
+
+def _seconds(rows: pl.DataFrame) -> pl.Series:
+    """Logger timestamps (`2025-03-04 17:22:10,931`, ISO `T`, `.` or `,` fractions) as seconds."""
+    if "ts" not in rows.columns or rows["ts"].dtype != pl.String:
+        return pl.Series([None] * rows.height, dtype=pl.Float64)
+    parsed = (
+        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+    )
+    return rows.select((parsed.dt.epoch("ms") / 1000).alias("s"))["s"]
+
+
+def source_frame(source: str, frames: list[pl.DataFrame], identity: dict[str, object] | None = None) -> pl.DataFrame:
+    """Concatenate one source's matches and name their workers. `identity`: what the source's path
+    says of who printed it (memlog/inputs.py: a rank, a node, a pid), for lines that do not say."""
+    frame = pl.concat(frames, how="diagonal_relaxed").with_columns(source=pl.lit(source))
+    for column, value in (identity or {}).items():
+        if value is None:
+            continue
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(value).alias(column))
+        else:
+            frame = frame.with_columns(pl.col(column).fill_null(pl.lit(value).cast(frame.schema[column])))
+    return frame.with_columns(worker_expr(frame.columns))
+
+
+def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep, identity: dict[str, object] | None = None) -> pl.DataFrame:
+    """One chunk's record rows as they are kept until the end of the input: workers named, labels
+    categorical, only the value columns the caller reads, timestamps as seconds unless it prints
+    them. Done per chunk, so the rows never exist in their wide, string-labelled form all at once."""
+    frame = source_frame(source, frames, identity)
+    # A column no row of the chunk fills costs as much as a full one: left out (concatenation
+    # fills it with nulls again only where another chunk has it).
+    empty = [c for c in (*ALL_VALUE_COLUMNS, *OPTIONAL_LABELS, "repeated") if c in frame.columns and frame[c].null_count() == frame.height]
+    frame = frame.select(pl.exclude(empty, *(c for c in ALL_VALUE_COLUMNS if c not in keep.values), "stream"))
+    if not keep.ts_text:
+        frame = with_seconds(frame).drop("ts", strict=False)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
+    return frame.with_columns(pl.col(labels).cast(pl.Categorical))
+
+
+def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Steps, segments, copies and readings (module docstring), then one row per reading. Each frame
+    holds one source's rows (compact_records or a sink's); `frames` is emptied (_in_line_order)."""
+    if not frames:
+        return pl.DataFrame()
+    frame = _in_line_order(frames)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns]
+    frame = frame.with_columns(pl.col(labels).cast(pl.Categorical))
+    for column, default in (("step", pl.lit(None, dtype=pl.Int64)), ("pattern", pl.lit("", dtype=pl.Categorical)),
+                            ("steps", pl.lit(1, dtype=pl.Int64))):
+        if column not in frame.columns:
+            frame = frame.with_columns(default.alias(column))
+    frame = frame.with_columns(pl.col("steps").fill_null(1))
+    frame = _fill_steps(frame)
+    keys = ["source", "worker", "kind"]
+    frame = frame.with_columns(
+        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(group_key(frame, keys)).cast(pl.Int64)
+    )
+    frame = _split_collided(frame)
+    return _readings(frame)
+
+
+def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The rows of all sources as sort("source", "line_no") orders them, in one contiguous frame
+    (polars would otherwise copy the many chunks at every later step), without sorting a source whose
+    rows already are in line order (any log without multi-line blocks). Empties `frames`, so that
+    the chunks are freed once the copy is made."""
+    by_source: dict[str, list[pl.DataFrame]] = {}
+    for frame in frames:
+        by_source.setdefault(frame["source"][0], []).append(frame)
+    frames.clear()
+    ordered = []
+    for source in sorted(by_source):
+        frame = pl.concat(by_source[source], how="diagonal_relaxed")
+        ordered.append(frame if frame["line_no"].is_sorted() else frame.sort("line_no", maintain_order=True))
+    return pl.concat(ordered, how="diagonal_relaxed").rechunk()
+
+
+def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
+    """Give every line a step (module docstring, move 1); `ordinal` marks workers whose steps count
+    their readings or log lines rather than training steps."""
+    worker = group_key(frame, ["source", "worker"])
+    ordinal_pattern = pl.col("ordinal_step").fill_null(False) if "ordinal_step" in frame.columns else pl.lit(False)
+    stepless = pl.col("step").is_null().all().over(worker)
+    # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order (HF
+    # Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then inherit.
+    frame = frame.with_columns(
+        _ordinal=stepless & ordinal_pattern.any().over(worker),
+        step=pl.when(stepless & ordinal_pattern).then(ordinal_pattern.cast(pl.Int64).cum_sum().over(worker)).otherwise(pl.col("step")),
+    )
+    # Lines without a step of their own belong to the step the worker logged last (or, before its
+    # first step line, to the first one). A worker that never logs a step itself (a Ray WorkerDict,
+    # whose steps the driver-side TaskRunner prints) takes the step the source logged last.
+    own = pl.col("step").forward_fill().backward_fill().over(worker)
+    shared = pl.col("step").forward_fill().backward_fill().over("source")
+    frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
+    # Nothing in the source has a step: each worker's readings are numbered, a pattern's k-th line
+    # being reading k (a see_memory_usage block's lines form one reading).
+    nth = pl.int_range(1, pl.len() + 1).over(group_key(frame, ["source", "worker", "pattern"]))
+    return frame.with_columns(
+        ordinal=pl.col("_ordinal") | pl.col("step").is_null(),
+        step=pl.col("step").fill_null(nth.cast(pl.Int64)),
+    ).drop("_ordinal", "ordinal_step", strict=False)
+
+
+def _sort_value(frame: pl.DataFrame) -> pl.Expr:
+    """What orders the copies of a collided worker at each step: its first memory reading, else the loss."""
+    present = [c for c in (*MEMORY_COLUMNS, "loss") if c in frame.columns]
+    return pl.coalesce(*present) if present else pl.lit(0.0)
+
+
+def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
+    """Move 3 of the module docstring. A step line printed again with the same values is a repeat
+    (two log handlers, a restarted tail) and is dropped."""
+    step_lines = ~pl.col("inherited").fill_null(False) if "inherited" in frame.columns else pl.lit(True)
+    at_step = ["source", "worker", "kind", "segment", "step", "pattern"]
+    occurrence = pl.int_range(pl.len()).over(group_key(frame, at_step))
+    if not frame.select((step_lines & (occurrence > 0)).any()).item():
+        return frame.with_columns(collided=pl.lit(False)).drop("inherited", strict=False)  # no step line printed twice
+    values = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    if values:
+        again = pl.int_range(pl.len()).over(pl.struct(*at_step, *values)) > 0
+        frame = frame.filter(~(step_lines & again))
+    occurrence = pl.int_range(pl.len()).over(group_key(frame, at_step))
+    frame = frame.with_columns(_again=step_lines & (occurrence > 0))
+    worker = group_key(frame, ["source", "worker", "kind"])
+    steps_again = pl.struct("segment", "step").filter(pl.col("_again")).n_unique().over(worker)
+    steps_all = pl.struct("segment", "step").filter(step_lines).n_unique().over(worker)
+    collided = step_lines & (steps_again > 0) & (steps_again >= COLLIDED_SHARE * steps_all)
+    frame = frame.with_columns(collided=collided).drop("_again")
+    if not frame["collided"].any():
+        return frame.drop("inherited", strict=False)
+    copy = _sort_value(frame).rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)
+    return frame.with_columns(
+        worker=pl.when("collided").then(pl.col("worker").cast(pl.String) + pl.lit("#") + copy.cast(pl.String))
+        .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+    ).drop("inherited", strict=False)
+
+
+def _readings(frame: pl.DataFrame) -> pl.DataFrame:
+    """Move 4 of the module docstring: merge the lines of each reading into one row."""
+    keys = ["source", "worker", "kind", "segment", "step"]
+    frame = frame.with_columns(reading=pl.int_range(pl.len()).over(group_key(frame, [*keys, "pattern"])).cast(pl.Int64))
+    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
+    firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]
+    timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
+    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    flags = [pl.col("ordinal").any(), pl.col("collided").any()]
+    # In line order a worker's (segment, step) never decreases, so the lines of one reading are
+    # neighbours: only then is there anything to merge (a dense log has one line per step, and
+    # grouping millions of single rows costs a copy of the table).
+    reading_key = group_key(frame, [*keys, "reading"])
+    if frame.select((reading_key == reading_key.shift(1)).any()).item():
+        frame = frame.group_by(reading_key.alias("_reading"), maintain_order=True).agg(
+            *(pl.col(c).first() for c in [*keys, "reading"]),
+            pl.col("line_no").first(),
+            pl.col(timed).drop_nulls().first(),
+            *(pl.col(c).first() for c in firsts),
+            # Several lines describe one reading (a step line and a memory line; the same line from
+            # ranks a launcher did not label): keep each value's last reading.
+            *(pl.col(c).drop_nulls().last() for c in value_cols),
+            repeated=repeated.max(),
+            steps=pl.col("steps").max(),  # a step's other lines are never binned: they stand for one
+            ordinal=flags[0],
+            collided=flags[1],
+        )
+    else:
+        frame = frame.select(*keys, "reading", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"), "steps", "ordinal", "collided")
+    absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
+    # A step's later readings add readings, not steps.
+    steps = pl.when(pl.col("reading") == 0).then(pl.col("steps")).otherwise(0)
+    return frame.with_columns(*absent, steps=steps).select(
+        *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided"
+    )
