@@ -15,7 +15,7 @@ from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.context import Context, find_capacity
 from memlog.errors import MemlogError, NoRecordsError
-from memlog.events import Event, build_events
+from memlog.events import EVENT_KINDS, Event, build_events
 from memlog.formats import FormatSpec, load_specs
 from memlog.inputs import expand
 from memlog.parallel import ordered_map
@@ -176,7 +176,8 @@ def analyze(
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs], plugins_dirs), format)
     dirs = [*config.formats_dirs, *formats_dirs, *plugins_dirs]
     tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs)
-    if tables.records.is_empty():
+    # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events.
+    if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
         raise NoRecordsError(nothing_found(sources, specs))
     ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: compute them up front on all cores

@@ -41,25 +41,31 @@ class EventKind:
     meaning: str
     detail: dict[str, str]  # key -> TEXT, INT, FLOAT, GIB (a size: GiB unless a unit says otherwise) or ROWS
     memory: bool = False  # the event says memory ran out (or may have)
+    fatal: bool = False  # a process died: a log holding one is judged even without a single step line
 
 
-def _kind(name: str, meaning: str, memory: bool = False, **detail: str) -> EventKind:
-    return EventKind(name, meaning, detail, memory)
+def _kind(name: str, meaning: str, memory: bool = False, fatal: bool = False, **detail: str) -> EventKind:
+    return EventKind(name, meaning, detail, memory, fatal)
 
 
 EVENT_KINDS: dict[str, EventKind] = {
     k.name: k
     for k in (
         _kind(
-            "oom", "a process ran out of memory: CUDA out-of-memory error, Ray memory-monitor kill", memory=True,
-            tried=GIB, gpu=INT, capacity=GIB, free=GIB,
+            "oom", "a process ran out of memory: CUDA (or XPU, NPU) out-of-memory error, vLLM's allocator, the Linux "
+            "OOM killer, Ray's memory monitor, SLURM's cgroup", memory=True, fatal=True,
+            scope=TEXT,  # device or host: which memory ran out
+            device=TEXT, tried=GIB, gpu=INT, capacity=GIB, free=GIB, process_used=GIB, allocated=GIB, reserved=GIB,
+            reserved_unallocated=GIB, other_pid=INT, other_used=GIB, allocator=TEXT,
             node_ip=TEXT, node_id=TEXT, worker_name=TEXT, worker_pid=INT, worker_used_gib=GIB,
             host_used_gib=GIB, host_total_gib=GIB, used_fraction=FLOAT, threshold=FLOAT, workers_killed=INT,
-            top_memory_users=ROWS,
+            top_memory_users=ROWS, victim=TEXT, victim_pid=INT, anon_rss=GIB, node=TEXT, tasks=TEXT, count=INT,
         ),
-        _kind("oom_summary", "the raylet's count of workers it killed for memory", memory=True,
+        _kind("crash", "a process died of something else than a memory error: an NCCL watchdog timeout, a DataLoader "
+              "worker killed by a signal", fatal=True, cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT),
+        _kind("oom_summary", "the raylet's count of workers it killed for memory", memory=True, fatal=True,
               count=INT, crashed=INT, node_id=TEXT, node_ip=TEXT),
-        _kind("worker_died", "a Ray worker died (its exit detail says whether memory killed it)",
+        _kind("worker_died", "a Ray worker died (its exit detail says whether memory killed it)", fatal=True,
               worker_ip=TEXT, worker_pid=INT, exit_type=TEXT, exit_detail=TEXT),
         _kind("capacity", "the device's memory capacity, as the framework prints it", device=TEXT, mem_capacity_gib=GIB),
         _kind("node_memory", "a node's host memory in use and its total, from a memory monitor",
@@ -72,8 +78,9 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind("overflow", "an fp16 loss-scale overflow: the step was skipped",
               loss_scale=FLOAT, new_loss_scale=FLOAT, hysteresis=INT, iteration=INT),
         _kind("version", "a framework version the log names", framework=TEXT, version=TEXT, git_hash=TEXT, git_branch=TEXT),
-        _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", return_code=INT),
-        _kind("child_failed", "torchrun reports a failed worker process"),
+        _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", fatal=True,
+              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT),
+        _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
         _kind("restart", "the step counter went back: a resume from a checkpoint or a restarted job"),
     )
 }  # fmt: skip

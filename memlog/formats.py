@@ -67,6 +67,8 @@ class LinePattern:
     # loss dicts while DeepSpeed's step lines are silent) are numbered 1, 2, 3... in file order:
     # a log index, not an optimizer step.
     ordinal_step: bool = False
+    # Event patterns: detail every match carries (`detail: {scope: host}`), besides what it captures.
+    detail: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -152,6 +154,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             ("kind", lambda v: isinstance(v, str), "`kind` must be a string"),
             ("event", lambda v: isinstance(v, str), "`event` must be a string"),
             ("inherit_step", lambda v: isinstance(v, bool), "`inherit_step` must be true or false"),
+            ("detail", lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()), "`detail` maps detail keys to values"),
         )
         if raw.get(key) is not None and not ok(raw[key])
     ]
@@ -168,6 +171,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         inherit_step=bool(raw.get("inherit_step", False)),
         continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
         ordinal_step=bool(raw.get("ordinal_step", False)),
+        detail=tuple((str(k), str(v)) for k, v in (raw.get("detail") or {}).items()),
     )
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
@@ -190,7 +194,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     elif pattern.event not in EVENT_KINDS:
         raise FormatSpecError(f"{where}: unknown event kind {pattern.event!r} (see memlog/events.py: {', '.join(EVENT_KINDS)})")
     else:
-        captured = [*groups, *([pattern.continuation.detail] if pattern.continuation else [])]
+        captured = [*groups, *([pattern.continuation.detail] if pattern.continuation else []), *(k for k, _ in pattern.detail)]
         unknown = unknown_detail_keys(pattern.event, captured)
         if unknown:
             known = ", ".join(EVENT_KINDS[pattern.event].detail) or "none"

@@ -166,9 +166,10 @@ class ChunkParser:
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
     """Events keep their own fields as one JSON string column, so events of any shape concatenate."""
     fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
+    constants = [pl.lit(value).alias(key) for key, value in pattern.detail if key not in fields]
     detail = (
-        pl.struct([pl.col(f).cast(pl.String) for f in fields]).struct.json_encode()
-        if fields
+        pl.struct([*(pl.col(f).cast(pl.String) for f in fields), *constants]).struct.json_encode()
+        if fields or constants
         else pl.lit(None, dtype=pl.String)
     )
     return hits.select(

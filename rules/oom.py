@@ -1,4 +1,4 @@
-"""oom: the run ended in an out-of-memory error or a memory-monitor kill."""
+"""oom: the run ran out of memory: a CUDA out-of-memory error, a memory-monitor or OOM-killer kill."""
 
 from __future__ import annotations
 
@@ -6,51 +6,154 @@ import json
 
 from memlog.rulekit import Example, Finding, Rule, Verdict, gib, workers_phrase
 
+FRAGMENTATION_HINT = (
+    "Memory reserved by PyTorch but unallocated was large when the allocation failed: the caching allocator's "
+    "pool is fragmented. Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_ALLOC_CONF on torch 2.10)."
+)
+OTHER_PROCESS_HINT = (
+    "Another process held memory on the same GPU (a co-located inference engine such as vLLM, or a stale process): "
+    "lower its share (vLLM gpu_memory_utilization, free_cache_engine / sleep mode) or free it."
+)
+VLLM_HINT = (
+    "vLLM's sleep-mode allocator failed to take its memory back at wake-up: the trainer left too little free. "
+    "Lower gpu_memory_utilization, or free the trainer's memory before rollout (offload, empty_cache)."
+)
+HOST_HINT = (
+    "Host (system) memory ran out: check CPU offload (FSDP param/optimizer offload, ZeRO offload), dataloader "
+    "workers and checkpoint saves, and compare the node's memory with the number of processes on it."
+)
+RAY_HINT = (
+    "Ray kills the most recently scheduled worker when node memory passes RAY_memory_usage_threshold (0.95 by "
+    "default): the top consumers above say which process held the memory. Raising the threshold only moves the "
+    "kill to the Linux OOM killer."
+)
+MORE_LINES_HINT = (
+    "This log shows the crash but no memory readings before it: paste the per-step memory lines that led up to it "
+    "(torchtitan `memory:` at log_freq=1, DeepSpeed see_memory_usage, verl/EasyR1 perf/max_memory_* and "
+    "perf/cpu_memory_used_gb) so a leak can be told from one large allocation."
+)
+STEP_HINT = (
+    "When memory-leak or fragmentation fired on the same worker, that growth explains this OOM; when memory was "
+    "flat, one large allocation did it (a long sequence, a checkpoint save, an evaluation batch)."
+)
+
+
+def _memory_kill(event) -> bool:
+    """A Ray worker death whose exit detail says memory killed it."""
+    return event.kind == "worker_died" and "memory" in str(event.detail.get("exit_detail", "")).lower()
+
 
 def check(ctx, t) -> list[Finding]:
-    ooms = ctx.tables.events_of("oom")
+    ooms = [e for e in ctx.tables.events if e.kind == "oom" or _memory_kill(e)]
     if not ooms:
         return []
     # One entry per worker; launchers repeat the same error in their failure summaries
     # (torchrun's ChildFailedError block), so an identical message counts once.
     first_per_worker, seen_messages = {}, set()
     for event in ooms:
-        message = (event.source, json.dumps(event.detail, sort_keys=True))  # detail may hold lists (Ray's top-10 table)
+        message = (event.source, event.kind, json.dumps(event.detail, sort_keys=True))  # detail may hold lists (Ray's top-10 table)
         if message in seen_messages and event.rank is None:
             continue
         seen_messages.add(message)
         first_per_worker.setdefault((event.source, event.worker), event)
     events = list(first_per_worker.values())
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
-    first = events[0]
+    first = next((e for e in events if e.kind == "oom"), events[0])
+    scopes = {e.detail.get("scope", "host" if e.kind == "worker_died" else "device") for e in events}
+    what = "host (system) memory" if scopes == {"host"} else "device memory" if scopes == {"device"} else "memory"
+    msg = f"Out of {what} on {workers_phrase([e.worker for e in events])}"
+    if steps:
+        interval = _interval(ctx, first)
+        msg += f" during step {steps[0]}" if not interval or interval <= 1 else f" during steps {steps[0]}-{steps[0] + interval - 1}"
+    msg += f": {_facts(first)}" if _facts(first) else ""
+    msg += f" (line {first.line_no})."
+    hints = []
     detail = first.detail
-    msg = f"Out of memory on {workers_phrase([e.worker for e in events])}"
-    msg += f" during step {steps[0]}" if steps else ""
-    facts = []
-    if "tried" in detail:
-        facts.append(f"tried to allocate {gib(detail['tried'])}")
-    if "free" in detail and "capacity" in detail:
-        facts.append(f"{gib(detail['free'])} free of {gib(detail['capacity'])}")
-    if "host_used_gib" in detail and "host_total_gib" in detail:
-        facts.append(f"node memory {gib(detail['host_used_gib'])} / {gib(detail['host_total_gib'])}")
-    msg += f" ({'; '.join(facts)})" if facts else ""
-    msg += f", line {first.line_no}."
+    if detail.get("reserved_unallocated", 0) >= max(1.0, 0.1 * detail.get("allocated", 0), detail.get("tried", 0)):
+        hints.append(FRAGMENTATION_HINT)
+    if detail.get("other_used", 0) >= 1.0:
+        hints.append(OTHER_PROCESS_HINT)
+    if detail.get("allocator"):
+        hints.append(VLLM_HINT)
+    if "host" in scopes:
+        hints.append(RAY_HINT if any("host_total_gib" in e.detail or e.kind == "worker_died" for e in events) else HOST_HINT)
+    hints.append(STEP_HINT if not ctx.tables.records.is_empty() else MORE_LINES_HINT)
     return [
         RULE.finding(
             t, msg, subject="run", series=[e.worker for e in events], ranks=[e.rank for e in events],
             observed={"events": len(ooms), "workers": len(events), "during_step": steps[0] if steps else None},
             evidence={"events": [e.to_json() for e in events[:8]]},
-            hints=["Read the memory findings above: a leak predicts this; a flat series with a sudden OOM points at one large allocation (a long sequence, a checkpoint save, an eval batch)."],
+            hints=hints,
             lines=[(e.source, e.line_no) for e in events[:8]],
         )
     ]
+
+
+def _interval(ctx, event) -> int | None:
+    """The logging interval of the worker that died, to name the steps it died between."""
+    for series in (*ctx.device_series, *ctx.loss_series):
+        if series.key.worker == event.worker and series.key.source == event.source and len(series) >= 2:
+            return ctx.log_interval(series)
+    return None
+
+
+def _facts(event) -> str:
+    """What the error message says, in a sentence: request, free, capacity, who held what."""
+    d = event.detail
+    parts = []
+    if event.kind == "worker_died":
+        return f"Ray killed the worker ({d.get('exit_detail', 'memory')})"
+    if "tried" in d:
+        request = f"it tried to allocate {gib(d['tried'])}"
+        if "free" in d:
+            request += f" with {gib(d['free'])} free"
+            if "capacity" in d:
+                request += f" of {gib(d['capacity'])}"
+        parts.append(request)
+    if "allocated" in d:
+        held = f"PyTorch held {gib(d['allocated'])} allocated"
+        if "reserved_unallocated" in d:
+            held += f" and {gib(d['reserved_unallocated'])} reserved but unallocated"
+        elif "reserved" in d:
+            held += f" of {gib(d['reserved'])} reserved"
+        parts.append(held)
+    if "other_used" in d:
+        parts.append(f"another process (pid {d.get('other_pid', '?')}) held {gib(d['other_used'])}")
+    if "allocator" in d:
+        parts.append("vLLM's sleep-mode allocator (cumem) could not map its memory back")
+    if "host_used_gib" in d and "host_total_gib" in d:
+        node = f" {d['node_ip']}" if "node_ip" in d else ""
+        use = f"node{node} memory {gib(d['host_used_gib'])} / {gib(d['host_total_gib'])}"
+        if "threshold" in d:
+            use += f" ({100 * d['host_used_gib'] / d['host_total_gib']:.1f}%, above Ray's threshold of {100 * d['threshold']:g}%)"
+        parts.append(use)
+        if "worker_name" in d:
+            parts.append(f"Ray killed {d['worker_name']}" + (f" (pid {d['worker_pid']}, {gib(d['worker_used_gib'])})" if "worker_used_gib" in d else ""))
+        top = d.get("top_memory_users") or []
+        if top:
+            parts.append("top consumers: " + ", ".join(f"{row.get('command', '?')} {row.get('mem_gib', '?')} GiB" for row in top[:3]))
+    if "victim" in d:
+        killed = f"the Linux OOM killer killed {d['victim']}" + (f" (pid {d['victim_pid']})" if "victim_pid" in d else "")
+        parts.append(killed + (f" holding {gib(d['anon_rss'])} of host memory" if "anon_rss" in d else ""))
+    if "tasks" in d:
+        parts.append(f"SLURM reports task {d['tasks']} on {d.get('node', '?')} out of memory")
+    if "count" in d and not parts:
+        parts.append(f"SLURM counted {d['count']} OOM kill(s) in the step")
+    return "; ".join(parts)
+
 
 RULE = Rule(
     id="oom",
     severity="error",
     verdict=Verdict("oom", 80, "OUT OF MEMORY: the run ran out of memory; no growth in this log explains it"),
-    summary="The run ended in an out-of-memory error (CUDA OOM, Ray memory-monitor kill).",
-    explanation="Fires on out-of-memory events in the log: one entry per worker, with the step it was in and what the error message says.",
+    summary="The run ran out of memory: a CUDA out-of-memory error, vLLM's allocator, Ray's memory monitor or the Linux OOM killer.",
+    explanation=(
+        "Fires on out-of-memory events: one entry per worker, with the step it was in and what the error says "
+        "(the request against the free memory and the capacity, what PyTorch held allocated and reserved but "
+        "unallocated, other processes on the GPU; for host memory the node's use against Ray's threshold, the top "
+        "consumers, the OOM killer's victim). Also judges a paste of the crash alone, with no step lines, and says "
+        "what to paste next."
+    ),
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
     thresholds=(),
     examples=(
