@@ -19,7 +19,7 @@ RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 SAMPLES = build_all()
 IDS = [s.path for s in SAMPLES]
 # The checks below that re-read torchtitan's step lines apply to the torchtitan samples only;
-# other formats' generators are checked against memlog's parse in tests/test_parsers_*.py.
+# other formats' generators are checked against memlog's parse in tests/parsers/.
 TITAN = [s for s in SAMPLES if s.path.startswith("torchtitan/")]
 TITAN_IDS = [s.path for s in TITAN]
 
