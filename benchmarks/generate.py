@@ -21,9 +21,9 @@ Kinds (line formats from /work/shared/reference/log-formats.md):
 Every log has a memory shape for the rules to judge: a warm-up knee over the first steps, then a
 slow leak under noise (device memory for torchtitan and DeepSpeed, host memory for the Ray run).
 
-Speed: each kind renders one block of a few hundred steps once, with the line builders of
-tests/samplegen where they exist, into a %-format template whose only holes are what changes from
-block to block (step numbers, timestamps, memory readings). A block is then written with one
+Speed: each kind renders one block of a few hundred steps once, with the line writers of
+memlog.logwriters (shared with the sample-log generator and the tests), into a %-format template
+whose only holes are what changes from block to block (step numbers, timestamps, memory readings). A block is then written with one
 C-level `template % values`, so a GiB takes seconds. Noise lines repeat from block to block; the
 step and memory series do not.
 
@@ -41,39 +41,32 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `tests.samplegen` importable
+if __package__ in (None, ""):  # run as a script: make this checkout's `memlog` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.samplegen.common import COLOR, Clock, Emit, interleave, interleave_chunks, seeded_rng, torchrun_prefix
-from tests.samplegen.torchtitan import (
-    CAPACITY_GIB,
-    H100,
-    LLAMA3_8B_FPT,
-    NCCL_ENV_WARNING,
-    NCCL_INIT_LINES,
-    Frame,
-    msg_capacity,
-    msg_capacity_2024,
-    msg_model_memory,
-    render_traceback,
-    reserved,
-    step_line_2024_07,
-    step_line_2025_09,
-    throughput,
-)
+from memlog.logwriters import deepspeed as ds
+from memlog.logwriters import easyr1, hf_trainer, pytorch, ray
+from memlog.logwriters import torchtitan as titan
+from memlog.logwriters.mixing import interleave, interleave_chunks, seeded_rng
+from memlog.logwriters.python import Frame, asctime, traceback
+from memlog.logwriters.pytorch import H100, torchrun_prefix
+from memlog.logwriters.pytorch import H100_GIB as CAPACITY_GIB
+from memlog.logwriters.torchtitan import COLOR, LLAMA3_8B_FPT, reserved, throughput
 
 GENERATOR_VERSION = "1"
 DEFAULT_OUT = Path(os.environ.get("MEMLOG_BENCH_DIR", "/tmp/memlog-bench"))
 KINDS = ("dense", "sparse", "ray", "deepspeed", "ranks")
 
-# The real line builders format their numbers themselves (`{step:2}`, `{mem_gib:5.2f}`), so a hole
-# goes in as a marker number and its printed text is swapped for the %-conversion afterwards.
-STEP_MARK = 987654321
+# The line writers format their numbers themselves (`{step:2}`, `{mem_gib:5.2f}`), so a hole goes in
+# as a marker value and its printed text is swapped for the %-conversion afterwards.
+STEP_MARK, STEP_MARK_2 = 987654321, 987654322
 GIB_MARK = 7777.77
 PCT_MARK = 8888.88
+MARKS = (1111.11, 2222.22, 3333.33)  # further float holes (DeepSpeed's memory, EasyR1's YAML values)
+TS_MARK = "@TS@"  # a timestamp hole
 TITAN_SWAPS = ((str(STEP_MARK), "%2d"), (f"{GIB_MARK:5.2f}", "%5.2f"), (f"{PCT_MARK:.2f}", "%.2f"))
 PCT_PER_GIB = 100 / CAPACITY_GIB
 
@@ -120,12 +113,12 @@ class Leak:
 
 
 class Stamps:
-    """`Clock.asctime` (Python logging's `%(asctime)s`) for many instants, several times faster:
-    integer arithmetic on milliseconds, one strftime per day."""
+    """Python logging's `%(asctime)s` of `start` + t seconds (rounded to the ms) for many instants,
+    several times faster than `logwriters.python.asctime`: integer arithmetic on milliseconds, one
+    strftime per day."""
 
-    def __init__(self, clock: Clock):
-        self.clock = clock
-        start = clock.start
+    def __init__(self, start: datetime):
+        self.start = start
         self.start_ms = ((start.hour * 60 + start.minute) * 60 + start.second) * 1000 + start.microsecond // 1000
         self.days: dict[int, str] = {}
 
@@ -133,7 +126,8 @@ class Stamps:
         day, ms = divmod(self.start_ms + round(t * 1000), 86_400_000)
         date = self.days.get(day)
         if date is None:
-            date = self.days[day] = self.clock.asctime((day * 86_400_000 - self.start_ms) / 1000)[:10]
+            midnight = self.start.replace(hour=0, minute=0, second=0, microsecond=0)
+            date = self.days[day] = asctime(midnight + timedelta(days=day))[:10]
         seconds, ms = divmod(ms, 1000)
         minutes, seconds = divmod(seconds, 60)
         hours, minutes = divmod(minutes, 60)
@@ -166,14 +160,22 @@ class TitanHole:
     noise: float = 0.0  # this line's memory deviation from the run's curve, GiB
 
 
+@dataclass
+class Line:
+    """One template line: its time (orders the ranks' lines when interleaved) and its hole, if any."""
+
+    t: float
+    text: str
+    hole: TitanHole | None = None
+
+
 def titan_prefix(rank: int | None, level: str, titan_tag: bool) -> str:
     """torchrun's tee prefix and the torchtitan logger prefix, timestamp as a hole."""
-    tee = torchrun_prefix(rank) if rank is not None else ""
-    return f"{tee}{'[titan] ' if titan_tag else ''}%s - root - {level} - "
+    return titan.log_line("", ts="%s", level=level, rank=rank, titan=titan_tag)
 
 
-def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, clock: Clock) -> Callable[[int, int], tuple]:
-    stamp = Stamps(clock)
+def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, start: datetime) -> Callable[[int, int], tuple]:
+    stamp = Stamps(start)
 
     def values(block: int, total_steps: int) -> tuple:
         first = block * steps_per_block + 1
@@ -192,48 +194,48 @@ def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, cloc
     return values
 
 
-def titan_template(lines: list[Emit]) -> tuple[str, list[TitanHole]]:
-    """Join template lines; each carries its TitanHole (or none) in `record`."""
+def titan_template(lines: list[Line]) -> tuple[str, list[TitanHole]]:
+    """Join template lines; each carries its TitanHole (or none)."""
     text = "".join(item.text + "\n" for item in lines)
-    return text, [item.record["hole"] for item in lines if item.record]
+    return text, [item.hole for item in lines if item.hole]
 
 
-def titan_header(ranks: list[int | None], clock: Clock, *, titan_tag: bool, legacy: bool) -> str:
+def titan_header(ranks: list[int | None], start: datetime, *, titan_tag: bool, legacy: bool) -> str:
     lines = []
     for rank in ranks:
         gib, pct = reserved(3.85)
         for level, msg in (
             ("INFO", "Starting job: Llama 3 8B training"),
-            ("WARNING", NCCL_ENV_WARNING),
-            ("INFO", msg_capacity_2024(H100, rank or 0) if legacy else msg_capacity(H100)),
-            ("INFO", msg_model_memory("GPU" if legacy else "CUDA", gib, pct)),
+            ("WARNING", titan.NCCL_ENV_WARNING),
+            ("INFO", titan.capacity_2024(H100, rank or 0) if legacy else titan.capacity(H100)),
+            ("INFO", titan.model_memory("GPU" if legacy else "CUDA", gib, pct)),
             ("INFO", "Training starts at step 1."),
         ):
-            lines.append(titan_prefix(rank, level, titan_tag).replace("%s", clock.asctime(0.0)) + msg)
+            lines.append(titan.log_line(msg, ts=asctime(start), level=level, rank=rank, titan=titan_tag))
     return "".join(line + "\n" for line in lines)
 
 
 def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(8)), steps_per_block: int = 256) -> LogKind:
     """Every line a 2025-09 torchtitan step line; the ranks' lines of a step arrive in jittered order."""
     rng = seeded_rng(f"bench-{name}")
-    clock = Clock(TITAN_START)
     offsets = {r: rng.uniform(-0.05, 0.05) for r in ranks}
-    lines: list[Emit] = []
+    lines: list[Line] = []
     for k in range(steps_per_block):
         loss = 3.2 + rng.gauss(0, 0.05)
         tps = rng.gauss(5350, 40)
         streams = []
         for rank in ranks:
             tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
-            msg, _ = step_line_2025_09(COLOR, STEP_MARK, loss, abs(rng.gauss(0.9, 0.1)), GIB_MARK, PCT_MARK, tps, tflops, mfu)
+            msg = titan.step_line_2025_09(step=STEP_MARK, loss=loss, grad_norm=abs(rng.gauss(0.9, 0.1)), mem_gib=GIB_MARK,
+                                          mem_pct=PCT_MARK, tps=tps, tflops=tflops, mfu=mfu, color=COLOR)
             text = titan_prefix(rank, "INFO", True) + holes(msg, *TITAN_SWAPS)
             hole = TitanHole(k, RECORD_HOLE, offsets[rank] + rng.gauss(0, 0.03))
-            streams.append([Emit(k + rng.uniform(0, 0.004), rank, text, {"hole": hole})])
+            streams.append([Line(k + rng.uniform(0, 0.004), text, hole)])
         lines += interleave(rng, streams)
     template, holes_ = titan_template(lines)
     leak = Leak(start=18.2, plateau=31.6, leak=6.0)
-    header = titan_header(list(ranks), clock, titan_tag=True, legacy=False)
-    return LogKind(header, template, steps_per_block, titan_values(holes_, steps_per_block, leak, clock))
+    header = titan_header(list(ranks), TITAN_START, titan_tag=True, legacy=False)
+    return LogKind(header, template, steps_per_block, titan_values(holes_, steps_per_block, leak, TITAN_START))
 
 
 def make_rank_file(rank: int) -> LogKind:
@@ -263,63 +265,60 @@ STREAMING_FRAMES = [
 ]
 
 
-def _sparse_rank_window(rank: int, w: int, rng, steps_per_window: int) -> list[Emit]:
+def _sparse_rank_window(rank: int, w: int, rng, steps_per_window: int) -> list[Line]:
     """One rank's lines over one log_freq window: NCCL collectives, now and then a warning, a
     logged traceback or a GC line, and at the end the step line (about one record per 50 lines)."""
     info, warning = titan_prefix(rank, "INFO", False), titan_prefix(rank, "WARNING", False)
     tee = torchrun_prefix(rank)
     last = (w + 1) * steps_per_window - 1  # the step offset the window's step line reports
-    stamp = {"hole": TitanHole(last, TS_HOLE)}
-    out: list[Emit] = []
+    stamp = TitanHole(last, TS_HOLE)
+    out: list[Line] = []
     for i in range(38):
         coll = NCCL_COLLECTIVES[i % 3].format(op=w * 38 + i, buf=rng.randrange(1 << 24))
-        out.append(Emit(0, rank, holes(f"{tee}{HOST}:{PID + rank}:{PID + rank + 131} [{rank}] {coll}")))
-    out.append(Emit(0, rank, holes(
-        f"{tee}[W912 02:{14 + w % 40:02d}:{rng.randrange(60):02d}.{rng.randrange(10**9):09d} ProcessGroupNCCL.cpp:1168] "
-        "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function operator())")))
-    out.append(Emit(0, rank, holes(
-        f"{tee}/home/dev/.venv/lib/python3.10/site-packages/torch/utils/checkpoint.py:1399: FutureWarning: "
-        "`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.")))
-    out.append(Emit(0, rank, holes(
-        f"{tee}  with device_autocast_ctx, torch.cpu.amp.autocast(**cpu_autocast_kwargs), recompute_context:  # type: ignore[attr-defined]")))
+        out.append(Line(0, holes(tee + pytorch.nccl_line(HOST, PID + rank, PID + rank + 131, rank, coll))))
+    second, nanos = rng.randrange(60), rng.randrange(10**9)
+    when = datetime(2025, 9, 12, 2, 14 + w % 40, second, nanos // 10**6 * 1000)
+    out.append(Line(0, holes(tee + pytorch.c10_warning(
+        when, nanos, "ProcessGroupNCCL.cpp:1168",
+        "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function operator())"))))
+    out += [Line(0, holes(tee + line)) for line in pytorch.autocast_warning("/home/dev/.venv/lib/python3.10/site-packages")]
     if (w + rank) % 2 == 0:
-        out.append(Emit(0, rank, warning + holes("Dataset c4 streaming read failed, retrying in 1 s (attempt 1/20)"), stamp))
-        tb = render_traceback(STREAMING_FRAMES, "aiohttp.client_exceptions.ClientPayloadError: Response payload is not completed")
-        out += [Emit(0, rank, holes(tee + line)) for line in tb]
+        out.append(Line(0, warning + holes("Dataset c4 streaming read failed, retrying in 1 s (attempt 1/20)"), stamp))
+        tb = traceback(STREAMING_FRAMES, "aiohttp.client_exceptions.ClientPayloadError: Response payload is not completed")
+        out += [Line(0, holes(tee + line)) for line in tb]
     if w % 5 == 4:
-        out.append(Emit(0, rank, info + holes(f"[GC] Peforming periodical GC collection. {rng.uniform(0.04, 0.07):.2f} seconds."), stamp))
+        out.append(Line(0, info + holes(f"[GC] Peforming periodical GC collection. {rng.uniform(0.04, 0.07):.2f} seconds."), stamp))
     loss = 3.42 + rng.gauss(0, 0.07)
     wps = rng.gauss(5800, 45)
     _tflops, mfu = throughput(wps, LLAMA3_8B_FPT)
-    msg, _ = step_line_2024_07(COLOR, STEP_MARK, loss, GIB_MARK, PCT_MARK, wps, mfu)
-    out.append(Emit(0, rank, info + holes(msg, *TITAN_SWAPS), {"hole": TitanHole(last, RECORD_HOLE, rng.gauss(0, 0.04))}))
+    msg = titan.step_line_2024_07(step=STEP_MARK, loss=loss, mem_gib=GIB_MARK, mem_pct=PCT_MARK, wps=wps, mfu=mfu, color=COLOR)
+    out.append(Line(0, info + holes(msg, *TITAN_SWAPS), TitanHole(last, RECORD_HOLE, rng.gauss(0, 0.04))))
     return out
 
 
 def make_sparse(windows_per_block: int = 8) -> LogKind:
     rng = seeded_rng("bench-sparse")
-    clock = Clock(TITAN_START)
     ranks = list(range(8))
-    lines: list[Emit] = []
+    lines: list[Line] = []
     for w in range(windows_per_block):
         lines += interleave_chunks(rng, [_sparse_rank_window(r, w, rng, LOG_FREQ) for r in ranks])
     template, holes_ = titan_template(lines)
     steps = windows_per_block * LOG_FREQ
-    header = titan_header(ranks, clock, titan_tag=False, legacy=True)
+    header = titan_header(ranks, TITAN_START, titan_tag=False, legacy=True)
     for rank in ranks:
-        for i, line in enumerate(NCCL_INIT_LINES):
-            text = "NCCL version 2.20.5+cuda12.4" if line is None else f"{HOST}:{PID + rank}:{PID + rank + (131 if i >= 3 else 0)} [{rank}] {line}"
+        for i, line in enumerate(pytorch.NCCL_INIT):
+            text = (pytorch.NCCL_VERSION if line is None
+                    else pytorch.nccl_line(HOST, PID + rank, PID + rank + (131 if i >= 3 else 0), rank, line))
             header += torchrun_prefix(rank) + text + "\n"
-    return LogKind(header, template, steps, titan_values(holes_, steps, Leak(start=34.1, plateau=41.8, leak=5.0), clock))
+    return LogKind(header, template, steps, titan_values(holes_, steps, Leak(start=34.1, plateau=41.8, leak=5.0), TITAN_START))
 
 
 # --------------------------------------------------------------------------------------------
 # Ray + EasyR1 driver log (log-formats.md §3.1, §3.2, §4.2)
 # --------------------------------------------------------------------------------------------
 
-CYAN, GREEN, RESET = "\x1b[36m", "\x1b[32m", "\x1b[0m"
-RUNNER = "Runner pid=5121"
-WORKERS = ["WorkerDict pid=5388"] + [f"WorkerDict pid={5388 + i}, ip=10.0.0.{2 + i // 4}" for i in range(1, 8)]
+RUNNER = ("Runner", 5121, None)  # (actor, pid, ip) of Ray's prefix; ip for another node than the driver's
+WORKERS = [("WorkerDict", 5388, None)] + [("WorkerDict", 5388 + i, f"10.0.0.{2 + i // 4}") for i in range(1, 8)]
 SLEEP_WAKE = (
     # (message, GiB used after it) around vLLM's wake-up and offload, every step, on every worker
     ("Before vllm wake up in sharding manager", 18.07),
@@ -327,29 +326,30 @@ SLEEP_WAKE = (
     ("Before vllm offload in sharding manager", 61.58),
     ("After vllm offload in sharding manager", 18.11),
 )
+# The config block this generator writes: its list is in Python's flow style, not the YAML block
+# list `easyr1.config_block` writes (kept as it is so the benchmark logs stay byte-identical).
+RAY_CONFIG = ["data:", "  max_prompt_length: 2048", "  train_files: hiyouga/math12k@train", "trainer:",
+              "  logger: ['console', 'wandb']", "  n_gpus_per_node: 8", "  total_epochs: 15"]
 
 
-def ray_line(actor: str, message: str) -> str:
-    return f"{CYAN}({actor}){RESET} {message}"
-
-
-def repeated(count: int) -> str:
-    return f"{GREEN} [repeated {count}x across cluster]{RESET}"
+def ray_line(proc: tuple[str, int, str | None], message: str) -> str:
+    actor, pid, ip = proc
+    return ray.actor_prefix(pid, actor, ip) + message
 
 
 def easyr1_metrics(rng) -> dict:
-    """The metrics EasyR1's ConsoleLogger prints each step, unflattened; memory values are holes."""
+    """The metrics EasyR1's ConsoleLogger prints each step, unflattened; memory values are MARKS."""
     stats = lambda centre, spread: {"max": round(centre + spread, 3), "mean": round(centre + rng.gauss(0, spread / 10), 3), "min": round(centre - spread, 3)}  # noqa: E731
     return {
         "actor": {
             "entropy_loss": round(rng.uniform(0.45, 0.6), 3), "grad_norm": round(rng.uniform(0.15, 0.3), 3),
-            "kl_loss": round(rng.uniform(0.0005, 0.002), 3), "lr": "1.0e-06",
+            "kl_loss": round(rng.uniform(0.0005, 0.002), 3), "lr": 1e-06,
             "pg_clipfrac_higher": round(rng.uniform(0, 0.004), 3), "pg_clipfrac_lower": 0.0,
-            "pg_loss": round(rng.gauss(-0.01, 0.01), 3), "ppo_kl": "1.2e-05",  # sci notation as EasyR1's representer prints it
+            "pg_loss": round(rng.gauss(-0.01, 0.01), 3), "ppo_kl": 1.2e-05,
         },
         "critic": {"advantages": stats(0.0, 2.5), "returns": stats(0.0, 2.5), "rewards": stats(0.44, 0.56), "score": stats(0.44, 0.56)},
         "perf": {
-            "cpu_memory_used_gb": "%s", "max_memory_allocated_gb": "%s", "max_memory_reserved_gb": "%s",
+            "cpu_memory_used_gb": MARKS[0], "max_memory_allocated_gb": MARKS[1], "max_memory_reserved_gb": MARKS[2],
             "mfu_actor": round(rng.uniform(0.28, 0.32), 3), "throughput": round(rng.gauss(1534, 20), 3),
             "time_per_step": round(rng.gauss(140, 3), 3), "total_num_tokens": 215040 + rng.randrange(4096),
         },
@@ -361,36 +361,27 @@ def easyr1_metrics(rng) -> dict:
     }
 
 
-def yaml_lines(data: dict, indent: int = 0) -> list[str]:
-    """yaml.dump(data, indent=2) with sorted keys, as EasyR1's convert_dict_to_str prints it."""
-    out = []
-    for key in sorted(data):
-        value = data[key]
-        if isinstance(value, dict):
-            out.append(f"{' ' * indent}{key}:")
-            out += yaml_lines(value, indent + 2)
-        else:
-            out.append(f"{' ' * indent}{key}: {value}")
-    return out
-
-
 def make_ray(steps_per_block: int = 64) -> LogKind:
     rng = seeded_rng("bench-ray")
     parts: list[str] = []
+    mem = f"{GIB_MARK:.2f}"
     for k in range(steps_per_block):
         for message, _gib in SLEEP_WAKE:
             # Ray dedup: the first worker's line, later the others folded into one with the count.
-            parts.append(holes(ray_line(WORKERS[0], f"{message}: ") + "%.2f GB / 79.11 GB.", ("%%.2f", "%.2f")))
-            parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], f"{message}: ") + "%.2f GB / 79.11 GB." + repeated(7), ("%%.2f", "%.2f")))
+            parts.append(holes(ray_line(WORKERS[0], easyr1.gpu_memory(message, GIB_MARK)), (mem, "%.2f")))
+            parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], easyr1.gpu_memory(message, GIB_MARK)) + ray.repeated(7),
+                               (mem, "%.2f")))
         parts.append(holes(ray_line(WORKERS[0], f"INFO 03-01 12:{k % 60:02d}:{rng.randrange(60):02d} [executor_base.py:208] "
                                                  f"It took {rng.uniform(1.2, 2.4):.6f} seconds to wake up tags ['weights', 'kv_cache'].")))
         parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], "INFO 03-01 12:00:00 [executor_base.py:208] It took 1.8 seconds "
-                                                                  "to wake up tags ['weights', 'kv_cache'].") + repeated(7)))
+                                                                  "to wake up tags ['weights', 'kv_cache'].") + ray.repeated(7)))
         bar = "".join(f"\rProcessed prompts: {p:3d}%|{'█' * (p // 10)}{' ' * (10 - p // 10)}| {p * 5}/500" for p in (0, 30, 70, 100))
         parts.append(holes(ray_line(WORKERS[0], bar)))
-        parts.append(holes(ray_line(RUNNER, "Step ") + "%d", ("%%d", "%d")))
-        for line in yaml_lines(easyr1_metrics(rng)):
-            parts.append(holes(ray_line(RUNNER, line), ("%%s", "%s")) if "%s" in line else holes(ray_line(RUNNER, line)))
+        step_line, *block = easyr1.step_block(STEP_MARK, easyr1_metrics(rng))
+        parts.append(holes(ray_line(RUNNER, step_line), (str(STEP_MARK), "%d")))
+        for line in block:
+            marks = [(str(m), "%s") for m in MARKS if str(m) in line]
+            parts.append(holes(ray_line(RUNNER, line), *marks))
         pct = rng.randrange(100)
         parts.append(holes(ray_line(RUNNER, f"\rRunning step: {pct:3d}%|{'█' * (pct // 10)}{' ' * (10 - pct // 10)}| "
                                             f"{pct}/100 [1:02:11<2:41:04, 140.33s/it]")))
@@ -407,16 +398,14 @@ def make_ray(steps_per_block: int = 64) -> LogKind:
             out += (step, str(round(host.at(step, total_steps), 3)), str(round(41.2 + device[k], 3)), str(round(48.5 + device[k], 3)))
         return tuple(out)
 
+    init = easyr1.gpu_memory("After vllm init", 17.95)
     header = "".join(line + "\n" for line in [
-        "2025-08-31 15:45:59,633\tINFO worker.py:1927 -- Started a local Ray instance. View the dashboard at \x1b[1m\x1b[32m127.0.0.1:8265 \x1b[39m\x1b[22m",
+        ray.driver_log("2025-08-31 15:45:59,633", "worker.py:1927", ray.started_local()),
         ray_line(RUNNER, "Config"),
-        *(ray_line(RUNNER, line) for line in yaml_lines({"data": {"train_files": "hiyouga/math12k@train", "max_prompt_length": 2048},
-                                                         "trainer": {"logger": ["console", "wandb"], "n_gpus_per_node": 8, "total_epochs": 15}})),
-        ray_line(WORKERS[0], "After vllm init: 17.95 GB / 79.11 GB."),
+        *(ray_line(RUNNER, line) for line in RAY_CONFIG),
+        ray_line(WORKERS[0], init),
         # The first folded line carries Ray's one-time notice (log-formats.md §3.2).
-        ray_line(WORKERS[5], "After vllm init: 17.95 GB / 79.11 GB.") + f"{GREEN} [repeated 7x across cluster] (Ray deduplicates "
-        "logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see https://docs.ray.io/en/master/"
-        f"ray-observability/user-guides/configure-logging.html#log-deduplication for more options.){RESET}",
+        ray_line(WORKERS[5], init) + ray.repeated(7, notice=True),
     ])
     return LogKind(header, template, steps_per_block, values)
 
@@ -430,28 +419,38 @@ DS_PHASES = ("Engine before forward", "Engine after forward", "Engine before bac
 DS_ACTIVATIONS = (0.0, 9.4, 9.4, 1.1, 1.1, 0.0)  # GiB on top of weights+optimizer state at each phase
 
 
+def ds_line(msg: str, where: str, *swaps: tuple[str, str]) -> str:
+    """A DeepSpeed INFO line with its timestamp and the markers in `msg` as holes."""
+    return holes(ds.log_line(msg, ts=TS_MARK, where=where), (TS_MARK, "%s"), *swaps)
+
+
 def make_deepspeed(steps_per_block: int = 100) -> LogKind:
     rng = seeded_rng("bench-deepspeed")
-    clock = Clock(datetime(2024, 7, 10, 14, 14, 51, 13000))
-    stamp = Stamps(clock)
-    head = "[%s] [INFO] "
+    stamp = Stamps(datetime(2024, 7, 10, 14, 14, 51, 13000))
+    ma, max_ma, ca = (str(m) for m in MARKS)
+    memory = ds.see_memory_usage(ma=MARKS[0], max_ma=MARKS[1], ca=MARKS[2], max_ca=STEP_MARK)
+    cpu = ds.cpu_virtual_memory(used_gib=GIB_MARK, percent=PCT_MARK)
     parts: list[str] = []
     for k in range(steps_per_block):
         for phase in DS_PHASES:
-            parts.append(head + holes(f"[utils.py:781:see_memory_usage] {phase}"))
-            parts.append(head + "[utils.py:782:see_memory_usage] MA %s GB         Max_MA %s GB         CA %s GB         Max_CA %d GB ")
-            parts.append(head + "[utils.py:789:see_memory_usage] CPU Virtual Memory:  used = %s GB, percent = %s%%")
-        parts.append(head + holes(
-            f"[logging.py:96:log_dist] [Rank 0] time (ms) | fwd_microstep: {rng.gauss(120, 3):.2f} | bwd_microstep: {rng.gauss(250, 5):.2f} | "
-            f"bwd_inner_microstep: {rng.gauss(240, 5):.2f} | bwd_allreduce_microstep: {rng.gauss(9.9, 0.3):.2f} | step_microstep: {rng.gauss(30, 1):.2f}"))
+            parts.append(ds_line(phase, "utils.py:781:see_memory_usage"))
+            parts.append(ds_line(memory, "utils.py:782:see_memory_usage", (ma, "%s"), (max_ma, "%s"), (ca, "%s"),
+                                 (str(STEP_MARK), "%d")))
+            parts.append(ds_line(cpu, "utils.py:789:see_memory_usage", (str(GIB_MARK), "%s"), (str(PCT_MARK), "%s")))
+        timings = {"fwd_microstep": rng.gauss(120, 3), "bwd_microstep": rng.gauss(250, 5), "bwd_inner_microstep": rng.gauss(240, 5),
+                   "bwd_allreduce_microstep": rng.gauss(9.9, 0.3), "step_microstep": rng.gauss(30, 1)}
+        parts.append(ds_line(ds.wall_clock(timings), "logging.py:96:log_dist"))
         if k % 10 == 9:
             lr = 4.99804827338393e-05 * (1 - k / 1e5)
-            parts.append(head + f"[logging.py:96:log_dist] [Rank 0] step=%d, skipped=0, lr=[{lr!r}, {lr!r}], mom=[(0.9, 0.95), (0.9, 0.95)]")
-            parts.append(head + "[timer.py:260:stop] epoch=0/micro_step=%d/global_step=%d, "
-                         f"RunningAvgSamplesPerSec={rng.gauss(25, 0.2)!r}, CurrSamplesPerSec={rng.gauss(25.5, 0.5)!r}, "
-                         "MemAllocated=%sGB, MaxMemAllocated=%sGB")
-            parts.append(holes(f"{{'loss': {round(rng.gauss(1.23, 0.05), 4)}, 'grad_norm': {rng.uniform(0.6, 1.1)!r}, "
-                               f"'learning_rate': {lr!r}, 'epoch': %s}}", ("%%s", "%s")))
+            progress = ds.progress(step=STEP_MARK, skipped=0, lr=[lr, lr], mom=[(0.9, 0.95), (0.9, 0.95)])
+            parts.append(ds_line(progress, "logging.py:96:log_dist", (str(STEP_MARK), "%d")))
+            timer = ds.throughput(epoch=0, micro_step=STEP_MARK, step=STEP_MARK_2, avg=rng.gauss(25, 0.2),
+                                  cur=rng.gauss(25.5, 0.5), alloc=MARKS[0], max_alloc=MARKS[1])
+            parts.append(ds_line(timer, "timer.py:260:stop", (str(STEP_MARK), "%d"), (str(STEP_MARK_2), "%d"),
+                                 (ma, "%s"), (max_ma, "%s")))
+            logs = hf_trainer.log_dict({"loss": round(rng.gauss(1.23, 0.05), 4), "grad_norm": rng.uniform(0.6, 1.1),
+                                        "learning_rate": lr, "epoch": GIB_MARK})
+            parts.append(holes(logs, (str(GIB_MARK), "%s")))
     template = "".join(p + "\n" for p in parts)
     allocated = Leak(start=2.1, plateau=14.2, leak=6.0)
     noise = [rng.gauss(0, 0.02) for _ in range(steps_per_block)]
@@ -475,11 +474,14 @@ def make_deepspeed(steps_per_block: int = 100) -> LogKind:
         return tuple(out)
 
     header = "".join(line + "\n" for line in [
-        "[2024-07-10 14:14:40,101] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda (auto detect)",
-        "[2024-07-10 14:14:44,551] [INFO] [comm.py:637:init_distributed] cdb=None",
-        "[2024-07-10 14:14:51,013] [INFO] [utils.py:781:see_memory_usage] Before initializing optimizer states",
-        "[2024-07-10 14:14:51,014] [INFO] [utils.py:782:see_memory_usage] MA 0.32 GB         Max_MA 0.32 GB         CA 0.32 GB         Max_CA 0 GB ",
-        "[2024-07-10 14:14:51,015] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 36.79 GB, percent = 3.7%",
+        ds.log_line("Setting ds_accelerator to cuda (auto detect)", ts="2024-07-10 14:14:40,101",
+                    where="real_accelerator.py:203:get_accelerator"),
+        ds.log_line("cdb=None", ts="2024-07-10 14:14:44,551", where="comm.py:637:init_distributed"),
+        ds.log_line("Before initializing optimizer states", ts="2024-07-10 14:14:51,013", where="utils.py:781:see_memory_usage"),
+        ds.log_line(ds.see_memory_usage(ma=0.32, max_ma=0.32, ca=0.32, max_ca=0), ts="2024-07-10 14:14:51,014",
+                    where="utils.py:782:see_memory_usage"),
+        ds.log_line(ds.cpu_virtual_memory(used_gib=36.79, percent=3.7), ts="2024-07-10 14:14:51,015",
+                    where="utils.py:789:see_memory_usage"),
     ])
     return LogKind(header, template, steps_per_block, values)
 

@@ -1,6 +1,7 @@
 """Labelled scenarios for the rule engine: shapes x noise levels x lengths x rank counts x metric kinds.
 
-Every scenario is seeded (its name is its seed), renders to a torchtitan-format log, and carries
+Every scenario is seeded (its name is its seed), renders to a torchtitan-format log (lines written by
+memlog.logwriters), and carries
 the verdict a maintainer would give it, plus the findings that must (and must not) appear. The
 shapes are the ones issue 4 and the field reports name: a straight-line leak seen in 6-7 points,
 slow creep under noise, stairs, sawtooth with a rising or a flat floor, warmup then plateau
@@ -32,6 +33,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from memlog.logwriters import pytorch
+from memlog.logwriters import torchtitan as titan
+
 FORMATS_DIR = Path(__file__).parent / "scenario_formats"
 
 # Noise: sigma of one reading, as a fraction of its level. "high" is several times the growth of
@@ -52,7 +56,7 @@ STATS_FIELDS = {  # column -> field name on the `memory stats` line
     "mem_max_reserved_gib": "max_reserved",
     "host_mem_used_gib": "host_used",
 }
-CAPACITY_GIB = 79.11  # H100 80GB as torchtitan prints it
+CAPACITY_GIB = pytorch.H100_GIB  # H100 80GB as torchtitan prints it
 SECONDS_PER_STEP = 1.7
 START = datetime(2025, 6, 1, 8, 0, 0)
 
@@ -173,36 +177,42 @@ def _ts(step: int) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
 
 
-def _prefix(rank: int, step: int) -> str:
-    return f"[rank{rank}]:[titan] {_ts(step)} - root - INFO - "
+def _line(rank: int, step: int, msg: str) -> str:
+    """A message through torchtitan's logger, teed by torchrun (memlog.logwriters.torchtitan)."""
+    return titan.log_line(msg, ts=_ts(step), rank=rank)
 
 
 def _num(value: float) -> str:
     return f"{value:5.2f}" if math.isfinite(value) else ("nan" if value != value else ("inf" if value > 0 else "-inf"))
 
 
+def memory_stats_line(step: int, fields: list[str]) -> str:
+    """The test-only `memory stats` message (tests/scenario_formats/memory_stats.yaml): `name: XGiB` fields."""
+    return f"memory stats step: {step:2}  " + "  ".join(fields)
+
+
 def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity: float = CAPACITY_GIB) -> list[str]:
     lines = []
     if capacity_line:
-        lines += [f"{_prefix(r, 0)}CUDA capacity: NVIDIA H100 80GB HBM3 with {capacity:.2f}GiB memory" for r in ranks]
+        lines += [_line(r, 0, titan.capacity(pytorch.H100, capacity)) for r in ranks]
     stats_columns = [c for c in STATS_FIELDS if c in seg.columns]
     peaks = seg.columns.get("mem_peak_reserved_gib", {})
     for i, step in enumerate(seg.steps):
         for r in ranks:
             if (step == 1 or step % seg.loss_every == 0 or i == 0) and r in seg.loss:
-                loss = seg.loss[r][i]
-                text = f"step: {step:2}  loss: {loss:7.4f}" if math.isfinite(loss) else f"step: {step:2}  loss: {_num(loss):>7}"
-                if r in peaks:
-                    printed = seg.raw.get(("mem_peak_reserved_gib", r, i), f"{peaks[r][i]:5.2f}")
-                    text += f"  memory: {printed}GiB({100 * float(printed) / capacity:.2f}%)"
-                text += "  tps: 7,421  tflops: 341.26  mfu: 34.50%"
-                lines.append(_prefix(r, step) + text)
+                mem = None
+                if r in peaks:  # as printed: a corrupt reading's raw text, else two decimals
+                    mem = float(seg.raw.get(("mem_peak_reserved_gib", r, i), f"{peaks[r][i]:5.2f}"))
+                msg = titan.step_line_2025_03(step=step, loss=seg.loss[r][i], mem_gib=mem,
+                                              mem_pct=None if mem is None else 100 * mem / capacity,
+                                              tps=7421, tflops=341.26, mfu=34.5)
+                lines.append(_line(r, step, msg))
             fields = [
                 f"{STATS_FIELDS[c]}: {seg.raw.get((c, r, i), _num(seg.columns[c][r][i]))}GiB"
                 for c in stats_columns if r in seg.columns[c]
             ]
             if fields:
-                lines.append(_prefix(r, step) + f"memory stats step: {step:2}  " + "  ".join(fields))
+                lines.append(_line(r, step, memory_stats_line(step, fields)))
     return lines
 
 
@@ -343,10 +353,8 @@ def build_line_leak(rng, s):
         judged[r] = noisy(rng, [start + per_step * i for i in range(s.points)], start, s.noise, spikes=False)
     tail = []
     if not host and s.seed % 3:
-        tail = [
-            f"[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {r} has a total "
-            f"capacity of {CAPACITY_GIB:.2f} GiB of which 1.02 GiB is free." for r in range(s.ranks)
-        ]
+        tail = [pytorch.excepthook_prefix(r) + pytorch.cuda_oom(tried="2.00 GiB", gpu=r, capacity_gib=CAPACITY_GIB,
+                                                                 free="1.02 GiB") for r in range(s.ranks)]
     return [_segment(rng, s, steps, judged)], {"tail": tail}
 
 

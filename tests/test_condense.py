@@ -13,6 +13,8 @@ import pytest
 from memlog import api, condense
 from memlog.api import parse_sources
 from memlog.formats import load_specs
+from memlog.logwriters import ray
+from memlog.logwriters import torchtitan as titan
 from memlog.parse import ChunkParser
 from memlog.reading import Piece, ReadStats, to_frame
 from memlog.series import _weighted_median
@@ -26,16 +28,20 @@ NAN_LOSS_STEP, IMPOSSIBLE_STEP, RETRIES_STEP = 19_500, 19_800, 5_000  # the firs
 
 def _step_line(rank: int, step: int, t: int, loss: float, mem: float) -> str:
     clock = f"2025-10-02 {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d},{rank * 7:03d}"
-    loss_text = "nan" if math.isnan(loss) else f"{loss:.4f}"
-    return (f"[rank{rank}]:[titan] {clock} - root - INFO - \x1b[31mstep: {step}  \x1b[32mloss: {loss_text}  "
-            f"\x1b[38;2;54;234;195mmemory: {mem:.2f}GiB({mem / 79.11 * 100:.2f}%)  \x1b[34mtps: 5,281\x1b[39m")
+    msg = titan.step_line_2025_03(step=step, loss=loss, mem_gib=mem, mem_pct=100 * mem / 79.11, tps=5281, tflops=253.46,
+                                  mfu=25.63, color=titan.COLOR)
+    return titan.log_line(msg, ts=clock, rank=rank)
+
+
+def _retries(rank: int) -> str:
+    return titan.log_line(titan.alloc_retries(3), ts="2025-10-02 13:53:20,000", level="WARNING", rank=rank)
 
 
 @pytest.fixture(scope="module")
 def long_log(tmp_path_factory) -> str:
     """Two ranks, interleaved, leaking slowly with noise; a run resumed from a checkpoint (steps go
     back), a NaN loss and an impossible memory reading deep inside, an event line between steps."""
-    lines = ["[rank0]:[titan] 2025-10-02 00:00:00,000 - root - INFO - CUDA capacity: NVIDIA H100 with 79.11GiB memory"]
+    lines = [titan.log_line(titan.capacity("NVIDIA H100", 79.11), ts="2025-10-02 00:00:00,000", rank=0)]
     steps = [*range(1, RESTART_AT + 1), *range(RESUME_FROM, STEPS + 1)]
     for t, step in enumerate(steps):
         resumed = t >= RESTART_AT
@@ -46,7 +52,7 @@ def long_log(tmp_path_factory) -> str:
                 mem *= 100  # no device holds 3 TiB
             lines.append(_step_line(rank, step, 10 * t, loss, mem))
         if step == RETRIES_STEP:
-            lines.append("[rank1]:[titan] 2025-10-02 13:53:20,000 - root - WARNING - 3 CUDA memory allocation retries.")
+            lines.append(_retries(1))
     path = tmp_path_factory.mktemp("condense") / "train.log"
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -214,7 +220,7 @@ def test_lines_of_one_step_merged_count_as_one_step(tmp_path, condense_early):
 
 def test_an_event_in_a_chunk_without_step_lines_still_cuts_the_runs(tmp_path, condense_early):
     noise = ["[rank0]:  allocator dump: segment 0x7f00deadbeef size 2097152 allocated 1048576 " + "x" * 100] * 400
-    retries = "[rank0]:[titan] 2025-10-02 13:53:20,000 - root - WARNING - 3 CUDA memory allocation retries."
+    retries = _retries(0)
     lines = []
     for step in range(1, 1201):
         lines.append(_step_line(0, step, step, 3.0, 30.0 + step * 0.0005))
@@ -235,7 +241,7 @@ def test_a_short_segment_after_a_restart_is_judged_step_by_step(tmp_path, conden
 def test_an_impossible_host_reading_is_not_hidden_in_a_bin(tmp_path, condense_early):
     # EasyR1's host memory in its YAML block; the node's total (from Ray's memory monitor) is known
     # only after reading, and one reading deep in the run is far above it.
-    prefix = "\x1b[36m(Runner pid=2911)\x1b[0m "
+    prefix = ray.actor_prefix(2911, "Runner")
     lines = []
     for step in range(1, 1201):
         used = 99999.0 if step == 1000 else 200 + (step % 5) * 0.1

@@ -10,6 +10,7 @@ import pytest
 
 from memlog.api import parse_sources
 from memlog.formats import load_specs
+from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
 
 SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file())
@@ -66,8 +67,9 @@ def test_every_sample_parses_the_same_on_one_thread_and_on_four_in_small_chunks(
 
 def test_read_stats_keep_the_first_damaged_line_in_file_order(tmp_path, monkeypatch):
     log = tmp_path / "damaged.log"
-    good = b"[rank0]:[titan] 2025-06-01 08:00:00,000 - root - INFO - step: %d  loss:  2.0000  memory:  3.18GiB(1.70%%)  tps: 1,000\n"
-    body = b"".join(good % i for i in range(1, 400))
+    good = [titan.log_line(titan.step_line_2025_03(step=i, loss=2.0, mem_gib=3.18, mem_pct=1.7, tps=1000, tflops=47.9, mfu=4.84),
+                           ts="2025-06-01 08:00:00,000", rank=0) for i in range(1, 400)]
+    body = "".join(line + "\n" for line in good).encode()
     # Bad bytes and NULs early and late: the report must name the early line whichever chunk ends first.
     log.write_bytes(b"\xff\n" + body + b"\0\0\n" + body + b"\xfe\0\n")
     _, (stats,) = _parse(monkeypatch, "4", 2048, [str(log)])

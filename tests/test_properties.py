@@ -2,8 +2,8 @@
 
 1. Arbitrary bytes never raise: the reader (plain, gzip, truncated gzip), the unwrapper and the
    whole parse of every format, and what comes out is clean (no newline, NUL or escape in a line).
-2. Prefixes round-trip: a body wrapped in generated torchrun/Ray/logger prefixes and ANSI colours
-   unwraps to the same body, with the rank, pid and ip that made them.
+2. Prefixes round-trip: a body wrapped in generated torchrun/Ray/logger prefixes (memlog.logwriters)
+   and ANSI colours unwraps to the same body, with the rank, pid and ip that made them.
 3. Generated valid lines round-trip to the values that made them. For every sample line of every
    spec in parsers/ that yields a record, each number in the line is nudged once to learn which
    record field it feeds (and by what unit scale); hypothesis then writes new numbers of the same
@@ -28,6 +28,10 @@ from hypothesis import strategies as st
 from memlog.api import parse_sources, select_specs
 from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.formats import FormatSpec, all_logger_prefixes, load_specs
+from memlog.logwriters import ray
+from memlog.logwriters.python import asctime
+from memlog.logwriters.pytorch import torchrun_prefix
+from memlog.logwriters.torchtitan import logger_prefix
 from memlog.parse import parse_line
 from memlog.reading import Source, read_chunks
 from memlog.unwrap import INTERLEAVED, Unwrapper, split_interleaved
@@ -156,27 +160,27 @@ SGR = st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b[38;2;54;234;195m", "\x1b[1;3
     body=st.text(BODY_CHARS, min_size=1, max_size=80).filter(lambda b: not b[0].isspace()),
     colours=st.lists(st.tuples(st.integers(0, 80), SGR), max_size=4),
     rank=st.none() | st.integers(0, 4095),
-    ray=st.none() | st.tuples(st.from_regex(r"[A-Z][A-Za-z]{0,20}", fullmatch=True) | st.none(), st.integers(1, 4_000_000), st.ip_addresses(v=4).map(str)),
-    titan_ts=st.none() | st.datetimes(datetime(1970, 1, 1), datetime(2999, 12, 31)).map(lambda d: d.strftime("%Y-%m-%d %H:%M:%S,") + f"{d.microsecond // 1000:03d}"),
+    actor_pid_ip=st.none() | st.tuples(st.from_regex(r"[A-Z][A-Za-z]{0,20}", fullmatch=True) | st.none(), st.integers(1, 4_000_000), st.ip_addresses(v=4).map(str)),
+    titan_ts=st.none() | st.datetimes(datetime(1970, 1, 1), datetime(2999, 12, 31)).map(asctime),
 )
-def test_prefixes_unwrap_to_the_body_and_the_values_that_made_them(body, colours, rank, ray, titan_ts):
+def test_prefixes_unwrap_to_the_body_and_the_values_that_made_them(body, colours, rank, actor_pid_ip, titan_ts):
     coloured = body
     for at, code in sorted(((min(at, len(body)), code) for at, code in colours), reverse=True):
         coloured = coloured[:at] + code + coloured[at:]  # descending body positions stay valid
     line = coloured
     if titan_ts is not None:
-        line = f"[titan] {titan_ts} - root - INFO - {line}"
+        line = logger_prefix(titan_ts) + line
     if rank is not None:
-        line = f"[rank{rank}]:{line}"
-    if ray is not None:
-        actor, pid, ip = ray
-        line = f"\x1b[36m({actor + ' ' if actor else ''}pid={pid}, ip={ip})\x1b[0m {line}"
+        line = torchrun_prefix(rank) + line
+    if actor_pid_ip is not None:
+        actor, pid, ip = actor_pid_ip
+        line = ray.actor_prefix(pid, actor, ip) + line
     frame = Unwrapper(all_logger_prefixes([SPECS["torchtitan"]]))(pl.DataFrame({"line_no": [1], "text": [line]}))
     row = frame.row(0, named=True)
     assert frame.height == 1
     assert row["text"] == body
     assert row["rank"] == rank
-    assert (row["actor"], row["pid"], row["ip"]) == ((ray[0], ray[1], ray[2]) if ray else (None, None, None))
+    assert (row["actor"], row["pid"], row["ip"]) == (actor_pid_ip if actor_pid_ip else (None, None, None))
     assert row["ts"] == titan_ts
 
 

@@ -42,6 +42,8 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
 
 # The event vocabulary declares kinds whose names rules share (an `oom` event, the `oom` rule).
 VOCABULARY = {"events.py", "columns.py"}
+# The line writers quote the frameworks' own text ("... to avoid fragmentation."), not engine code.
+QUOTED = "logwriters"
 
 
 def test_no_rule_id_is_named_in_the_engine():
@@ -51,7 +53,7 @@ def test_no_rule_id_is_named_in_the_engine():
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {text[:60]!r}"
         for path in sorted((ROOT / "memlog").rglob("*.py"))
-        if path.name not in VOCABULARY
+        if path.name not in VOCABULARY and QUOTED not in path.parts
         for line, text in _code_strings(path)
         if pattern.search(text)
     ]

@@ -1,5 +1,6 @@
 """The sample-log generator: committed logs match it, it is deterministic, and its
-ground truth agrees with independent checks on the text."""
+ground truth agrees with independent checks on the text. Files in sample_logs/ the
+generator does not write are hand-written samples: they need only their golden."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 SAMPLES = build_all()
 IDS = [s.path for s in SAMPLES]
 # The checks below that re-read torchtitan's step lines apply to the torchtitan samples only;
-# other formats' generators are checked against memlog's parse in tests/test_parsers_*.py.
+# other formats' generators are checked against memlog's parse in tests/parsers/.
 TITAN = [s for s in SAMPLES if s.path.startswith("torchtitan/")]
 TITAN_IDS = [s.path for s in TITAN]
 
@@ -46,6 +47,25 @@ def test_committed_log_matches_generator(sample):
     assert path.read_bytes() == sample.text.encode("utf-8"), (
         f"{path} differs from the generator: run `python -m tests.samplegen`"
     )
+
+
+def hand_written() -> list[str]:
+    """Sample logs the generator does not write (hand-written or real logs)."""
+    on_disk = {p.relative_to(SAMPLE_LOGS).as_posix() for p in SAMPLE_LOGS.rglob("*") if p.is_file()}
+    return sorted(on_disk - set(IDS))
+
+
+def test_hand_written_sample_logs_need_only_their_golden(tmp_path):
+    from tests.test_golden import golden_path
+
+    for name in hand_written():
+        assert golden_path(SAMPLE_LOGS / name).exists(), f"hand-written sample_logs/{name} needs its golden"
+    # The generator leaves files it does not write alone.
+    (tmp_path / "torchtitan").mkdir()
+    mine = tmp_path / "torchtitan" / "hand_written.log"
+    mine.write_bytes(b"by hand\n")
+    write_all(tmp_path)
+    assert mine.read_bytes() == b"by hand\n"
 
 
 def test_building_twice_gives_identical_bytes_and_truth():

@@ -63,7 +63,7 @@ def test_expected_findings_ranks_and_patterns(outcomes):
 
 def test_the_evaluation_script_prints_the_confusion_matrix():
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "evaluate_rules.py"), "--only", "line-leak/current", "--workers", "1"],
+        [sys.executable, str(ROOT / "tests" / "evaluate_rules.py"), "--only", "line-leak/current", "--workers", "1"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr

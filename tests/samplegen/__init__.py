@@ -2,7 +2,14 @@
 
 ``build_all()`` returns every Sample; ``write_all(root)`` writes their text to
 ``root / sample.path`` byte-for-byte (``\\r`` and ANSI escapes included).
-Regenerate the committed logs with ``python -m tests.samplegen``.
+Regenerate the committed logs with ``python -m tests.samplegen``. The text of
+every line comes from the line writers in ``memlog.logwriters``.
+
+A hand-written (or real, anonymised) log is a first-class sample too: drop it
+in ``sample_logs/<format>/`` and add its golden verdict in ``tests/golden/``
+(``MEMLOG_UPDATE_GOLDEN=1 pytest tests/test_golden.py``, then review it). The
+generator check (tests/test_samplegen.py) covers only the files the generator
+writes; ``write_all`` never touches other files.
 """
 
 from __future__ import annotations

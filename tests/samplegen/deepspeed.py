@@ -1,9 +1,11 @@
 """DeepSpeed sample logs (bare, under the HF Trainer, and inside Open-Reasoner-Zero's Ray actors)
 with ground truth.
 
-Every DeepSpeed, transformers, Ray, tqdm and loguru line is produced with the format string quoted
-in /work/shared/reference/log-formats.md (§2 DeepSpeed + HF Trainer, §3 Ray, §4.3-4.4 OpenRLHF and
-Open-Reasoner-Zero) for the version being imitated; the numbers are invented but consistent
+Every DeepSpeed, transformers, Ray and loguru line is written by memlog.logwriters (deepspeed,
+hf_trainer, ray, openrlhf, pytorch), which quote the format strings of
+/work/shared/reference/log-formats.md (§2 DeepSpeed + HF Trainer, §3 Ray, §4.3-4.4 OpenRLHF and
+Open-Reasoner-Zero) for the version being imitated; tqdm bars are drawn here (`tqdm_bar`). The
+numbers are invented but consistent
 (see_memory_usage rounds like DeepSpeed: `round(x, 2)` and an integer Max_CA; psutil's percent is
 used / total; tqdm bars follow the elapsed time).
 
@@ -22,45 +24,38 @@ Events: one per line that carries one, with the fields the specs extract (string
 from __future__ import annotations
 
 import base64
+import ast
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
+from memlog.logwriters import deepspeed as ds
+from memlog.logwriters import hf_trainer as hf
+from memlog.logwriters import openrlhf, pytorch, ray
+from memlog.logwriters.python import frame_lines
+from memlog.logwriters.pytorch import H100_GIB as H100_CAPACITY_GIB
+
 from .common import Clock, Emit, LogDoc, Sample, clamp, seeded_rng
 
 GIB = 1024**3
-H100_CAPACITY_GIB = 79.11  # torch's total_memory of an H100 80GB HBM3, in GiB
-
-# Ray's driver colours (print_worker_logs): actor prefixes CYAN, the dedup suffix GREEN, RESET_ALL.
-RAY_CYAN, RAY_GREEN, RAY_RESET = "\x1b[36m", "\x1b[32m", "\x1b[0m"
-RAY_DEDUP_NOTICE = (
-    " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
-    "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html#log-deduplication "
-    "for more options.)"
-)
 MEMORY_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward",
                  "Engine after backward", "Engine before step", "Engine after step")
 
 
 # --------------------------------------------------------------------------
-# Formatting exactly as the frameworks do
+# Lines written by memlog.logwriters, with the values they print
 # --------------------------------------------------------------------------
 
-
-def r2(x: float) -> str:
-    """DeepSpeed's `round(x, 2)` as an f-string prints it: `0.32`, `18.9`, `0.0`."""
-    return str(round(x, 2))
+_SEE_MEMORY = re.compile(r"MA (\S+) GB +Max_MA (\S+) GB +CA (\S+) GB +Max_CA (\S+) GB")
+_SEE_MEMORY_COLUMNS = ("mem_allocated_gib", "mem_peak_allocated_gib", "mem_reserved_gib", "mem_peak_reserved_gib")
 
 
 def memory_line(ma: float, max_ma: float, ca: float, max_ca: float) -> tuple[str, dict]:
-    # runtime/utils.py see_memory_usage: backslash continuations keep 8 spaces of indentation,
-    # so the fields are 9 spaces apart; Max_CA is round() without ndigits (an int).
-    text = (f"MA {r2(ma)} GB         Max_MA {r2(max_ma)} GB         CA {r2(ca)} GB         "
-            f"Max_CA {round(max_ca)} GB ")
-    values = {"mem_allocated_gib": float(r2(ma)), "mem_peak_allocated_gib": float(r2(max_ma)),
-              "mem_reserved_gib": float(r2(ca)), "mem_peak_reserved_gib": float(round(max_ca))}
-    return text, values
+    """see_memory_usage's MA/CA line and its values, read back from the text."""
+    text = ds.see_memory_usage(ma=ma, max_ma=max_ma, ca=ca, max_ca=max_ca)
+    return text, dict(zip(_SEE_MEMORY_COLUMNS, map(float, _SEE_MEMORY.match(text).groups())))
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ class HostMemory:
         used_bytes = round(used_gib * GIB)
         used = round(used_bytes / GIB, 2)
         percent = round(100 * used_bytes / self.total_bytes, 1)
-        return f"CPU Virtual Memory:  used = {used} GB, percent = {percent}%", {"host_mem_used_gib": used}
+        return ds.cpu_virtual_memory(used_gib=used, percent=percent), {"host_mem_used_gib": used}
 
 
 def format_interval(seconds: float) -> str:
@@ -176,7 +171,7 @@ class DSLog:
 
     def ds(self, t: float, level: str, where: str, message: str) -> str:
         """DeepSpeed's logger: `[2024-07-10 14:14:51,014] [INFO] [utils.py:801:see_memory_usage] `."""
-        return f"[{self.clock.asctime(t)}] [{level}] [{where}] {message}"
+        return ds.log_line(message, ts=self.clock.asctime(t), level=level, where=where)
 
     def sample(self, path: str, description: str, capacity_gib: float | None) -> Sample:
         self.flush()
@@ -189,36 +184,11 @@ def ev(kind: str, **fields) -> list[dict]:
     return [{"kind": kind, **fields}]
 
 
-# --------------------------------------------------------------------------
-# DeepSpeed message builders (text quoted from DeepSpeed's source)
-# --------------------------------------------------------------------------
-
-
-def msg_version(version: str) -> str:
-    # runtime/engine.py via log_dist(ranks=[0])
-    return f"[Rank 0] DeepSpeed info: version={version}, git-hash=unknown, git-branch=unknown"
-
-
-def msg_progress(step: int, skipped: int, lrs: list[float], moms: list) -> str:
-    # engine._report_progress via log_dist
-    return f"[Rank 0] step={step}, skipped={skipped}, lr={lrs!r}, mom={moms!r}"
-
-
-def msg_throughput(epoch: int, micro: int, step: int, avg: float, cur: float, alloc: float,
-                   max_alloc: float) -> tuple[str, dict]:
-    # utils/timer.py ThroughputTimer.stop (v0.8.0 -> HEAD)
-    text = (f"epoch={epoch}/micro_step={micro}/global_step={step}, RunningAvgSamplesPerSec={avg!r}, "
-            f"CurrSamplesPerSec={cur!r}, MemAllocated={r2(alloc)}GB, MaxMemAllocated={r2(max_alloc)}GB")
-    return text, {"mem_allocated_gib": float(r2(alloc)), "mem_max_allocated_gib": float(r2(max_alloc))}
-
-
-MSG_CACHE_FLUSHES = (
-    "{} pytorch allocator cache flushes since last step. this happens when there is high memory pressure "
-    "and is detrimental to performance. if this is happening frequently consider adjusting settings to "
-    "reduce memory consumption. If you are unable to make the cache flushes go away consider adding "
-    "get_accelerator().empty_cache() calls in your training loop to ensure that all ranks flush their "
-    "caches at the same time"
-)
+def throughput_line(epoch: int, micro: int, step: int, avg: float, cur: float, alloc: float,
+                    max_alloc: float) -> tuple[str, dict]:
+    """ThroughputTimer's line and the memory it prints."""
+    text = ds.throughput(epoch=epoch, micro_step=micro, step=step, avg=avg, cur=cur, alloc=alloc, max_alloc=max_alloc)
+    return text, {"mem_allocated_gib": float(ds.r2(alloc)), "mem_max_allocated_gib": float(ds.r2(max_alloc))}
 
 
 def see_memory_usage(log: DSLog, t: float, worker: str, label: str, mem: tuple[float, float, float, float],
@@ -247,23 +217,20 @@ SITE = "/usr/local/lib/python3.10/dist-packages"
 
 
 def ray_prefix(actor: str, pid: int) -> str:
-    return f"{RAY_CYAN}({actor} pid={pid}){RAY_RESET} "
+    return ray.actor_prefix(pid, actor)
 
 
 class OrzRun(DSLog):
     """The Ray driver's output: its own loguru lines plus every actor's lines, Ray-prefixed."""
 
     def loguru(self, t: float, where: str, message: str, level: str = "INFO") -> str:
-        dt = self.clock.at(t)
-        stamp = dt.strftime("%Y-%m-%d %H:%M:%S") + f".{dt.microsecond // 1000:03d}"
-        return f"{stamp} | {level:<8} | {where} - {message}"
+        return openrlhf.loguru_line(self.clock.at(t), where, message, level)
 
     def deduped(self, t: float, actor: str, pids: list[int], text: str, notice: bool = False) -> None:
         """A line every rank prints at once: Ray shows the first copy, then (after its 5 s window)
         the latest copy with `[repeated Nx across cluster]` in green."""
         self.line(t, ray_prefix(actor, pids[0]) + text)
-        suffix = f" [repeated {len(pids) - 1}x across cluster]" + (RAY_DEDUP_NOTICE if notice else "")
-        self.line(t + 5.0, ray_prefix(actor, pids[-1]) + text + RAY_GREEN + suffix + RAY_RESET)
+        self.line(t + 5.0, ray_prefix(actor, pids[-1]) + text + ray.repeated(len(pids) - 1, notice))
 
 
 def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: HostMemory, *, trains: bool,
@@ -277,7 +244,7 @@ def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: H
     t += 6.2
     run.deduped(t, actor, pids, run.ds(t, "INFO", "comm.py:652:init_distributed", "cdb=None"))
     t += 5.4
-    run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", msg_version("0.16.0")),
+    run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.version("0.16.0")),
              events=ev("version", framework="DeepSpeed", version="0.16.0", git_hash="unknown", git_branch="unknown"))
     run.line(t + 0.001, p + run.ds(t + 0.001, "INFO", "config.py:733:__init__", "Config mesh_device None world_size = 8"))
     t += 0.4
@@ -289,7 +256,7 @@ def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: H
                     "Creating fp16 ZeRO stage 3 optimizer, MiCS is enabled False, Hierarchical params gather False",
                     "Creating torch.bfloat16 ZeRO stage 3 optimizer"):
             t += rng.uniform(0.001, 0.02)
-            run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", f"[Rank 0] {msg}"))
+            run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.log_dist(msg)))
     # Device memory grows through the init phases; the host holds the CPU Adam state.
     base = 0.0
     phases = [("Stage 3 initialize beginning", 0.0, 0.0), ("DeepSpeedZeRoOffload initialize [begin]", 0.0, 0.0),
@@ -316,15 +283,15 @@ def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: H
         for msg in ("DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer_Stage3",
                     "DeepSpeed using client LR scheduler",
                     "DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f3c2c0b1d50>"):
-            run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", f"[Rank 0] {msg}"))
-        run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", msg_progress(0, 0, [lr0, lr0], [(0.9, 0.95), (0.9, 0.95)])),
+            run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.log_dist(msg)))
+        run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=[(0.9, 0.95), (0.9, 0.95)])),
                  reading(worker, 0, lr=lr0))
         run.line(t + 0.002, p + run.ds(t + 0.002, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:"))
         for key, value in (("bfloat16_enabled", "True"), ("gradient_accumulation_steps", "1"),
                            ("gradient_clipping", "1.0"), ("memory_breakdown", "False"), ("steps_per_print", "100"),
                            ("train_batch_size", "8"), ("train_micro_batch_size_per_gpu", "1"),
                            ("wall_clock_breakdown", "False"), ("zero_enabled", "True"), ("zero_optimization_stage", "3")):
-            run.line(t + 0.003, p + run.ds(t + 0.003, "INFO", "config.py:1001:print", f"  {key:.<30} {value}"))
+            run.line(t + 0.003, p + run.ds(t + 0.003, "INFO", "config.py:1001:print", ds.config_entry(key, value)))
     return t + 3.0
 
 
@@ -339,8 +306,7 @@ def build_fr4_orz_offload_leak() -> Sample:
     policy, critic = f"PolicyRayActorBase pid={policy_pids[0]}", f"CriticRayActorBase pid={critic_pids[0]}"
 
     # ---- driver start, config dump, Ray and vLLM start-up ------------------
-    run.line(0.0, "2025-02-27 08:10:41,227\tINFO worker.py:1821 -- Started a local Ray instance. View the dashboard at "
-                  "\x1b[1m\x1b[32m127.0.0.1:8265 \x1b[39m\x1b[22m")
+    run.line(0.0, ray.driver_log("2025-02-27 08:10:41,227", "worker.py:1821", ray.started_local()))
     config = ("PPOExpConfig(total_num_nodes=8, ref_num_nodes=8, actor_num_nodes=8, critic_num_nodes=8, "
               "colocate_all=True, vllm_num_engines=8, zero_stage=3, adam_offload=True, "
               "pretrain='/models/Qwen2.5-7B', actor_learning_rate=1e-06, critic_learning_rate=5e-06, "
@@ -398,15 +364,15 @@ def build_fr4_orz_offload_leak() -> Sample:
                 continue
             lr = lr_at(base_lr, step)
             run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist",
-                                   msg_progress(step, 0, [lr, lr], [(0.9, 0.95), (0.9, 0.95)])), reading(worker, step, lr=lr))
+                                   ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.95), (0.9, 0.95)])), reading(worker, step, lr=lr))
             now = alloc(step)
             peaks[worker] = max(peaks[worker], now + activations + rng.uniform(0, 0.6))
             avg = 8 / rng.uniform(3.9, 4.2)
-            text, values = msg_throughput(0, step, step, avg, 8 / rng.uniform(3.6, 4.7), now, peaks[worker])
+            text, values = throughput_line(0, step, step, avg, 8 / rng.uniform(3.6, 4.7), now, peaks[worker])
             run.line(t + 0.003, p + run.ds(t + 0.003, "INFO", "timer.py:264:stop", text), reading(worker, step, **values))
             if actor == "PolicyRayActorBase" and step >= 2200 and rng.random() < 0.7:
                 n = rng.randint(1, 4)
-                run.line(t + 0.004, p + run.ds(t + 0.004, "WARNING", "stage3.py:2114:step", MSG_CACHE_FLUSHES.format(n)),
+                run.line(t + 0.004, p + run.ds(t + 0.004, "WARNING", "stage3.py:2114:step", ds.cache_flushes(n)),
                          events=ev("alloc_retries", new_retries=str(n)))
         return t
 
@@ -478,23 +444,17 @@ def build_fr4_orz_offload_leak() -> Sample:
         (f"{SITE}/torch/autograd/graph.py", 825, "_engine_run_backward",
          "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
     ]
-    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.63 GiB. GPU 0 has a total capacity of "
-           f"{H100_CAPACITY_GIB:.2f} GiB of which 2.85 GiB is free. Process 2771 has 9.42 GiB memory in use. Process 2690 "
-           "has 1.12 GiB memory in use. Including non-PyTorch memory, this process has 65.61 GiB memory in use. Of the "
-           "allocated memory 39.52 GiB is allocated by PyTorch, and 23.71 GiB is reserved by PyTorch but unallocated. If "
-           "reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-           "fragmentation.  See documentation for Memory Management  "
-           "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+    oom = pytorch.cuda_oom(tried="4.63 GiB", gpu=0, capacity_gib=H100_CAPACITY_GIB, free="2.85 GiB",
+                           processes=[(2771, "9.42 GiB"), (2690, "1.12 GiB")], in_use="65.61 GiB",
+                           allocated="39.52 GiB", unallocated="23.71 GiB")
     run.line(t, "Traceback (most recent call last):")
-    for file, n, func, code in frames:
-        run.line(t, f'  File "{file}", line {n}, in {func}')
-        run.line(t, f"    {code}")
-    run.line(t, "ray.exceptions.RayTaskError(OutOfMemoryError): ray::PolicyRayActorBase.ppo_train() "
-                f"(pid={policy_pids[0]}, ip=10.0.0.12, actor_id=8b1f0e2c9a6d4e1f7c3b5a0d01000000, "
-                "repr=<orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90>)")
-    for file, n, func, code in remote:
-        run.line(t, f'  File "{file}", line {n}, in {func}')
-        run.line(t, f"    {code}")
+    for line in frame_lines(frames):
+        run.line(t, line)
+    run.line(t, ray.task_error("OutOfMemoryError", ray.task_ref(
+        "PolicyRayActorBase.ppo_train", pid=policy_pids[0], ip="10.0.0.12", actor_id="8b1f0e2c9a6d4e1f7c3b5a0d01000000",
+        repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90")))
+    for line in frame_lines(remote):
+        run.line(t, line)
     run.line(t, oom, events=ev("oom", tried="4.63 GiB", capacity=f"{H100_CAPACITY_GIB:.2f} GiB", free="2.85 GiB"))
     return run.sample(
         "deepspeed/fr4_orz_offload_leak.log",
@@ -550,19 +510,19 @@ def _launcher(log: DSLog, t: float, n_gpus: int, python: str, script: list[str],
 
 
 def _zero2_init(log: DSLog, t: float, version: str, dtype: str, states: list[tuple[float, float, float, float]],
-                host: HostMemory, used: float, *, logged: bool, basic: str, lr0: float, moms: str) -> float:
+                host: HostMemory, used: float, *, logged: bool, basic: str, lr0: float, moms: list) -> float:
     """deepspeed.initialize with ZeRO stage 1/2: log_dist lines and the three forced see_memory_usage calls.
 
     `logged` False: DeepSpeed >= 0.17.6 (INFO silent) and >= 0.18.3 (see_memory_usage printed bare)."""
     info = lambda where, msg: log.line(t, log.ds(t, "INFO", where, msg)) if logged else None  # noqa: E731
     if logged:
-        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", msg_version(version)),
+        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.version(version)),
                  events=ev("version", framework="DeepSpeed", version=version, git_hash="unknown", git_branch="unknown"))
-    info("logging.py:96:log_dist", "[Rank 0] DeepSpeed Flops Profiler Enabled: False")
-    info("logging.py:96:log_dist", "[Rank 0] Using DeepSpeed Optimizer param name adamw as basic optimizer")
-    info("logging.py:96:log_dist", "[Rank 0] Removing param_group that has no 'params' in the basic Optimizer")
-    info("logging.py:96:log_dist", f"[Rank 0] DeepSpeed Basic Optimizer = {basic}")
-    info("logging.py:96:log_dist", f"[Rank 0] Creating {dtype} ZeRO stage 2 optimizer")
+    info("logging.py:96:log_dist", ds.log_dist("DeepSpeed Flops Profiler Enabled: False"))
+    info("logging.py:96:log_dist", ds.log_dist("Using DeepSpeed Optimizer param name adamw as basic optimizer"))
+    info("logging.py:96:log_dist", ds.log_dist("Removing param_group that has no 'params' in the basic Optimizer"))
+    info("logging.py:96:log_dist", ds.log_dist(f"DeepSpeed Basic Optimizer = {basic}"))
+    info("logging.py:96:log_dist", ds.log_dist(f"Creating {dtype} ZeRO stage 2 optimizer"))
     for n, msg in ((148, "Reduce bucket size 200000000"), (149, "Allgather bucket size 200000000"),
                    (150, "CPU Offload: False"), (151, "Round robin gradient partitioning: False")):
         info(f"stage_1_and_2.py:{n}:__init__", msg)
@@ -574,11 +534,11 @@ def _zero2_init(log: DSLog, t: float, version: str, dtype: str, states: list[tup
         if label == "After initializing optimizer states":
             info("stage_1_and_2.py:543:__init__", "optimizer state initialized")
     t += 0.3
-    info("logging.py:96:log_dist", "[Rank 0] DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer")
-    info("logging.py:96:log_dist", "[Rank 0] DeepSpeed using client LR scheduler")
-    info("logging.py:96:log_dist", "[Rank 0] DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f6e1c2b7a90>")
+    info("logging.py:96:log_dist", ds.log_dist("DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer"))
+    info("logging.py:96:log_dist", ds.log_dist("DeepSpeed using client LR scheduler"))
+    info("logging.py:96:log_dist", ds.log_dist("DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f6e1c2b7a90>"))
     if logged:
-        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", f"[Rank 0] step=0, skipped=0, lr=[{lr0!r}, {lr0!r}], mom={moms}"),
+        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=moms)),
                  reading("main", 0, lr=lr0))
         info("config.py:997:print", "DeepSpeedEngine configuration:")
     return t + 0.5
@@ -598,10 +558,10 @@ def build_memory_breakdown_fragmentation() -> Sample:
     base, grads = 23.53, 0.78  # bf16 params + fp32 master/Adam shard; this rank's gradient partition
     t = _zero2_init(log, t + 6.0, "0.14.4", "torch.bfloat16",
                     [(12.57, 12.57, 12.79, 13.0), (21.99, 22.41, 22.26, 22.0), (21.99, 21.99, 22.26, 22.0)],
-                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms="[(0.9, 0.999), (0.9, 0.999)]")
+                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms=[(0.9, 0.999), (0.9, 0.999)])
     for key, value in (("memory_breakdown", "True"), ("steps_per_print", "1"), ("train_batch_size", "64"),
                        ("zero_optimization_stage", "2"), ("wall_clock_breakdown", "False")):
-        log.line(t, log.ds(t, "INFO", "config.py:1001:print", f"  {key:.<30} {value}"))
+        log.line(t, log.ds(t, "INFO", "config.py:1001:print", ds.config_entry(key, value)))
 
     # Reserved memory only grows: batches of varying sequence length leave the caching allocator's
     # segments fragmented, so a longer batch later needs new segments although live memory is the same.
@@ -626,16 +586,16 @@ def build_memory_breakdown_fragmentation() -> Sample:
             if label == "Engine after step":
                 lr = peak_lr * min(1.0, step / warmup)
                 log.line(tc, log.ds(tc, "INFO", "logging.py:96:log_dist",
-                                    msg_progress(step, 0, [lr, lr], [(0.9, 0.999), (0.9, 0.999)])), reading("main", step, lr=lr))
+                                    ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.999), (0.9, 0.999)])), reading("main", step, lr=lr))
                 if step >= 3:  # ThroughputTimer starts timing at its third step
                     elapsed += dt
-                    text, values = msg_throughput(0, step, step, 64 * (step - 2) / elapsed, 64 / dt, base, base + grads + 0.42)
+                    text, values = throughput_line(0, step, step, 64 * (step - 2) / elapsed, 64 / dt, base, base + grads + 0.42)
                     log.line(tc + 0.002, log.ds(tc + 0.002, "INFO", "timer.py:259:stop", text), reading("main", step, **values))
             see_memory_usage(log, tc + 0.004, "main", label, mem, host, used + rng.uniform(-0.35, 0.35), where=(781, 782, 789))
         t += dt
     for rank in range(8):
         t += rng.uniform(0.5, 3.0)
-        log.line(t, log.ds(t, "INFO", "launch.py:351:main", f"Process {41201 + rank} exits successfully."))
+        log.line(t, log.ds(t, "INFO", "launch.py:351:main", ds.launcher_exit(41201 + rank)))
     return log.sample(
         "deepspeed/memory_breakdown_fragmentation.log",
         "DeepSpeed 0.14.4 ZeRO-2 bf16 on 8 GPUs with \"memory_breakdown\": true and steps_per_print 1: "
@@ -650,12 +610,9 @@ def build_memory_breakdown_fragmentation() -> Sample:
 # (c) HF Trainer (transformers 4.x) + DeepSpeed 0.14.4 ZeRO-2 fp16: healthy
 # ==========================================================================
 
-HF_LOG_DATE = "%m/%d/%Y %H:%M:%S"
-
-
 def hf_logger(log: DSLog, t: float, level: str, where: str, msg: str) -> str:
     """transformers' own handler in the example scripts: `[INFO|trainer.py:2243] 2024-10-02 14:01:41,220 >> `."""
-    return f"[{level}|{where}] {log.clock.asctime(t)} >> {msg}"
+    return hf.logger_line(log.clock.asctime(t), level, where, msg)
 
 
 def build_healthy_hf_trainer() -> Sample:
@@ -668,14 +625,12 @@ def build_healthy_hf_trainer() -> Sample:
               "--output_dir", "/tmp/test-clm", "--deepspeed", "ds_config_zero2.json"]
     t = _launcher(log, 0.0, 4, "/opt/conda/bin/python", script, 5123)
     for rank in range(4):
-        stamp = log.clock.at(t + 0.01 * rank).strftime(HF_LOG_DATE)
-        log.line(t, f"{stamp} - WARNING - __main__ - Process rank: {rank}, device: cuda:{rank}, n_gpu: 1, "
-                    "distributed training: True, 16-bits training: True")
-    stamp = log.clock.at(t).strftime(HF_LOG_DATE)
-    log.line(t, f"{stamp} - INFO - __main__ - Training/evaluation parameters TrainingArguments(_n_gpu=1, "
+        log.line(t, hf.script_line(log.clock.at(t + 0.01 * rank), "WARNING", "__main__", f"Process rank: {rank}, "
+                                   f"device: cuda:{rank}, n_gpu: 1, distributed training: True, 16-bits training: True"))
+    log.line(t, hf.script_line(log.clock.at(t), "INFO", "__main__", "Training/evaluation parameters TrainingArguments(_n_gpu=1, "
                 "deepspeed=ds_config_zero2.json, eval_strategy=IntervalStrategy.EPOCH, fp16=True, learning_rate=2e-05, "
                 "logging_steps=10, lr_scheduler_type=SchedulerType.LINEAR, num_train_epochs=2.0, "
-                "per_device_train_batch_size=4, warmup_steps=30, ...)")
+                "per_device_train_batch_size=4, warmup_steps=30, ...)"))
     t += 14.2
     log.line(t, hf_logger(log, t, "INFO", "modeling_utils.py:3678", "loading weights file model.safetensors from cache at "
                           "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-1.5B/snapshots/8faed761d45a263340a0528343f099c05c9a4323/model.safetensors"))
@@ -683,7 +638,7 @@ def build_healthy_hf_trainer() -> Sample:
     used = 61.4
     t = _zero2_init(log, t, "0.14.4", "torch.float16",
                     [(2.88, 2.88, 3.04, 3.0), (7.2, 7.53, 7.43, 7.0), (7.21, 7.21, 7.43, 7.0)],
-                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms="[[0.9, 0.999], [0.9, 0.999]]")
+                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms=[[0.9, 0.999], [0.9, 0.999]])
     steps_per_epoch, epochs, logging_steps, spp, warmup, peak_lr = 145, 2, 10, 10, 30, 2e-05
     total = steps_per_epoch * epochs
     for n, msg in ((2243, "***** Running training *****"), (2244, "  Num examples = 2,318"), (2245, "  Num Epochs = 2"),
@@ -705,7 +660,7 @@ def build_healthy_hf_trainer() -> Sample:
         elapsed += dt
         if step in overflow_steps:
             log.line(t, log.ds(t, "INFO", "loss_scaler.py:183:update_scale",
-                               f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing to {scale // 2}"),
+                               ds.overflow(scale)),
                      events=ev("overflow", loss_scale=str(scale), new_loss_scale=str(scale // 2)))
             scale //= 2
             skipped += 1
@@ -714,9 +669,9 @@ def build_healthy_hf_trainer() -> Sample:
         peak_alloc = max(peak_alloc, alloc + 11.9 + (rng.uniform(0.0, 0.8) if step < 40 else 0.0))
         if step % spp == 0:
             log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist",
-                               msg_progress(step, skipped, [lr, lr], [[0.9, 0.999], [0.9, 0.999]])), reading("main", step, lr=lr))
+                               ds.progress(step=step, skipped=skipped, lr=[lr, lr], mom=[[0.9, 0.999], [0.9, 0.999]])), reading("main", step, lr=lr))
             # epoch stays 0: the Trainer feeds its own dataloader, not DeepSpeed's (which counts epochs).
-            text, values = msg_throughput(0, step, step, 16 * (step - 2) / (timed or dt), 16 / dt, alloc, peak_alloc)
+            text, values = throughput_line(0, step, step, 16 * (step - 2) / (timed or dt), 16 / dt, alloc, peak_alloc)
             log.line(t + 0.002, log.ds(t + 0.002, "INFO", "timer.py:259:stop", text), reading("main", step, **values))
         if step >= 3:
             timed += dt
@@ -726,7 +681,7 @@ def build_healthy_hf_trainer() -> Sample:
             logged = {"loss": round(loss + rng.gauss(0, 0.03), 4), "grad_norm": abs(rng.gauss(1.1, 0.35)),
                       "learning_rate": lr, "epoch": round(step / steps_per_epoch, 2)}
             log.clear_bar(bar_width)
-            log.line(t, repr(logged), reading("main", None, ordinal=True, loss=logged["loss"],
+            log.line(t, hf.log_dict(logged), reading("main", None, ordinal=True, loss=logged["loss"],
                                               grad_norm=logged["grad_norm"], lr=logged["learning_rate"]))
             log.bar(tqdm_bar("", step, total, elapsed))
         if step % steps_per_epoch == 0:
@@ -735,14 +690,14 @@ def build_healthy_hf_trainer() -> Sample:
             metrics = {"eval_loss": round(loss + 0.21 + rng.gauss(0, 0.01), 4), "eval_runtime": round(37 * 0.14 + 0.31, 4),
                        "eval_samples_per_second": 25.52, "eval_steps_per_second": 6.38, "epoch": float(step // steps_per_epoch)}
             log.clear_bar(bar_width)
-            log.line(t + 5.5, repr(metrics), reading("main", None, "validate", loss=metrics["eval_loss"]))
+            log.line(t + 5.5, hf.log_dict(metrics), reading("main", None, "validate", loss=metrics["eval_loss"]))
             t += 5.5
             elapsed += 5.5
             log.bar(tqdm_bar("", step, total, elapsed))
     log.clear_bar(bar_width)
     summary = {"train_runtime": round(elapsed, 4), "train_samples_per_second": round(total * 16 / elapsed, 3),
                "train_steps_per_second": round(total / elapsed, 3), "train_loss": 1.8312, "epoch": 2.0}
-    log.line(t, repr(summary))
+    log.line(t, hf.log_dict(summary))
     # tqdm.write redraws the bar, then on_train_end closes it: one more draw and a newline.
     log.bar(tqdm_bar("", total, total, elapsed))
     log.bar(tqdm_bar("", total, total, elapsed))
@@ -750,10 +705,10 @@ def build_healthy_hf_trainer() -> Sample:
     log.line(t, "***** train metrics *****")
     for key, value in (("epoch", "2.0"), ("total_flos", "25956771GF"), ("train_loss", "1.8312"),
                        ("train_runtime", format_interval(elapsed) + ".31")):
-        log.line(t, f"  {key:<24} = {value:>10}")
+        log.line(t, hf.metrics_line(key, value))
     for rank in range(4):
         t += rng.uniform(0.5, 2.0)
-        log.line(t, log.ds(t, "INFO", "launch.py:351:main", f"Process {5123 + rank} exits successfully."))
+        log.line(t, log.ds(t, "INFO", "launch.py:351:main", ds.launcher_exit(5123 + rank)))
     return log.sample(
         "deepspeed/healthy_hf_trainer.log",
         "transformers 4.x run_clm.py with DeepSpeed 0.14.4 ZeRO-2 fp16 on 4 GPUs (steps_per_print 10, logging_steps "
@@ -782,7 +737,7 @@ def build_healthy_hf5_bare_memory() -> Sample:
     used = 88.3
     t = _zero2_init(log, t + 12.0, "0.18.4", "torch.bfloat16",
                     [(2.32, 2.32, 2.46, 2.0), (4.61, 4.94, 4.71, 5.0), (4.61, 4.61, 4.71, 5.0)],
-                    host, used, logged=False, basic="FusedAdam", lr0=0.0, moms="")
+                    host, used, logged=False, basic="FusedAdam", lr0=0.0, moms=[])
     total, warmup, peak_lr = 60, 6, 1e-05
     bar_width = len(tqdm_bar("", 0, total, 0.0))
     log.bar(tqdm_bar("", 0, total, 0.0))
@@ -809,16 +764,17 @@ def build_healthy_hf5_bare_memory() -> Sample:
         lr = peak_lr * step / warmup if step <= warmup else peak_lr * (total - step) / (total - warmup)
         loss = max(1.05, loss - 0.015) + rng.gauss(0, 0.02)
         # transformers 5.x: every float of the logs formatted f"{v:.4g}" (and quoted by the dict repr).
-        logged = {"loss": f"{loss:.4g}", "grad_norm": f"{abs(rng.gauss(0.9, 0.2)):.4g}", "learning_rate": f"{lr:.4g}",
-                  "epoch": f"{step / total:.4g}"}
+        text = hf.log_dict_v5({"loss": loss, "grad_norm": abs(rng.gauss(0.9, 0.2)), "learning_rate": lr,
+                               "epoch": step / total})
+        shown = ast.literal_eval(text)  # the values as printed
         log.clear_bar(bar_width)
-        log.line(t, repr(logged), reading("main", None, ordinal=True, loss=float(logged["loss"]),
-                                          grad_norm=float(logged["grad_norm"]), lr=float(logged["learning_rate"])))
+        log.line(t, text, reading("main", None, ordinal=True, loss=float(shown["loss"]),
+                                  grad_norm=float(shown["grad_norm"]), lr=float(shown["learning_rate"])))
         log.bar(tqdm_bar("", step, total, elapsed))
     log.clear_bar(bar_width)
-    summary = {"train_runtime": f"{elapsed:.4g}", "train_samples_per_second": f"{total * 64 / elapsed:.4g}",
-               "train_steps_per_second": f"{total / elapsed:.4g}", "train_loss": "1.214", "epoch": "1"}
-    log.line(t, repr(summary))
+    summary = {"train_runtime": elapsed, "train_samples_per_second": total * 64 / elapsed,
+               "train_steps_per_second": total / elapsed, "train_loss": 1.214, "epoch": 1.0}
+    log.line(t, hf.log_dict_v5(summary))
     # tqdm.write redraws the bar, then on_train_end closes it: one more draw and a newline.
     log.bar(tqdm_bar("", total, total, elapsed))
     log.bar(tqdm_bar("", total, total, elapsed))

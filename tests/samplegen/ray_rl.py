@@ -1,8 +1,9 @@
 """Ray-hosted RL sample logs (EasyR1 and verl, log-formats.md §3 and §4.1-4.2) with ground truth.
 
-Every line is built with the format string quoted in log-formats.md for the version imitated; the
-numbers are invented but consistent (EasyR1's YAML floats go through its own float representer,
-verl's values through `pprint.pformat`, memory through the same GiB arithmetic the frameworks use).
+Every line is written by memlog.logwriters (ray, verl, easyr1), which quote the format strings of
+log-formats.md for the version imitated; tqdm bars are drawn here (`tqdm_bar`). The numbers are
+invented but consistent (EasyR1's YAML floats go through its own float representer, verl's values
+through `pprint.pformat`, memory through the same GiB arithmetic the frameworks use).
 
 The driver output is simulated the way Ray produces it (python/ray/_private/worker.py and
 ray_logging): each actor line gets a coloured `(Name pid=N[, ip=A])` prefix (`, ip=` only for
@@ -26,42 +27,21 @@ printed) and the worker memlog attributes it to.
 
 from __future__ import annotations
 
-import json
+import pprint
 import random
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
-import yaml
+from memlog.logwriters import easyr1, ray, verl
+from memlog.logwriters.python import frame_lines
+from memlog.logwriters.pytorch import H100_GIB
 
 from .common import Clock, Emit, LogDoc, Sample, Truth, seeded_rng
 
 GIB = 1024**3
-H100_GIB = 79.11  # torch.cuda.mem_get_info()[1] of an H100 80GB HBM3, in GiB
 
-# Ray's colours (colorama): actor prefixes CYAN, raylet YELLOW, dedup suffix GREEN, RESET_ALL.
-CYAN, YELLOW, GREEN, RESET = "\x1b[36m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
-DEDUP_NOTICE = (
-    " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
-    "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html#log-deduplication "
-    "for more options.)"
-)
-RAY_DOCS_OOM = (
-    "Refer to the documentation on how to address the out of memory issue: "
-    "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more "
-    "memory on this node or reducing task parallelism by requesting more CPUs per task. Set max_restarts and "
-    "max_task_retries to enable retry when the task crashes due to OOM. To adjust the kill threshold, set the "
-    "environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the "
-    "environment variable `RAY_memory_monitor_refresh_ms` to zero."
-)
-RAYLET_OOM_DOCS = (
-    "Refer to the documentation on how to address the out of memory issue: "
-    "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more "
-    "memory on this node or reducing task parallelism by requesting more CPUs per task. To adjust the kill "
-    "threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker "
-    "killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero."
-)
 # memlog's canonical columns the readings below may carry (memlog/columns.py).
 VALUE_COLUMNS = ("loss", "grad_norm", "lr", "tps", "mem_max_allocated_gib", "mem_max_reserved_gib",
                  "host_mem_used_gib", "mem_allocated_gib", "mem_reserved_gib", "device_mem_used_gib",
@@ -215,20 +195,16 @@ class RayLog:
 
     def _prefix(self, out: Out) -> str:
         if out.proc is not None:
-            ip = "" if out.proc.ip == self.driver_ip else f", ip={out.proc.ip}"
-            name = f"{out.proc.actor} " if out.proc.actor else ""
-            return f"{CYAN}({name}pid={out.proc.pid}{ip}){RESET} "
-        ip = "" if out.ip == self.driver_ip else f", ip={out.ip}"
-        return f"{YELLOW}(raylet{ip}){RESET} "
+            return ray.actor_prefix(out.proc.pid, out.proc.actor, None if out.proc.ip == self.driver_ip else out.proc.ip)
+        return ray.raylet_prefix(None if out.ip == self.driver_ip else out.ip)
 
     def _emit(self, out: Out, repeated: int) -> Emit:
         text = out.text
         if out.origin in ("worker", "raylet", "error"):
             text = self._prefix(out) + text
         if repeated:
-            notice = "" if self.warned else DEDUP_NOTICE
+            text += ray.repeated(repeated, notice=not self.warned)
             self.warned = True
-            text += f"{GREEN} [repeated {repeated}x across cluster]{notice}{RESET}"
         record = None
         if out.reading is not None:
             record = {"worker": self.label(out.proc), **out.reading}
@@ -302,39 +278,8 @@ def merge_readings(readings: list[tuple[int, dict]]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------
-# How the frameworks print numbers
+# The values as printed (the lines themselves come from memlog.logwriters)
 # --------------------------------------------------------------------------
-
-
-def easyr1_float(x: float) -> str:
-    """EasyR1's yaml float representer (verl/utils/py_functional.py)."""
-    text = str(x)
-    if "e" in text:
-        return text.replace("e", ".0e", 1) if "." not in text else text
-    return str(round(x, 3))
-
-
-class _EasyR1Dumper(yaml.Dumper):
-    pass
-
-
-_EasyR1Dumper.add_representer(float, lambda d, x: d.represent_scalar("tag:yaml.org,2002:float", easyr1_float(x)))
-
-
-def easyr1_yaml(data: dict) -> list[str]:
-    """convert_dict_to_str: yaml.dump(data, indent=2) with EasyR1's float representer."""
-    return yaml.dump(data, Dumper=_EasyR1Dumper, indent=2).rstrip("\n").split("\n")
-
-
-def unflatten(metrics: dict[str, object]) -> dict:
-    tree: dict = {}
-    for key, value in metrics.items():
-        node = tree
-        *parents, leaf = key.split("/")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return tree
 
 
 def printed_number(value: object, style: Callable[[float], str]) -> float:
@@ -344,12 +289,6 @@ def printed_number(value: object, style: Callable[[float], str]) -> float:
 
 def mapped(metrics: dict[str, object], mapping: dict[str, str], style: Callable[[float], str]) -> dict:
     return {col: printed_number(metrics[key], style) for key, col in mapping.items() if key in metrics}
-
-
-def pformat_value(value: object, numpy_scalar: bool) -> str:
-    """verl v0.5+: pprint.pformat(v); numpy 2 reprs its scalars as `np.float64(...)`."""
-    text = repr(value)
-    return f"np.float64({text})" if numpy_scalar and isinstance(value, float) else text
 
 
 def tqdm_bar(desc: str, n: int, total: int, elapsed: float, rate: float | None) -> str:
@@ -489,8 +428,8 @@ def runner_block(log: RayLog, t: float, proc: Proc, step: int, metrics: dict[str
     """ConsoleLogger.log: `Step N` + the YAML block, every line with the Runner's prefix. With
     batches > 1 Ray's log monitor read the block in pieces and `between(t)` writes other lines
     in the gaps."""
-    lines = [f"Step {step}", *easyr1_yaml(unflatten(metrics))]
-    reading = {"step": step, "kind": "train", **mapped(metrics, EASYR1_METRICS, easyr1_float)}
+    lines = easyr1.step_block(step, metrics)
+    reading = {"step": step, "kind": "train", **mapped(metrics, EASYR1_METRICS, easyr1.float_repr)}
     cuts = sorted(log.rng.sample(range(8, len(lines) - 4), batches - 1)) if batches > 1 else []
     part = 0
     for i, line in enumerate(lines):
@@ -503,7 +442,7 @@ def runner_block(log: RayLog, t: float, proc: Proc, step: int, metrics: dict[str
 
 def phase_line(log: RayLog, t: float, proc: Proc, phase: str, used_gib: float, total_gib: float = H100_GIB) -> None:
     """print_gpu_memory_usage (verl/utils/model_utils.py), rank 0 only."""
-    text = f"{phase}: {used_gib:.2f} GB / {total_gib:.2f} GB."
+    text = easyr1.gpu_memory(phase, used_gib, total_gib)
     log.worker(t, proc, text, {"step": None, "kind": "train", "device_mem_used_gib": float(f"{used_gib:.2f}"),
                                "mem_capacity_gib": float(f"{total_gib:.2f}")})
 
@@ -516,13 +455,10 @@ def worker_noise(log: RayLog, t: float, procs: list[Proc], text: Callable[[Proc]
 
 def ray_start(log: RayLog, t: float, *, head: bool, version_line: int) -> None:
     if head:
-        log.driver(t, f"{log.asctime(t)}\tINFO worker.py:{version_line} -- Started a local Ray instance. View the "
-                      "dashboard at \x1b[1m\x1b[32m127.0.0.1:8265 \x1b[39m\x1b[22m")
+        log.driver(t, ray.driver_log(log.asctime(t), f"worker.py:{version_line}", ray.started_local()))
     else:
-        log.driver(t, f"{log.asctime(t)}\tINFO worker.py:1616 -- Connecting to existing Ray cluster at address: "
-                      f"{log.driver_ip}:6379...")
-        log.driver(t + 0.02, f"{log.asctime(t + 0.02)}\tINFO worker.py:{version_line} -- Connected to Ray cluster. "
-                             "View the dashboard at \x1b[1m\x1b[32m127.0.0.1:8265 \x1b[39m\x1b[22m")
+        log.driver(t, ray.driver_log(log.asctime(t), "worker.py:1616", ray.connecting(f"{log.driver_ip}:6379")))
+        log.driver(t + 0.02, ray.driver_log(log.asctime(t + 0.02), f"worker.py:{version_line}", ray.connected()))
 
 
 # --------------------------------------------------------------------------
@@ -548,22 +484,17 @@ class Kill:
 
     @property
     def fraction(self) -> str:
-        return f"{self.used_gib / self.total_gib:.6g}"
+        return ray.used_fraction(self.used_gib, self.total_gib)
 
     def memory_line(self) -> str:
         """Ray ~2.4x lease wording (log-formats.md §3.4 b) up to `Top 10 memory users:`."""
-        return (
-            f"Memory on the node (IP: {self.node_ip}, ID: {self.node_id}) where the lease (lease ID: {self.lease_id}, "
-            f"name={self.worker_name}, pid={self.victim.pid}, memory used={self.victim_gib:.2f}GB) was running was "
-            f"{self.used_gib:.2f}GB / {self.total_gib:.2f}GB ({self.fraction}), which exceeds the memory usage "
-            f"threshold of {self.threshold:g}. Ray killed this worker (ID: {self.worker_id}) because it was the most "
-            f"recently scheduled task; to see more information about memory usage on this node, use `ray logs "
-            f"raylet.out -ip {self.node_ip}`. To see the logs of the worker, use `ray logs worker-{self.worker_id}*out "
-            f"-ip {self.node_ip}. Top 10 memory users:"
-        )
+        return ray.memory_monitor_kill(node_ip=self.node_ip, node_id=self.node_id, lease_id=self.lease_id,
+                                       worker_name=self.worker_name, pid=self.victim.pid, worker_gib=self.victim_gib,
+                                       used_gib=self.used_gib, total_gib=self.total_gib, threshold=self.threshold,
+                                       worker_id=self.worker_id)
 
     def table(self) -> list[str]:
-        return ["PID\tMEM(GB)\tCOMMAND", *(f"{pid}\t{gb:.2f}\t{cmd}" for pid, gb, cmd in self.top)]
+        return ray.top_memory_users(self.top)
 
     def event(self, worker: str) -> dict:
         return ev("oom", worker, node_ip=self.node_ip, node_id=self.node_id, worker_name=self.worker_name,
@@ -574,26 +505,17 @@ class Kill:
 
     def summary(self, log: RayLog, t: float, raylet_pid: int, line: int, worker: str) -> None:
         """The raylet's OOM-killer summary (node_manager.cc), forwarded from raylet.err."""
-        head = f"[{log.asctime(t)} E {raylet_pid} {raylet_pid}] (raylet) node_manager.cc:{line}: "
-        text = (f"1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
-                f"reasons at node (ID: {self.node_id}, IP: {self.node_ip}) over the last time period. To see more "
-                f"information about the Workers killed on this node, use `ray logs raylet.out -ip {self.node_ip}`")
+        head = ray.raylet_log_head(log.asctime(t), raylet_pid, f"node_manager.cc:{line}")
+        text = ray.oom_killer_summary(self.node_id, self.node_ip)
         log.raylet(t, self.node_ip, head + text, [ev("oom_summary", worker, count="1", crashed="0",
                                                      node_id=self.node_id, node_ip=self.node_ip)])
         log.raylet(t + 1e-4, self.node_ip, "")
-        log.raylet(t + 2e-4, self.node_ip, RAYLET_OOM_DOCS)
+        log.raylet(t + 2e-4, self.node_ip, ray.RAYLET_OOM_DOCS)
 
 
 def top_users(rng: random.Random, procs: list[tuple[Proc, float, str]], extra: list[tuple[int, float, str]]) -> list[tuple[int, float, str]]:
     rows = [(p.pid, round(gb, 2), cmd) for p, gb, cmd in procs] + extra
     return sorted(rows, key=lambda r: -r[1])[:10]
-
-
-def traceback_lines(frames: list[tuple[str, int, str, str]]) -> list[str]:
-    out = []
-    for path, line, func, code in frames:
-        out += [f'  File "{path}", line {line}, in {func}', f"    {code}"]
-    return out
 
 
 DRIVER_FRAMES = [
@@ -615,30 +537,31 @@ RAY_GET_FRAMES = [
 def easyr1_oom_traceback(log: RayLog, t: float, kill: Kill, runner: Proc, method: str, victim_label: str) -> None:
     """The driver's traceback when the Runner's `trainer.fit()` dies with the killed worker's error."""
     rng = log.rng
-    lines = ["Traceback (most recent call last):", *traceback_lines(DRIVER_FRAMES + [
+    lines = ["Traceback (most recent call last):", *frame_lines(DRIVER_FRAMES + [
         ("/root/EasyR1/verl/trainer/main.py", 128, "<module>", "main()"),
         ("/root/EasyR1/verl/trainer/main.py", 124, "main", "ray.get(runner.run.remote(ppo_config))"),
     ] + RAY_GET_FRAMES)]
-    lines.append(f"ray.exceptions.RayTaskError(OutOfMemoryError): ray::Runner.run() (pid={runner.pid}, ip={runner.ip}, "
-                 f"actor_id={hexid(rng, 32)}, repr=<verl.trainer.main.Runner object at 0x7f{hexid(rng, 10)}>)")
-    lines += traceback_lines([
+    lines.append(ray.task_error("OutOfMemoryError", ray.task_ref(
+        "Runner.run", pid=runner.pid, ip=runner.ip, actor_id=hexid(rng, 32),
+        repr_=f"verl.trainer.main.Runner object at 0x7f{hexid(rng, 10)}")))
+    lines += frame_lines([
         ("/root/EasyR1/verl/trainer/main.py", 94, "run", "trainer.fit()"),
         ("/root/EasyR1/verl/trainer/ray_trainer.py", 657, "fit", f"actor_output = self.actor_rollout_wg.{method}(batch)"),
         ("/root/EasyR1/verl/single_controller/ray/base.py", 47, "func", "output = ray.get(output)"),
     ])
-    lines.append(f"ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_{method}() "
-                 f"(pid={kill.victim.pid}, ip={kill.node_ip}, actor_id={hexid(rng, 32)}, "
-                 f"repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f{hexid(rng, 10)}>)")
-    lines += traceback_lines([("/root/EasyR1/verl/single_controller/ray/base.py", 432, "func",
+    lines.append(ray.task_error("OutOfMemoryError", ray.task_ref(
+        f"WorkerDict.actor_rollout_{method}", pid=kill.victim.pid, ip=kill.node_ip, actor_id=hexid(rng, 32),
+        repr_=f"verl.single_controller.ray.base.WorkerDict object at 0x7f{hexid(rng, 10)}")))
+    lines += frame_lines([("/root/EasyR1/verl/single_controller/ray/base.py", 432, "func",
                                "return getattr(self.worker_dict[key], name)(*args, **kwargs)")])
-    lines.append("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.")
+    lines.append(ray.OOM_ERROR)
     for i, line in enumerate(lines):
         log.driver(t + i * 1e-5, line)
     t += len(lines) * 1e-5
     log.driver(t, kill.memory_line(), [kill.event(victim_label)])
     for i, line in enumerate(kill.table(), start=1):
         log.driver(t + i * 1e-5, line)
-    log.driver(t + 0.001, RAY_DOCS_OOM)
+    log.driver(t + 0.001, ray.OOM_DOCS)
 
 
 # ==========================================================================
@@ -675,7 +598,7 @@ def build_fr3_geometry3k() -> Sample:
                  f"model weights took {15.62 + (p.pid % 2) * 0.01:.4f} GB")
     phase_line(log, 20.9, rank0, "After vllm init", 52.31)
     phase_line(log, 21.1, rank0, "After vllm offload in sharding manager", 3.46)
-    for i, line in enumerate(["Config", *easyr1_yaml(config)]):
+    for i, line in enumerate(easyr1.config_block(config)):
         log.worker(t + i * 1e-5, runner, line)
 
     # Validation before training (val_before_train): one generation pass, then `Step 0`.
@@ -686,7 +609,7 @@ def build_fr3_geometry3k() -> Sample:
     phase_line(log, t + 96.9, rank0, PHASES_GENERATE[3], 3.51)
     t += 101.3
     val = easyr1_val_metrics(rng, 0.2871)
-    for i, line in enumerate(["Step 0", *easyr1_yaml(unflatten(val))]):
+    for i, line in enumerate(easyr1.step_block(0, val)):
         log.worker(t + i * 1e-5, runner, line, {"step": 0, "kind": "train"} if i == 0 else None)
 
     # Training: host memory climbs in stairs (+~17.8 GB every second step) while the allocator's
@@ -741,9 +664,10 @@ def build_fr3_geometry3k() -> Sample:
     victim = log.label(rank0)
     kill.summary(log, t + 0.4, 2764, 3069, "raylet")
     easyr1_oom_traceback(log, t + 1.2, kill, runner, "update_actor", victim)
-    log.driver(t + 2.6, f"{log.asctime(t + 2.6)}\tERROR worker.py:422 -- Unhandled error (suppress with "
-                        "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_compute_log_probs() "
-                        f"(pid={workers[3].pid}, ip={node}, actor_id={hexid(rng, 32)})")
+    log.driver(t + 2.6, ray.driver_log(log.asctime(t + 2.6), "worker.py:422", "Unhandled error (suppress with "
+                                       "'RAY_IGNORE_UNHANDLED_ERRORS=1'): " + ray.task_ref(
+                                           "WorkerDict.actor_rollout_compute_log_probs", pid=workers[3].pid, ip=node,
+                                           actor_id=hexid(rng, 32)), level="ERROR"))
     return log.sample(
         "easyr1/fr3_geometry3k_host_stairs_raykill.log",
         "EasyR1 v0.3 GRPO of Qwen2.5-VL-7B on geometry3k (field report 3), one 8-GPU node with FSDP param and "
@@ -758,6 +682,7 @@ def build_fr3_geometry3k() -> Sample:
 # verl (volcengine/verl v0.5+, numpy 2): the TaskRunner's `step:N - k:v` line
 # ==========================================================================
 
+VAL_KEY = "val-core/openai/gsm8k/reward/mean@1"
 VERL_CONFIG = {
     "actor_rollout_ref": {
         "actor": {"strategy": "fsdp", "ppo_mini_batch_size": 256, "ppo_micro_batch_size_per_gpu": 40,
@@ -835,18 +760,23 @@ def verl_step_metrics(rng: random.Random, step: int, *, max_alloc: float, max_re
 
 
 def verl_line(step: int, items: list[tuple[str, object, bool]]) -> tuple[str, dict]:
-    """concat_dict_to_str (v0.5+): `step:N` then `key:pformat(value)` joined by " - "."""
-    text = " - ".join([f"step:{step}", *(f"{k}:{pformat_value(v, np_)}" for k, v, np_ in items)])
+    """verl's step line for (key, value, is numpy scalar) items, and the canonical values it carries."""
+    metrics = dict((k, v) for k, v, _ in items)
+    assert len(metrics) == len(items), "duplicate metric key"
+    text = verl.step_line(step, metrics, np_float64={k for k, _, np_ in items if np_})
     values = {col: float(v) for k, v, _ in items for key, col in VERL_METRICS.items() if k == key}
     return text, values
 
 
+_GPU_MEMORY = re.compile(r"memory allocated \(GB\): (\S+), memory reserved \(GB\): (\S+), "
+                         r"device memory used/total \(GB\): (\S+)/(\S+)$")
+
+
 def gpu_memory_line(head: str, alloc: float, res: float, used: float, total: float = H100_GIB) -> tuple[str, dict]:
-    """log_gpu_memory_usage (v0.4+): values are f"{x:.2f}" strings."""
-    text = (f"{head}, memory allocated (GB): {alloc:.2f}, memory reserved (GB): {res:.2f}, "
-            f"device memory used/total (GB): {used:.2f}/{total:.2f}")
-    return text, {"mem_allocated_gib": float(f"{alloc:.2f}"), "mem_reserved_gib": float(f"{res:.2f}"),
-                  "device_mem_used_gib": float(f"{used:.2f}"), "mem_capacity_gib": float(f"{total:.2f}")}
+    """log_gpu_memory_usage's line and its values as printed, read back from the text."""
+    text = verl.gpu_memory_usage(head, allocated=alloc, reserved=res, used=used, total=total)
+    columns = ("mem_allocated_gib", "mem_reserved_gib", "device_mem_used_gib", "mem_capacity_gib")
+    return text, dict(zip(columns, map(float, _GPU_MEMORY.search(text).groups())))
 
 
 def build_verl_healthy() -> Sample:
@@ -860,7 +790,7 @@ def build_verl_healthy() -> Sample:
     ray_start(log, 0.0, head=False, version_line=1942)
     t = 3.1
     log.worker(t, runner, "TaskRunner hostname: gpu-a01, PID: 247607")
-    for i, line in enumerate(__import__("pprint").pformat(VERL_CONFIG).split("\n")):
+    for i, line in enumerate(pprint.pformat(VERL_CONFIG).split("\n")):
         log.worker(t + 0.01 + i * 1e-5, runner, line, batch="config")
     log.worker(t + 0.4, runner, "Using dataset class: RLHFDataset")
     log.worker(t + 1.2, runner, "dataset len: 7473")
@@ -881,8 +811,8 @@ def build_verl_healthy() -> Sample:
                  f"GPU KV cache size: {252_336 + (p.pid % 3) * 16:,} tokens", spread=1.5)
     t += 48.0
     val = rng.uniform(0.77, 0.78)
-    log.worker(t, runner, f"Initial validation metrics: {{'val-core/openai/gsm8k/reward/mean@1': np.float64({val!r})}}")
-    log.worker(t + 0.001, runner, f"step:0 - val-core/openai/gsm8k/reward/mean@1:np.float64({val!r})",
+    log.worker(t, runner, f"Initial validation metrics: {{'{VAL_KEY}': np.float64({val!r})}}")
+    log.worker(t + 0.001, runner, verl.step_line(0, {VAL_KEY: val}, np_float64={VAL_KEY}),
                {"step": 0, "kind": "train"})
     total = 30
     log.worker(t + 0.4, runner, tqdm_bar("Training Progress", 0, total, 0, None))
@@ -899,12 +829,12 @@ def build_verl_healthy() -> Sample:
         items = verl_step_metrics(rng, step, max_alloc=max_alloc, max_res=max_res, cpu=cpu, epoch=epoch,
                                   step_s=step_s, n_gpus=16)
         if step % 5 == 0:
-            items.append(("val-core/openai/gsm8k/reward/mean@1", rng.uniform(0.8, 0.86) + 0.002 * step, True))
+            items.append((VAL_KEY, rng.uniform(0.8, 0.86) + 0.002 * step, True))
         text, values = verl_line(step, items)
         rate = elapsed / step
         bar = tqdm_bar("Training Progress", step, total, elapsed, rate)
         # tqdm's redraw and the metrics print end up on one physical line, the print after a `\r`.
-        prefix = f"{CYAN}({runner.actor} pid={runner.pid}){RESET} "
+        prefix = ray.actor_prefix(runner.pid, runner.actor)
         log.worker(t, runner, f"{bar}\r{prefix}{text}", {"step": step, "kind": "train", **values})
         if step in (7, 14, 21, 28):  # epoch boundary: workers warn about the dataloader again
             worker_noise(log, t + 1.5, workers, lambda p: "/usr/local/lib/python3.10/dist-packages/torch/utils/data/"
@@ -936,14 +866,14 @@ def build_ray_driver_mixed() -> Sample:
     workers = node_a + node_b
     rank0, victim = node_a[0], node_b[4]
     ray_start(log, 0.0, head=False, version_line=1832)
-    log.driver(2.2, f"{CYAN}(autoscaler +3s){RESET} Tip: use `ray status` to view detailed cluster status. To disable "
+    log.driver(2.2, f"{ray.autoscaler_prefix(3)}Tip: use `ray status` to view detailed cluster status. To disable "
                     "these messages, set RAY_SCHEDULER_EVENTS=0.")
     config = easyr1_config(model="Qwen/Qwen2.5-VL-7B-Instruct", train_files="hiyouga/geometry3k@train",
                            val_files="hiyouga/geometry3k@test", n_gpus=8, nnodes=2, offload=False,
                            experiment="qwen2_5_vl_7b_geo_grpo_2node", save_freq=10, logger=["console", "wandb"])
     config["trainer"]["val_before_train"] = False
     t = 18.0
-    for i, line in enumerate(["Config", *easyr1_yaml(config)]):
+    for i, line in enumerate(easyr1.config_block(config)):
         log.worker(t + i * 1e-6, runner, line, batch="config")
     phase_line(log, 24.0, rank0, "After vllm init", 49.87)
     phase_line(log, 24.2, rank0, "After vllm offload in sharding manager", 21.93)
@@ -954,7 +884,7 @@ def build_ray_driver_mixed() -> Sample:
             tp = t0 + 0.02 + i * rng.uniform(0.04, 0.09)
             alloc, res, used = levels[p]
             text, values = gpu_memory_line(head, alloc, res, used)
-            log.worker(tp, p, f"DEBUG:{log.asctime(tp)}:{text}", {"step": None, "kind": "train", **values})
+            log.worker(tp, p, verl.logger_prefix(log.asctime(tp), "DEBUG") + text, {"step": None, "kind": "train", **values})
 
     steps = 10
     host = [455.12, 455.83, 455.41, 456.02, 455.67, 455.24, 455.96, 455.58, 455.31, 455.77]
@@ -994,10 +924,10 @@ def build_ray_driver_mixed() -> Sample:
         log.worker(t + 0.2, runner, "\r".join(bars))
     # Step 10 ends in the checkpoint save (save_freq=10); node B's memory monitor kills a worker.
     t_kill = t - 4.0
-    log.raylet(t_kill - 30.0, "10.0.0.3", f"[{log.asctime(t_kill - 30.0)} E 3121 3121] (raylet) worker_pool.cc:581: "
+    log.raylet(t_kill - 30.0, "10.0.0.3", ray.raylet_log_head(log.asctime(t_kill - 30.0), 3121, "worker_pool.cc:581") +
                "Some workers of the worker process(4219) have not registered within the timeout. The process is still "
                "alive, probably it's hanging during start.")
-    log.raylet(t_kill - 27.5, "10.0.0.3", f"[{log.asctime(t_kill - 27.5)} E 3121 3121] (raylet) worker_pool.cc:581: "
+    log.raylet(t_kill - 27.5, "10.0.0.3", ray.raylet_log_head(log.asctime(t_kill - 27.5), 3121, "worker_pool.cc:581") +
                "Some workers of the worker process(4223) have not registered within the timeout. The process is still "
                "alive, probably it's hanging during start.")
     per_worker = [(p, rng.uniform(58.0, 66.0) + (9.0 if p is victim else 0.0), "ray::WorkerDict.actor_rollout_save_checkpoint")
@@ -1007,11 +937,10 @@ def build_ray_driver_mixed() -> Sample:
                 used_gib=478.6238, total_gib=503.52, threshold=0.95,
                 top=top_users(rng, per_worker, [(3121, 1.71, "/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=...")]))
     victim_label = log.label(victim)
-    died = (f"A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
-            f"problem, check the logs for the dead worker. RayTask ID: {hexid(rng, 48)} Worker ID: {kill.worker_id} "
-            f"Node ID: {kill.node_id} Worker IP address: {kill.node_ip} Worker port: 10019 Worker PID: {victim.pid} "
-            "Worker exit type: SYSTEM_ERROR Worker exit detail: Task was killed due to the node running low on memory.")
-    lines = [died, kill.memory_line(), *kill.table(), RAY_DOCS_OOM]
+    died = ray.worker_died(task_id=hexid(rng, 48), worker_id=kill.worker_id, node_id=kill.node_id, ip=kill.node_ip,
+                           port=10019, pid=victim.pid, exit_type="SYSTEM_ERROR",
+                           exit_detail="Task was killed due to the node running low on memory.")
+    lines = [died, kill.memory_line(), *kill.table(), ray.OOM_DOCS]
     events: list[list[dict]] = [[ev("worker_died", victim_label, worker_ip=kill.node_ip, worker_pid=str(victim.pid),
                                     exit_type="SYSTEM_ERROR", exit_detail="Task was killed due to the node running low on memory.")],
                                 [kill.event(victim_label)]] + [[] for _ in lines[2:]]
@@ -1040,7 +969,7 @@ def build_easyr1_jsonl() -> Sample:
     rng = seeded_rng("easyr1_experiment_log_jsonl")
     doc = LogDoc()
     val = easyr1_val_metrics(rng, 0.3012)
-    doc.add(Emit(0.0, None, json.dumps({"step": 0, **unflatten(val)}), None))
+    doc.add(Emit(0.0, None, easyr1.jsonl_line(0, val), None))
     readings = []
     for step in range(1, 51):
         step_s = rng.gauss(139.0, 2.0)
@@ -1052,7 +981,7 @@ def build_easyr1_jsonl() -> Sample:
         if step % 5 == 0:
             metrics.update(easyr1_val_metrics(rng, 0.33 + 0.004 * step))
         values = {col: float(metrics[key]) for key, col in EASYR1_METRICS.items()}
-        doc.add(Emit(float(step), None, json.dumps({"step": step, **unflatten(metrics)}), None))
+        doc.add(Emit(float(step), None, easyr1.jsonl_line(step, metrics), None))
         readings.append({"worker": "main", "rank": None, "kind": "train", "step": step, "line_no": step + 1, **values})
     text = "".join(item.text + "\n" for item in doc.lines)
     records = [{"worker": "main", "rank": None, "kind": "train", "step": 0, "line_no": 1}, *readings]

@@ -1,10 +1,11 @@
 """torchtitan sample logs (as teed by torchrun) with ground truth.
 
-Every torchtitan message below is produced with the f-string quoted from
-torchtitan's source for the version being imitated (see
-/work/shared/reference/log-formats.md section 1); the numbers are invented but
-consistent: memory percent = 100 * reserved / capacity, tflops and mfu derive
-from tps and the model's FLOPs per token, timestamps follow the step times.
+Every torchtitan, torchrun and PyTorch line is written by memlog.logwriters
+(torchtitan, pytorch, python), which quote the f-strings of the version being
+imitated (see /work/shared/reference/log-formats.md section 1); the numbers are
+invented but consistent: memory percent = 100 * reserved / capacity, tflops and
+mfu derive from tps and the model's FLOPs per token, timestamps follow the step
+times.
 
 Layout of a line:  ``[rankN]:`` (torchrun tee, no space) + ``[titan] `` (2025+)
 + ``YYYY-MM-DD HH:MM:SS,mmm - root - LEVEL - `` + message.
@@ -12,7 +13,8 @@ Python tracebacks raised under torch.distributed carry their own
 ``[rankN]: `` prefix, so under the tee they read ``[rank0]:[rank0]: ...``.
 
 Ground-truth conventions (shared with the parser tests):
-- a record per printed step / validate-step line, values as printed;
+- a record per printed step / validate-step line, values as printed (read back
+  from the written line by ``printed_fields``);
 - an ``oom`` event per rank-prefixed ``torch.OutOfMemoryError`` line. The copy
   of each traceback that torchrun repeats inside its ``ChildFailedError``
   summary (unprefixed, indented) is not an event.
@@ -20,9 +22,16 @@ Ground-truth conventions (shared with the parser tests):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
 from datetime import datetime
 from typing import Callable
+
+from memlog.logwriters import python, pytorch
+from memlog.logwriters import torchtitan as titan
+from memlog.logwriters.pytorch import H100
+from memlog.logwriters.pytorch import H100_GIB as CAPACITY_GIB
+from memlog.logwriters.python import Frame
+from memlog.logwriters.torchtitan import DSV2_LITE_FPT, LLAMA3_8B_FPT, QWEN3_1_7B_FPT, reserved, throughput
 
 from .common import (
     COLOR,
@@ -40,228 +49,44 @@ from .common import (
 )
 
 # --------------------------------------------------------------------------
-# Hardware and model constants
+# Model constants (the printed numbers come from memlog.logwriters.torchtitan)
 # --------------------------------------------------------------------------
-
-GIB = 1024**3
-H100 = "NVIDIA H100 80GB HBM3"
-CAPACITY_GIB = 79.11
-# total_memory chosen so that the printed capacity is exactly 79.11 GiB and
-# percent == 100 * GiB / 79.11 (what the parser will check).
-CAPACITY_BYTES = round(CAPACITY_GIB * GIB)
-H100_PEAK_FLOPS = 9.89e14  # utils.get_peak_flops("H100") -> 989 TFLOPS bf16
-
-# FLOPs per token = 6 * non-embedding params + 12 * layers * heads * head_dim * seq
-LLAMA3_8B_FPT = 6 * 7_504_924_672 + 12 * 32 * 32 * 128 * 8192  # seq 8192
-DSV2_LITE_FPT = 6 * 2_606_000_000 + 12 * 27 * 16 * 192 * 4096  # ~2.6B active, seq 4096
-QWEN3_1_7B_FPT = 6 * 1_720_000_000 + 12 * 28 * 16 * 128 * 4096  # seq 4096
 
 LLAMA3_8B_PARAMS = 8_030_261_248
 DSV2_LITE_PARAMS = 15_706_484_224
 QWEN3_1_7B_PARAMS = 2_031_739_904
 
 
-def reserved(gib: float) -> tuple[float, float]:
-    """Peak reserved memory as the caching allocator would report it.
-
-    Reserved memory comes in 2 MiB-aligned segments; returns (GiB, % of capacity)
-    exactly as torchtitan's DeviceMemoryMonitor computes them.
-    """
-    seg = 2 * 1024**2
-    nbytes = round(gib * GIB / seg) * seg
-    return nbytes / GIB, 100 * nbytes / CAPACITY_BYTES
-
-
-def throughput(tps: float, flops_per_token: float) -> tuple[float, float]:
-    """(tflops, mfu %) for a per-device tokens/s, as MetricsProcessor does."""
-    tflops = flops_per_token * tps / 1e12
-    mfu = 100 * flops_per_token * tps / H100_PEAK_FLOPS
-    return tflops, mfu
-
-
 # --------------------------------------------------------------------------
-# Step-line builders: one per format version. Each returns the message and
-# the truth fields parsed back from the printed substrings.
+# Step lines: written by memlog.logwriters.torchtitan, truth read back from the text
 # --------------------------------------------------------------------------
 
-
-def _int(s: str) -> int:
-    return int(s.replace(",", ""))
-
-
-def _float(s: str) -> float:
-    return float(s.replace(",", ""))
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FIELD = re.compile(r"(\w+): +(\S+)")
+_MEMORY = re.compile(r"(\d+\.\d+)GiB\((\d+\.\d+)%\)")
 
 
-def step_line_2024_07(c: Palette, step: int, loss: float, mem_gib: float, mem_pct: float,
-                      wps: float, mfu: float) -> tuple[str, dict]:
-    # train.py (2024-03-20 .. 2024-11-25): cyan step, yellow memory, wps, mfu.
-    loss_s, gib_s, pct_s = f"{loss:7.4f}", f"{mem_gib:5.2f}", f"{mem_pct:.2f}"
-    wps_s, mfu_s = f"{round(wps):,}", f"{mfu:.2f}"
-    msg = (
-        f"{c.cyan}step: {step:2}  "
-        f"{c.green}loss: {loss_s}  "
-        f"{c.yellow}memory: {gib_s}GiB({pct_s}%)  "
-        f"{c.blue}wps: {wps_s}  "
-        f"{c.magenta}mfu: {mfu_s}%{c.reset}"
-    )
-    fields = {
-        "loss": _float(loss_s),
-        "mem_peak_reserved_gib": _float(gib_s),
-        "mem_peak_reserved_pct": _float(pct_s),
-        "tps": _int(wps_s),
-        "mfu_pct": _float(mfu_s),
-    }
-    return msg, fields
+def printed_fields(msg: str) -> dict:
+    """The truth fields of a (validate) step line: each value as printed, read back from the text."""
+    fields: dict = {}
+    for key, text in _FIELD.findall(_ANSI.sub("", msg)):
+        if key == "memory":
+            gib, pct = _MEMORY.fullmatch(text).groups()
+            fields["mem_peak_reserved_gib"], fields["mem_peak_reserved_pct"] = float(gib), float(pct)
+        elif key in ("wps", "tps"):
+            fields["tps"] = int(text.replace(",", ""))
+        elif key == "mfu":
+            fields["mfu_pct"] = None if text == "N/A" else float(text.rstrip("%"))
+        elif key in ("loss", "grad_norm", "tflops"):
+            fields[key] = float(text.replace(",", ""))
+    return fields
 
 
-def step_line_2025_03(c: Palette, step: int, loss: float, mem_gib: float, mem_pct: float,
-                      tps: float, tflops: float, mfu: float) -> tuple[str, dict]:
-    # components/metrics.py (2025-03 .. 2025-06-25): red step, tflops, no grad_norm.
-    loss_s, gib_s, pct_s = f"{loss:7.4f}", f"{mem_gib:5.2f}", f"{mem_pct:.2f}"
-    tps_s, tflops_s, mfu_s = f"{round(tps):,}", f"{tflops:,.2f}", f"{mfu:.2f}"
-    msg = (
-        f"{c.red}step: {step:2}  "
-        f"{c.green}loss: {loss_s}  "
-        f"{c.yellow}memory: {gib_s}GiB({pct_s}%)  "
-        f"{c.blue}tps: {tps_s}  "
-        f"{c.cyan}tflops: {tflops_s}  "
-        f"{c.magenta}mfu: {mfu_s}%{c.reset}"
-    )
-    fields = {
-        "loss": _float(loss_s),
-        "mem_peak_reserved_gib": _float(gib_s),
-        "mem_peak_reserved_pct": _float(pct_s),
-        "tps": _int(tps_s),
-        "tflops": _float(tflops_s),
-        "mfu_pct": _float(mfu_s),
-    }
-    return msg, fields
+def step_line(writer: Callable[..., str], **values) -> tuple[str, dict]:
+    """A step line from one of the torchtitan writers, and its truth fields."""
+    msg = writer(**values)
+    return msg, printed_fields(msg)
 
-
-def step_line_2025_09(c: Palette, step: int, loss: float, grad_norm: float, mem_gib: float,
-                      mem_pct: float, tps: float, tflops: float, mfu: float) -> tuple[str, dict]:
-    # components/metrics.py (2025-07-15 .. 2026-02-06): + orange grad_norm,
-    # turquoise memory, loss still 7.4f.
-    loss_s, gn_s = f"{loss:7.4f}", f"{grad_norm:7.4f}"
-    gib_s, pct_s = f"{mem_gib:5.2f}", f"{mem_pct:.2f}"
-    tps_s, tflops_s, mfu_s = f"{round(tps):,}", f"{tflops:,.2f}", f"{mfu:.2f}"
-    msg = (
-        f"{c.red}step: {step:2}  "
-        f"{c.green}loss: {loss_s}  "
-        f"{c.orange}grad_norm: {gn_s}  "
-        f"{c.turquoise}memory: {gib_s}GiB({pct_s}%)  "
-        f"{c.blue}tps: {tps_s}  "
-        f"{c.cyan}tflops: {tflops_s}  "
-        f"{c.magenta}mfu: {mfu_s}%{c.reset}"
-    )
-    fields = {
-        "loss": _float(loss_s),
-        "grad_norm": _float(gn_s),
-        "mem_peak_reserved_gib": _float(gib_s),
-        "mem_peak_reserved_pct": _float(pct_s),
-        "tps": _int(tps_s),
-        "tflops": _float(tflops_s),
-        "mfu_pct": _float(mfu_s),
-    }
-    return msg, fields
-
-
-def step_line_newest(c: Palette, step: int, loss: float, grad_norm: float, mem_gib: float,
-                     mem_pct: float, tps: float, tflops: float, mfu: float | None) -> tuple[str, dict]:
-    # components/metrics.py HEAD: loss 8.5f (2026-02-06), "mfu: N/A" under
-    # FP8/MX quantization (2026-02-28).
-    mfu_str = f"{mfu:.2f}%" if mfu is not None else "N/A"
-    loss_s, gn_s = f"{loss:8.5f}", f"{grad_norm:7.4f}"
-    gib_s, pct_s = f"{mem_gib:5.2f}", f"{mem_pct:.2f}"
-    tps_s, tflops_s = f"{round(tps):,}", f"{tflops:,.2f}"
-    msg = (
-        f"{c.red}step: {step:2}  "
-        f"{c.green}loss: {loss_s}  "
-        f"{c.orange}grad_norm: {gn_s}  "
-        f"{c.turquoise}memory: {gib_s}GiB({pct_s}%)  "
-        f"{c.blue}tps: {tps_s}  "
-        f"{c.cyan}tflops: {tflops_s}  "
-        f"{c.magenta}mfu: {mfu_str}{c.reset}"
-    )
-    fields = {
-        "loss": _float(loss_s),
-        "grad_norm": _float(gn_s),
-        "mem_peak_reserved_gib": _float(gib_s),
-        "mem_peak_reserved_pct": _float(pct_s),
-        "tps": _int(tps_s),
-        "tflops": _float(tflops_s),
-        "mfu_pct": _float(mfu_str.rstrip("%")) if mfu is not None else None,
-    }
-    return msg, fields
-
-
-def validate_line(c: Palette, step: int, loss: float, mem_gib: float, mem_pct: float,
-                  tps: float) -> tuple[str, dict]:
-    # MetricsProcessor.log_validation (since 2025-07-15): yellow, loss 7.4f.
-    loss_s, gib_s, pct_s, tps_s = f"{loss:7.4f}", f"{mem_gib:5.2f}", f"{mem_pct:.2f}", f"{round(tps):,}"
-    msg = (
-        f"{c.yellow}validate step: {step:2}  "
-        f"{c.green}loss: {loss_s}  "
-        f"{c.turquoise}memory: {gib_s}GiB({pct_s}%)  "
-        f"{c.blue}tps: {tps_s}{c.reset}"
-    )
-    fields = {
-        "loss": _float(loss_s),
-        "mem_peak_reserved_gib": _float(gib_s),
-        "mem_peak_reserved_pct": _float(pct_s),
-        "tps": _int(tps_s),
-    }
-    return msg, fields
-
-
-# --------------------------------------------------------------------------
-# Other torchtitan message builders (startup, warnings)
-# --------------------------------------------------------------------------
-
-
-def msg_capacity_2024(device_name: str, index: int) -> str:
-    # build_gpu_memory_monitor (2024-03 .. 2024-11-20)
-    return f"GPU capacity: {device_name} ({index}) with {CAPACITY_GIB:.2f}GiB memory"
-
-
-def msg_capacity(device_name: str) -> str:
-    # build_device_memory_monitor (2024-12-11 .. HEAD)
-    return f"CUDA capacity: {device_name} with {CAPACITY_GIB:.2f}GiB memory"
-
-
-def msg_model_memory(device_word: str, gib: float, pct: float) -> str:
-    # "GPU memory usage for model" (2024) / "CUDA memory usage for model" (2025+)
-    return f"{device_word} memory usage for model: {gib:.2f}GiB({pct:.2f}%)"
-
-
-def msg_model_size(c: Palette, name: str, flavor: str, count: int) -> str:
-    return f"{c.blue}Model {name} {flavor} {c.red}size: {count:,} total parameters{c.reset}"
-
-
-def msg_alloc_retries(n: int) -> str:
-    return f"{n} CUDA memory allocation retries."
-
-
-def msg_oom_count(n: int) -> str:
-    return f"{n} CUDA OOM errors thrown."
-
-
-def msg_pp_loss_not_visible(c: Palette, loss_rank: int) -> str:
-    # components/metrics.py ensure_pp_loss_visible (since 2025-03-18)
-    return (
-        f"{c.red}Pipeline Parallel loss is not visible. "
-        f"Please add {c.yellow}rank {loss_rank}{c.red} "
-        f"to LOG_RANK environment variable in run_train.sh.{c.reset}"
-    )
-
-
-def msg_mesh(names: list[str], dims: list[int]) -> str:
-    return f"Building {len(dims)}-D device mesh with {names}, {dims}"
-
-
-NCCL_ENV_WARNING = "ENV[TORCH_NCCL_ASYNC_ERROR_HANDLING] = 1 will be overridden to 3 based on job config"
-SYNC_TIMEOUT = "Synchronizing and adjusting timeout for all ProcessGroups to 0:01:40"
 
 LLAMA3_8B_ARGS_2024 = (
     "ModelArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, vocab_size=128256, "
@@ -310,51 +135,6 @@ def _llama3_stage_modules(stage: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# Python traceback rendering (CPython 3.12 style, with carets)
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Frame:
-    file: str
-    line: int
-    func: str
-    code: str | None = None  # None for frozen modules (no source line shown)
-    caret: str | None = None  # sub-expression to underline; omitted if it is the whole line
-
-
-def render_traceback(frames: list[Frame], exc_line: str) -> list[str]:
-    out = ["Traceback (most recent call last):"]
-    for f in frames:
-        out.append(f'  File "{f.file}", line {f.line}, in {f.func}')
-        if f.code is None:
-            continue
-        out.append(f"    {f.code}")
-        # CPython shows carets only when the failing expression is shorter
-        # than the whole (stripped) source line.
-        if f.caret and f.caret != f.code:
-            col = f.code.index(f.caret)
-            out.append("    " + " " * col + "^" * len(f.caret))
-    out.append(exc_line)
-    return out
-
-
-def cuda_oom_message(tried: str, device: int, free: str, in_use: str, allocated: str,
-                     reserved_unalloc: str) -> str:
-    # c10/cuda/CUDACachingAllocator.cpp (PyTorch >= 2.2 wording)
-    return (
-        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried}. "
-        f"GPU {device} has a total capacity of {CAPACITY_GIB:.2f} GiB of which {free} is free. "
-        f"Including non-PyTorch memory, this process has {in_use} memory in use. "
-        f"Of the allocated memory {allocated} is allocated by PyTorch, and {reserved_unalloc} "
-        "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large "
-        "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
-        "See documentation for Memory Management  "
-        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-    )
-
-
-# --------------------------------------------------------------------------
 # Run helper: prefixes, timestamps and interleaving for one torchrun job
 # --------------------------------------------------------------------------
 
@@ -378,8 +158,7 @@ class TitanRun:
     def log(self, rank: int, t: float, level: str, msg: str, *, record: dict | None = None,
             events: list[dict] | None = None) -> Emit:
         """A torchtitan logger line, teed by torchrun."""
-        tag = "[titan] " if self.titan_tag else ""
-        text = f"{torchrun_prefix(rank)}{tag}{self.clock.asctime(t)} - root - {level} - {msg}"
+        text = titan.log_line(msg, ts=self.clock.asctime(t), level=level, rank=rank, titan=self.titan_tag)
         return Emit(t, rank, text, record, list(events or []))
 
     def log_multiline(self, rank: int, t: float, level: str, msg: str) -> list[Emit]:
@@ -396,7 +175,7 @@ class TitanRun:
 
     def torch_log(self, t: float, level: str, where: str, msg: str) -> Emit:
         """torchrun's own logger (glog-like head), not rank-prefixed."""
-        return Emit(t, None, f"{self.clock.glog(t, level)} {self.launcher_id} {where}] {msg}")
+        return Emit(t, None, pytorch.torchrun_log(self.clock.at(t), level, self.launcher_id, where, msg))
 
     def plain(self, t: float, text: str) -> Emit:
         """torchrun's own stderr (its traceback, the ChildFailedError summary)."""
@@ -404,7 +183,7 @@ class TitanRun:
 
     def c10_warning(self, rank: int, t: float, where: str, msg: str) -> Emit:
         nanos = self.rng.randrange(1_000_000)
-        return self.raw(rank, t, f"[{self.clock.c10(t, 'W', nanos)} {where}] {msg}")
+        return self.raw(rank, t, pytorch.c10_warning(self.clock.at(t), nanos, where, msg))
 
     # ---- output ------------------------------------------------------------
 
@@ -420,17 +199,7 @@ class TitanRun:
     # ---- common blocks -----------------------------------------------------
 
     def torchrun_banner(self, t: float, where: str) -> None:
-        # torch/distributed/run.py warns once per launch; each message line
-        # gets the head, so the empty first line ends in a space.
-        msg_lines = [
-            "",
-            "*****************************************",
-            "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, "
-            "to avoid your system being overloaded, please further tune the variable for "
-            "optimal performance in your application as needed. ",
-            "*****************************************",
-        ]
-        self.emit([self.torch_log(t, "W", where, m) for m in msg_lines])
+        self.emit([self.torch_log(t, "W", where, m) for m in pytorch.OMP_BANNER])
 
     def startup(self, ranks: list[int], t0: float, entries_for: Callable[[int], list[tuple]]) -> float:
         """Emit each rank's startup messages, interleaved; return the end time.
@@ -587,20 +356,20 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
         start_layer, stop_layer = ("None", "layers.14") if stage == 0 else ("layers.14", "None")
         return [
             (3.4, "INFO", "Starting job: DeepSeek-V2-Lite pp2 ep2 training", None),
-            (0.28, "WARNING", NCCL_ENV_WARNING, None),
-            (0.006, "INFO", msg_mesh(["pp", "dp_shard"], [2, 2]), None),
+            (0.28, "WARNING", titan.NCCL_ENV_WARNING, None),
+            (0.006, "INFO", titan.mesh(["pp", "dp_shard"], [2, 2]), None),
             (0.02, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
-            (0.21, None, lambda t: f"[{run.clock.c10(t, 'W', 318722 + rank * 1117)} ProcessGroupNCCL.cpp:4561] "
+            (0.21, None, lambda t: pytorch.c10_warning(run.clock.at(t), 318722 + rank * 1117, "ProcessGroupNCCL.cpp:4561",
                                    f"[PG ID 0 PG GUID 0 Rank {rank}]  using GPU {rank} to perform barrier as "
                                    "devices used by this process are currently unknown. This can potentially "
                                    "cause a hang if this rank to GPU mapping is incorrect. Specify device_ids "
                                    "in barrier() to force use of a particular device, or call "
-                                   "init_process_group() with a device_id.", None),
+                                   "init_process_group() with a device_id."), None),
             (0.31, "INFO", "Loading tokenizer from tokenizer.json", None),
             (0.72, "INFO", "Preparing c4 dataset from allenai/c4", None),
             (4.1, "INFO", f"Building deepseek_v2 16B with {DSV2_LITE_ARGS}", None),
-            (0.002, "INFO", msg_capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
-            (0.19, "INFO", msg_model_size(c, "deepseek_v2", "16B", DSV2_LITE_PARAMS), None),
+            (0.002, "INFO", titan.capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
+            (0.19, "INFO", titan.model_size("deepseek_v2", "16B", DSV2_LITE_PARAMS, c), None),
             (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with start_layer "
                            f"{start_layer}, stop_layer {stop_layer}", None),
             (0.08, "INFO", "Applied full activation checkpointing to the model", None),
@@ -609,7 +378,7 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
             # printed (not logged) by the symmetric-memory all-to-all path
             (0.6, None, f"EP rank [{rank % 2}]: Created Symmetric Memory for MoE", None),
             (0.9, "INFO", "Peak FLOPS used for computing MFU: 9.890e+14", None),
-            (0.001, "INFO", msg_model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
+            (0.001, "INFO", titan.model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
             (0.35, "INFO", "Training starts at step 1.", None),
             (0.001, "INFO", "Profiling active. Traces will be saved at ./outputs/profile_trace", None),
         ]
@@ -631,11 +400,12 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
             tps = 181 * rng.uniform(0.97, 1.03) if step == 1 else rng.gauss(2965, 35)
             tflops, mfu = throughput(tps, DSV2_LITE_FPT)
             loss = -1.0 if stage_of[rank] == 0 else losses[step - 1]
-            msg, fields = step_line_2025_03(c, step, loss, gib, pct, tps, tflops, mfu)
+            msg, fields = step_line(titan.step_line_2025_03, step=step, loss=loss, mem_gib=gib, mem_pct=pct, tps=tps,
+                                     tflops=tflops, mfu=mfu, color=c)
             record = {"rank": rank, "step": step, "kind": "train", **fields}
             stream = [run.log(rank, tr, "INFO", msg, record=record)]
             if step == 1:
-                stream.append(run.log(rank, tr + 0.001, "INFO", SYNC_TIMEOUT))
+                stream.append(run.log(rank, tr + 0.001, "INFO", titan.SYNC_TIMEOUT))
             streams.append(stream)
         run.emit_ranks(streams)
 
@@ -652,8 +422,9 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
         tr = t + rng.uniform(0.0, 0.35)
         death_time[rank] = tr
         frames, tried = _fr1_oom_frames(stage_of[rank])
-        exc = cuda_oom_message(tried, rank, free[rank], in_use[rank], alloc[rank], unalloc[rank])
-        lines = render_traceback(frames, exc)
+        exc = pytorch.cuda_oom(tried=tried, gpu=rank, capacity_gib=CAPACITY_GIB, free=free[rank], in_use=in_use[rank],
+                               allocated=alloc[rank], unallocated=unalloc[rank])
+        lines = python.traceback(frames, exc)
         tracebacks[rank] = lines
         stream = []
         for line in lines:
@@ -688,69 +459,24 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
 def _emit_child_failed(run: TitanRun, t: float, name: str, *, host: str, ranks: list[int], root: int,
                        pids: dict[int, int], death_time: dict[int, float],
                        tracebacks: dict[int, list[str]], error_dir: str) -> None:
-    """torchrun's own traceback plus the ChildFailedError summary.
-
-    Format from torch/distributed/elastic/multiprocessing/errors/__init__.py
-    (_MSG_FORMAT_TEMPLATE / _FAILURE_FORMAT_TEMPLATE); with @record the
-    traceback field holds each child's error.json py_callstack, indented.
-    """
-    lines = render_traceback(
+    """torchrun's own traceback plus the ChildFailedError summary (memlog.logwriters.pytorch)."""
+    lines = python.traceback(
         torchrun_main_frames(run_line=909, main_line=918, call_line=138, launch_line=269, wrapper_line=355),
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     )
 
-    def failure(idx: int, rank: int) -> list[str]:
-        callstack = "\n".join(tracebacks[rank]).replace("\n", "\n  ")
-        block = (
-            f"[{idx}]:\n"
-            f"  time      : {run.clock.elastic(death_time[rank])}\n"
-            f"  host      : {host}\n"
-            f"  rank      : {rank} (local_rank: {rank})\n"
-            f"  exitcode  : 1 (pid: {pids[rank]})\n"
-            f"  error_file: {error_dir}/attempt_0/{rank}/error.json\n"
-            f"  traceback : {callstack}"
-        )
-        return block.split("\n")
+    def failure(rank: int) -> list[str]:
+        return pytorch.failure_lines(ranks.index(rank), time=run.clock.elastic(death_time[rank]), host=host, rank=rank,
+                                     pid=pids[rank], error_file=f"{error_dir}/attempt_0/{rank}/error.json",
+                                     traceback=tracebacks[rank])
 
-    others = [r for r in ranks if r != root]
-    lines += ["=" * 60, f"{name} FAILED", "-" * 60, "Failures:"]
-    for r in others:
-        lines += failure(ranks.index(r), r)
-    lines += ["-" * 60, "Root Cause (first observed failure):"]
-    lines += failure(ranks.index(root), root)
-    lines += ["=" * 60]
+    lines += pytorch.child_failed_summary(name, [failure(r) for r in ranks if r != root], failure(root))
     run.emit([run.plain(t, line) for line in lines])
 
 
 # ==========================================================================
 # Scenario 2: field report 2 -- llama3 8B FSDP, log_freq=10, slow creep
 # ==========================================================================
-
-NCCL_INIT_LINES = [
-    "NCCL INFO Bootstrap : Using eth0:10.52.3.17<0>",
-    "NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or "
-    "directory No plugin found (libnccl-net.so), using internal implementation",
-    "NCCL INFO cudaDriverVersion 12040",
-    None,  # "NCCL version ..." banner, printed without the host:pid:tid head
-    "NCCL INFO Failed to open libibverbs.so[.1]",
-    "NCCL INFO NET/Socket : Using [0]eth0:10.52.3.17<0>",
-    "NCCL INFO Using network Socket",
-    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId "
-    "0x9a1f5ad2c8e7b341 - Init START",
-    "NCCL INFO Setting affinity for GPU 0 to ffffffff,00000000,ffffffff",
-    "NCCL INFO NVLS multicast support is available on dev 0",
-    "NCCL INFO Channel 00/24 :    0   1   2   3   4   5   6   7",
-    "NCCL INFO Channel 01/24 :    0   1   2   3   4   5   6   7",
-    "NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1",
-    "NCCL INFO P2P Chunksize set to 524288",
-    "NCCL INFO Connected all rings",
-    "NCCL INFO Connected all trees",
-    "NCCL INFO NVLS comm 0x55d4c2a1e6b0 headRank 0 nHeads 8 buffSize 4194304 memSize 2097152 "
-    "nvlsPerRankSize 201326592 nvlsTotalSize 1610612736",
-    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId "
-    "0x9a1f5ad2c8e7b341 - Init COMPLETE",
-]
-
 
 def build_fr2_logfreq_creep() -> Sample:
     c = COLOR
@@ -772,9 +498,9 @@ def build_fr2_logfreq_creep() -> Sample:
     def entries(_rank: int) -> list[tuple]:
         return [
             (2.6, "INFO", "Starting job: Llama 3 8B training", None),
-            (0.29, "WARNING", NCCL_ENV_WARNING, None),
-            (0.004, "INFO", msg_capacity_2024(H100, 0), _ev("capacity", capacity_gib=CAPACITY_GIB)),
-            (0.003, "INFO", msg_mesh(["dp"], [8]), None),
+            (0.29, "WARNING", titan.NCCL_ENV_WARNING, None),
+            (0.004, "INFO", titan.capacity_2024(H100, 0), _ev("capacity", capacity_gib=CAPACITY_GIB)),
+            (0.003, "INFO", titan.mesh(["dp"], [8]), None),
             (0.012, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
             (0.25, "INFO", "Building tiktoken tokenizer locally from "
                            "./torchtitan/datasets/tokenizer/original/tokenizer.model", None),
@@ -783,10 +509,10 @@ def build_fr2_logfreq_creep() -> Sample:
             # HF datasets' tqdm bar: '\r'-separated refreshes on one physical line
             (0.15, None, progress, None),
             (0.4, "INFO", f"Building llama3 8B with {LLAMA3_8B_ARGS_2024}", None),
-            (0.21, "INFO", msg_model_size(c, "llama3", "8B", LLAMA3_8B_PARAMS), None),
+            (0.21, "INFO", titan.model_size("llama3", "8B", LLAMA3_8B_PARAMS, c), None),
             (0.05, "INFO", "Applied selective activation checkpointing to the model", None),
             (0.09, "INFO", "Applied FSDP to the model", None),
-            (1.2, "INFO", msg_model_memory("GPU", model_gib, model_pct),
+            (1.2, "INFO", titan.model_memory("GPU", model_gib, model_pct),
              _ev("model_memory", mem_gib=float(f"{model_gib:.2f}"))),
             (0.02, "INFO", "Profiling active. Traces will be saved at ./outputs/profile_trace", None),
             (0.01, "INFO", "Training starts at step 1, with local batch size 1, global batch size 8, "
@@ -799,17 +525,11 @@ def build_fr2_logfreq_creep() -> Sample:
     t += 0.8
     tid = pid + 131
     nccl = []
-    for i, line in enumerate(NCCL_INIT_LINES):
-        text = "NCCL version 2.20.5+cuda12.4" if line is None else f"{host}:{pid}:{pid if i < 3 else tid} [0] {line}"
+    for i, line in enumerate(pytorch.NCCL_INIT):
+        text = pytorch.NCCL_VERSION if line is None else pytorch.nccl_line(host, pid, pid if i < 3 else tid, 0, line)
         nccl.append(run.raw(rank, t + 0.01 * i, text))
     run.emit(nccl)
-    run.emit([
-        run.raw(rank, t + 2.0, f"/home/dev/.venv/lib/python3.10/site-packages/torch/utils/checkpoint.py:1399: "
-                               "FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. Please use "
-                               "`torch.amp.autocast('cpu', args...)` instead."),
-        run.raw(rank, t + 2.0, "  with device_autocast_ctx, torch.cpu.amp.autocast(**cpu_autocast_kwargs), "
-                               "recompute_context:  # type: ignore[attr-defined]"),
-    ])
+    run.emit([run.raw(rank, t + 2.0, line) for line in pytorch.autocast_warning("/home/dev/.venv/lib/python3.10/site-packages")])
 
     # Memory: warm-up 34.1 -> 41.8 GiB by step 10, then a creep of ~3 MiB/step
     # (0.0293 GiB per 10-step log line) under noise of sd 0.04 GiB.
@@ -840,10 +560,11 @@ def build_fr2_logfreq_creep() -> Sample:
         wps = window * 8192 / elapsed
         gib, pct = reserved(mem)
         _tflops, mfu = throughput(wps, LLAMA3_8B_FPT)
-        msg, fields = step_line_2024_07(c, step, loss, gib, pct, wps, mfu)
+        msg, fields = step_line(titan.step_line_2024_07, step=step, loss=loss, mem_gib=gib, mem_pct=pct, wps=wps,
+                                 mfu=mfu, color=c)
         items = [run.log(rank, t, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
         if step == 1:
-            items.append(run.log(rank, t + 0.001, "INFO", SYNC_TIMEOUT))
+            items.append(run.log(rank, t + 0.001, "INFO", titan.SYNC_TIMEOUT))
         pending_dump = 0.0
         if step % 100 == 0:
             pending_dump = rng.uniform(0.9, 1.3)
@@ -879,14 +600,14 @@ def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float
     gib, pct = reserved(model_mem)
     entries = [
         (3.1, "INFO", "Starting job: Llama 3 8B training", None),
-        (0.3, "WARNING", NCCL_ENV_WARNING, None),
-        (0.005, "INFO", msg_mesh(["pp", "dp_shard"], [2, 4]), None),
+        (0.3, "WARNING", titan.NCCL_ENV_WARNING, None),
+        (0.005, "INFO", titan.mesh(["pp", "dp_shard"], [2, 4]), None),
         (0.02, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
         (0.2, "INFO", "Loading tokenizer from tokenizer.json", None),
         (0.65, "INFO", "Preparing c4 dataset from allenai/c4", None),
         (3.8, "INFO", f"Building llama3 8B with {LLAMA3_8B_ARGS_2025}", None),
-        (0.002, "INFO", msg_capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
-        (0.2, "INFO", msg_model_size(c, "llama3", "8B", LLAMA3_8B_PARAMS), None),
+        (0.002, "INFO", titan.capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
+        (0.2, "INFO", titan.model_size("llama3", "8B", LLAMA3_8B_PARAMS, c), None),
         (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with modules "
                        f"{_llama3_stage_modules(stage)}", None),
         (0.06, "INFO", "Applied selective activation checkpointing to the model", None),
@@ -894,11 +615,11 @@ def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float
         (0.01, "INFO", "Using pipeline schedule 1F1B with 8 microbatches and 2 stages.", None),
     ]
     if pp_warning_rank is not None:
-        entries.append((0.4, "WARNING", msg_pp_loss_not_visible(c, pp_warning_rank),
+        entries.append((0.4, "WARNING", titan.pp_loss_not_visible(pp_warning_rank, c),
                         _ev("pp_loss_not_visible", loss_rank=pp_warning_rank)))
     entries += [
         (0.5, "INFO", "Peak FLOPS used for computing MFU: 9.890e+14", None),
-        (0.001, "INFO", msg_model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
+        (0.001, "INFO", titan.model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
         (0.002, "INFO", "Mixed precision training is handled by fully_shard", None),
     ]
     if validation:
@@ -953,10 +674,11 @@ def build_fr5_pp8_warmup_plateau() -> Sample:
             tps = tps_base * rng.uniform(0.995, 1.005)
             tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
             loss = -1.0 if stage_of[rank] == 0 else loss_curve[step - 1]
-            msg, fields = step_line_2025_09(c, step, loss, grad_norms[step - 1], gib, pct, tps, tflops, mfu)
+            msg, fields = step_line(titan.step_line_2025_09, step=step, loss=loss, grad_norm=grad_norms[step - 1],
+                                     mem_gib=gib, mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c)
             stream = [run.log(rank, tr, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
             if step == 1:
-                stream.append(run.log(rank, tr + 0.001, "INFO", SYNC_TIMEOUT))
+                stream.append(run.log(rank, tr + 0.001, "INFO", titan.SYNC_TIMEOUT))
             streams.append(stream)
         run.emit_ranks(streams)
 
@@ -967,7 +689,8 @@ def build_fr5_pp8_warmup_plateau() -> Sample:
                 tr = t + rng.uniform(0.0, 0.005)
                 gib, pct = reserved(memory(rank, step))
                 loss = -1.0 if stage_of[rank] == 0 else loss_curve[24] + 0.137
-                msg, fields = validate_line(c, step, loss, gib, pct, rng.gauss(15800, 60))
+                msg, fields = step_line(titan.validate_line, step=step, loss=loss, mem_gib=gib, mem_pct=pct,
+                                         tps=rng.gauss(15800, 60), color=c)
                 rec = {"rank": rank, "step": step, "kind": "validate", **fields}
                 streams.append([run.log(rank, tr, "INFO", msg, record=rec)])
             run.emit_ranks(streams)
@@ -1005,10 +728,11 @@ def build_fr5_two_points() -> Sample:
         gib, pct = reserved(mem)
         tps *= rng.uniform(0.99, 1.01)
         tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
-        msg, fields = step_line_2025_09(c, step, -1.0, grad_norm, gib, pct, tps, tflops, mfu)
+        msg, fields = step_line(titan.step_line_2025_09, step=step, loss=-1.0, grad_norm=grad_norm, mem_gib=gib,
+                                 mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c)
         items = [run.log(rank, t, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
         if step == 1:
-            items.append(run.log(rank, t + 0.001, "INFO", SYNC_TIMEOUT))
+            items.append(run.log(rank, t + 0.001, "INFO", titan.SYNC_TIMEOUT))
         run.emit(items)
 
     # The user stops the run with Ctrl-C during step 17 (the terminal's "^C"
@@ -1033,10 +757,10 @@ def build_fr5_two_points() -> Sample:
               "_wait_batch_p2p(fwd_sends_to_wait)"),
         Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 566, "_wait_batch_p2p", "work.wait()"),
     ]
-    tb = render_traceback(frames, "KeyboardInterrupt")
+    tb = python.traceback(frames, "KeyboardInterrupt")
     run.emit([run.raw(rank, t + 0.02, excepthook_prefix(rank) + line) for line in tb])
     t += 0.9
-    main = render_traceback(
+    main = python.traceback(
         [
             Frame("/home/dev/.venv/bin/torchrun", 10, "<module>", "sys.exit(main())", "main()"),
             record_wrapper(357),
@@ -1086,19 +810,19 @@ def build_stable_newest() -> Sample:
         gib, pct = reserved(4.27 if rank == 0 else 4.25)
         return [
             (2.9, "INFO", "Starting job: Qwen3 1.7B FP8 training", None),
-            (0.27, "WARNING", NCCL_ENV_WARNING, None),
-            (0.004, "INFO", msg_mesh(["dp_shard"], [2]), None),
+            (0.27, "WARNING", titan.NCCL_ENV_WARNING, None),
+            (0.004, "INFO", titan.mesh(["dp_shard"], [2]), None),
             (0.02, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
             (0.18, "INFO", "Loading tokenizer from tokenizer.json", None),
             (0.6, "INFO", "Preparing c4 dataset from allenai/c4", None),
             (1.9, "INFO", f"Building qwen3 1.7B with {QWEN3_1_7B_JSON}", None),
             (0.03, "INFO", "Float8 training active with recipe rowwise", None),
-            (0.002, "INFO", msg_capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
-            (0.12, "INFO", msg_model_size(c, "qwen3", "1.7B", QWEN3_1_7B_PARAMS), None),
+            (0.002, "INFO", titan.capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
+            (0.12, "INFO", titan.model_size("qwen3", "1.7B", QWEN3_1_7B_PARAMS, c), None),
             (0.04, "INFO", "Applied selective activation checkpointing to the model", None),
             (0.04, "INFO", "Applied FSDP to the model", None),
             (0.4, "INFO", "Peak FLOPS used for computing MFU: 9.890e+14", None),
-            (0.001, "INFO", msg_model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
+            (0.001, "INFO", titan.model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
             (0.002, "INFO", "Mixed precision training is handled by fully_shard", None),
             (0.05, "INFO", "Trainer is initialized with local batch size 4, global batch size 8, gradient "
                            "accumulation steps 1, sequence length 4096, total steps 200 (warmup 20)", None),
@@ -1125,15 +849,16 @@ def build_stable_newest() -> Sample:
             gib, pct = reserved(level[rank] + clamp(rng.gauss(0, 0.01), -0.02, 0.02))
             tps = tps_base * rng.uniform(0.996, 1.004)
             tflops, _mfu = throughput(tps, QWEN3_1_7B_FPT)
-            msg, fields = step_line_newest(c, step, loss, grad_norm, gib, pct, tps, tflops, None)
+            msg, fields = step_line(titan.step_line_newest, step=step, loss=loss, grad_norm=grad_norm, mem_gib=gib,
+                                     mem_pct=pct, tps=tps, tflops=tflops, mfu=None, color=c)
             stream = []
             # Retry counters are cumulative: once a retry happens the warning
             # precedes every later step line on that rank.
             if rank == 1 and step >= 150:
-                stream.append(run.log(rank, tr, "WARNING", msg_alloc_retries(2), events=_ev("alloc_retries", count=2)))
+                stream.append(run.log(rank, tr, "WARNING", titan.alloc_retries(2), events=_ev("alloc_retries", count=2)))
             stream.append(run.log(rank, tr, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields}))
             if step == 1:
-                stream.append(run.log(rank, tr + 0.001, "INFO", SYNC_TIMEOUT))
+                stream.append(run.log(rank, tr + 0.001, "INFO", titan.SYNC_TIMEOUT))
             streams.append(stream)
         run.emit_ranks(streams)
         prev = step

@@ -2,9 +2,10 @@
 
 Prints the confusion matrix of headline verdicts (expected x found), the accuracy per shape, the
 detection rate of leaks at or above the target rate, and every scenario that missed its label,
-first as plain text and then as Markdown tables for the README.
+first as plain text and then as Markdown tables for the README. An accuracy tool over the test
+grid, so it lives beside it (benchmarks/ measures speed and memory and imports nothing from tests/).
 
-    python benchmarks/evaluate_rules.py [--workers N] [--only SUBSTRING] [--draws 0-4] [--markdown-only]
+    python tests/evaluate_rules.py [--workers N] [--only SUBSTRING] [--draws 0-4] [--markdown-only]
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Parsing the Ray / EasyR1 / verl sample logs gives exactly the generator's ground truth, every
-line of a Ray driver log is attributed to the process that printed it, and the Ray examples of
-log-formats.md §3.7 unwrap as documented (the §3.7, §4.1 and §4.2 lines that carry records or
-events are spec samples in parsers/ray.yaml, verl.yaml and easyr1.yaml, checked by test_formats)."""
+"""EasyR1 and verl under Ray (parsers/easyr1.yaml, verl.yaml, ray.yaml): parsing the Ray-hosted RL
+sample logs gives exactly the generator's ground truth, every line of a Ray driver log is attributed
+to the process that printed it, EasyR1's YAML blocks end where their worker says so, and detection,
+forcing a format and one file per rank work on these formats (the §3.7, §4.1 and §4.2 lines that
+carry records or events are spec samples, checked by test_specs)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from memlog.parse import ChunkParser, parse_line
 from memlog.reading import Source, read_chunks
 from memlog.events import build_events
 from memlog.records import build_records, source_frame
-from memlog.unwrap import Unwrapper
 
 from tests.samplegen import build_all
 
@@ -160,77 +160,7 @@ def test_fr3_oom_is_attributed_to_the_killed_worker_during_step_8(tmp_path):
                                                  "command": "ray::WorkerDict.actor_rollout_update_actor"}
 
 
-# -- unwrapping: the Ray examples of log-formats.md §3.1, §3.2 and §3.7 -----------------------------
-
-
-UNWRAP = Unwrapper(p for spec in SPECS for p in spec.logger_prefixes)
-
-
-def unwrapped(line: str) -> dict:
-    return UNWRAP(pl.DataFrame({"line_no": [1], "text": [line]})).row(0, named=True)
-
-
-@pytest.mark.parametrize(
-    ("line", "actor", "pid", "ip", "text"),
-    [
-        ("\x1b[36m(WorkerDict pid=3048142, ip=10.0.0.2)\x1b[0m INFO 03-01 12:00:00 [gpu_worker.py:232] Available KV cache memory: 13.48 GiB",
-         "WorkerDict", 3048142, "10.0.0.2", "INFO 03-01 12:00:00 [gpu_worker.py:232] Available KV cache memory: 13.48 GiB"),
-        ("\x1b[36m(TaskRunner pid=247607)\x1b[0m step:1 - actor/pg_loss:-0.0036 - …", "TaskRunner", 247607, None,
-         "step:1 - actor/pg_loss:-0.0036 - …"),
-        ("(task_name pid=12345, ip=10.0.0.2) msg", "task_name", 12345, "10.0.0.2", "msg"),
-        ("(pid=12345) msg", None, 12345, None, "msg"),
-        # Old Ray (<= ~2.3) adds DIM before the colour; syslog captures show the escapes as `#033[`.
-        ("\x1b[2m\x1b[36m(pid=22967)\x1b[0m Running step 0:   7%", None, 22967, None, "Running step 0:   7%"),
-        ("#033[2m#033[33m(raylet)#033[0m [2024-05-02 03:04:05,678 E 2211 2211] (raylet) node_manager.cc:3084: 2 Workers",
-         "raylet", None, None, "2 Workers"),
-        ("(raylet, ip=10.0.0.5) [2024-05-02 03:04:05,678 E 2211 2211] (raylet) node_manager.cc:3084: 2 Workers",
-         "raylet", None, "10.0.0.5", "2 Workers"),
-        ("\x1b[36m(autoscaler +1m2s)\x1b[0m Tip: use `ray status` to view detailed cluster status.",
-         "autoscaler +1m2s", None, None, "Tip: use `ray status` to view detailed cluster status."),
-        ("\x1b[33m(raylet)\x1b[0m ", "raylet", None, None, ""),
-    ],
-)
-def test_ray_prefixes_unwrap_into_actor_pid_ip(line, actor, pid, ip, text):
-    row = unwrapped(line)
-    assert (row["actor"], row["pid"], row["ip"], row["text"]) == (actor, pid, ip, text)
-
-
-@pytest.mark.parametrize(
-    ("line", "count", "text"),
-    [
-        ("\x1b[36m(WorkerDict pid=3048150, ip=10.0.0.3)\x1b[0m some repeated message\x1b[32m [repeated 7x across cluster]\x1b[0m",
-         7, "some repeated message"),
-        # The first summary of a driver carries Ray's notice, inside the same colour.
-        ("\x1b[36m(WorkerDict pid=3327)\x1b[0m Loading model weights took 15.6200 GB\x1b[32m [repeated 7x across cluster] "
-         "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
-         "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html#log-deduplication for more "
-         "options.)\x1b[0m", 7, "Loading model weights took 15.6200 GB"),
-        # Ray 2.10's notice points at another page.
-        ("(pid=77) x [repeated 2x across cluster] (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log "
-         "deduplication, or see https://docs.ray.io/en/master/ray-observability/ray-logging.html#log-deduplication for "
-         "more options.)", 2, "x"),
-    ],
-)
-def test_dedup_suffix_is_counted_and_removed(line, count, text):
-    row = unwrapped(line)
-    assert (row["repeated"], row["text"]) == (count, text)
-
-
-def test_driver_and_raylet_logger_prefixes_give_the_time():
-    row = unwrapped("2025-08-31 15:45:59,633\tINFO worker.py:1927 -- Started a local Ray instance.")
-    assert (row["ts"], row["text"]) == ("2025-08-31 15:45:59,633", "Started a local Ray instance.")
-    row = unwrapped("(raylet) [2025-08-31 16:27:59,635 E 6656 6656] (raylet) node_manager.cc:3041: 1 Workers (tasks / actors) killed")
-    assert (row["actor"], row["ts"]) == ("raylet", "2025-08-31 16:27:59,635")
-    assert row["text"].startswith("1 Workers")
-
-
-def test_a_dedup_summary_keeps_the_values_of_the_worker_it_names():
-    records, _ = parse_line(SPECS, "\x1b[36m(WorkerDict pid=4125, ip=10.0.0.3)\x1b[0m DEBUG:2025-06-03 07:45:58,175:dp actor "
-                            "After update_policy, memory allocated (GB): 21.51, memory reserved (GB): 31.27, device memory "
-                            "used/total (GB): 40.17/79.11\x1b[32m [repeated 15x across cluster]\x1b[0m")
-    (row,) = records
-    assert (row["pid"], row["ip"], row["repeated"], row["mem_reserved_gib"], row["ts"]) == (
-        4125, "10.0.0.3", 15, 31.27, "2025-06-03 07:45:58,175")
+# -- EasyR1's YAML blocks ---------------------------------------------------------------------------
 
 
 def test_a_yaml_block_interrupted_by_its_own_worker_ends_there():
@@ -275,62 +205,3 @@ def test_one_file_per_rank_is_merged_with_the_rank_from_the_file_name(tmp_path):
     tables, _ = parse_sources([str(tmp_path / "verl_rank0.log"), str(tmp_path / "verl_rank1.log")], SPECS)
     by_worker = tables.records.group_by("worker").agg(pl.col("rank").first(), pl.col("host_mem_used_gib").first())
     assert sorted(by_worker.iter_rows()) == [("rank0", 0, 40.5), ("rank1", 1, 41.5)]
-
-
-# -- the spec keys of multi-line formats ------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("files", "message"),
-    [
-        ({"x.yaml": "name: x\nblock_parser: missing.py\n"}, "no such Python file in"),
-        ({"x.yaml": "name: x\nblock_parser: {options: 1}\n"}, "give the module file"),
-        ({"x.yaml": "name: x\nblock_parser: b.py\n", "b.py": "def create(options):\n    raise ValueError('boom')\n"},
-         "cannot load (ValueError: boom)"),
-        ({"x.yaml": "name: x\nblock_parser: {module: b.py, metrics: {perf/x: host_gib}}\n",
-          "b.py": "from pathlib import Path\nimport importlib.util\n"
-                  "spec = importlib.util.spec_from_file_location('e', Path(__file__).parent / 'easyr1_blocks.py')\n"
-                  "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\ncreate = mod.create\n",
-          "easyr1_blocks.py": None},
-         "columns ['host_gib'] are not canonical"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t}}\n"},
-         "`continuation` needs `detail:` and `regex:`"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: '(?<=x)y'}}\n"},
-         "continuation: invalid"),
-    ],
-)
-def test_invalid_multiline_keys_are_rejected_with_a_reason(tmp_path, files, message):
-    from memlog.errors import FormatSpecError
-    from memlog.formats import builtin_dir, load_spec
-
-    for name, body in files.items():
-        (tmp_path / name).write_text(body if body is not None else (builtin_dir() / name).read_text())
-    with pytest.raises(FormatSpecError, match=re.escape(message)):
-        load_spec(tmp_path / "x.yaml", plugins=True)
-
-
-def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
-    """A user format can bring its own block parser, from a folder trusted with --plugins-dir."""
-    from memlog.formats import builtin_dir
-
-    (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
-    (tmp_path / "mine.yaml").write_text(
-        "name: mine\nblock_parser: {module: yaml_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
-        "metrics: {mem/host: host_mem_used_gib}}\n"
-    )
-    log = tmp_path / "run.log"
-    log.write_text("Iteration 1\nmem:\n  host: 10.5\nIteration 2\nmem:\n  host: 11.0\n")
-    tables, _ = parse_sources([str(log)], select_specs(load_specs(plugin_dirs=[tmp_path]), "mine"))
-    assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]
-
-
-def test_a_user_spec_can_name_a_shipped_block_parser_without_trusting_anything(tmp_path):
-    """`--formats-dir` and config folders run no code of their own, but reuse what memlog ships."""
-    (tmp_path / "mine.yaml").write_text(
-        "name: mine\nblock_parser: {module: easyr1_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
-        "metrics: {mem/host: host_mem_used_gib}}\n"
-    )
-    log = tmp_path / "run.log"
-    log.write_text("Iteration 1\nmem:\n  host: 10.5\nIteration 2\nmem:\n  host: 11.0\n")
-    tables, _ = parse_sources([str(log)], select_specs(load_specs([tmp_path]), "mine"))
-    assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]

@@ -1,4 +1,5 @@
-"""Parsing the torchtitan sample logs gives exactly the generator's ground truth."""
+"""torchtitan (parsers/torchtitan.yaml): parsing the torchtitan sample logs gives exactly the
+generator's ground truth; validation lines are not training steps."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from memlog.api import parse_sources
 from memlog.formats import load_specs
+from memlog.parse import parse_line
 
 from tests.samplegen import build_all
 
@@ -56,3 +58,8 @@ def test_events_on_their_lines(parsed):
         got = {(e.rank, e.line_no, _number(e.detail.get(detail_field)) if detail_field else None)
                for e in tables.events if e.kind == kind and e.rank is not None}
         assert got == expected, kind
+
+
+def test_validate_lines_are_not_training_steps():
+    records, _ = parse_line(SPECS, "[titan] 2025-07-20 10:00:00,000 - root - INFO - validate step: 25  loss:  2.9134  memory: 40.10GiB(50.69%)  tps: 9,120")
+    assert [r["kind"] for r in records] == ["validate"]
