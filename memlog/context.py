@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 import statistics
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.rulekit import Finding
-from memlog.series import Series, build_series
+from memlog.series import Series, build_series, step_envelopes
 from memlog.records import with_seconds
 from memlog.tables import Tables
 
@@ -122,11 +123,11 @@ class Context:
             for s in self.series(column):
                 if s.key not in chosen and len(s):
                     chosen[s.key] = s
-        return sorted(chosen.values(), key=_series_order)
+        return sorted(_judged(chosen.values()), key=_series_order)
 
     @functools.cached_property
     def host_series(self) -> list[Series]:
-        return sorted((s for c in HOST_COLUMNS for s in self.series(c) if len(s)), key=_series_order)
+        return sorted(_judged(s for c in HOST_COLUMNS for s in self.series(c) if len(s)), key=_series_order)
 
     @functools.cached_property
     def loss_series(self) -> list[Series]:
@@ -153,6 +154,12 @@ class Context:
             steps = steps[1:]
         gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
         return int(statistics.median(gaps)) if gaps else None
+
+
+def _judged(series: Iterable[Series]) -> list[Series]:
+    """Each series as it is judged: itself, or its step floors and peaks when its readings cycle
+    within every step (series.step_envelopes)."""
+    return [view for s in series for view in (step_envelopes(s) or [s])]
 
 
 def _series_order(s: Series) -> tuple:

@@ -12,12 +12,11 @@ the file itself. Its lines become records in four moves (build_records):
    apart (two nodes' `[rank2]:`, or ranks with no prefix at all): when most steps are printed that
    way, the worker is split into copies `#1`, `#2`... ordered by their reading at each step, and
    `collided` says so;
-4. lines of one step are merged into readings: a step line and the memory lines after it are one
-   reading, and a memory line printed again within the step starts the next (`reading` 1, 2...),
-   so every reading counts.
+4. every line is a reading: the k-th line of one kind (one pattern) within a step is its reading k,
+   so a memory line printed several times between two step lines counts every time.
 
-Rows stay in (source, line) order; `steps` says how many steps a row stands for (1, 0 for a
-step's later readings, more for a bin of a long run: memlog/condense.py).
+Rows stay in (source, line) order, one per line read; `steps` says how many steps a row stands for
+(1 for a step's first line, 0 for its other lines, more for a bin of a long run: memlog/condense.py).
 """
 
 from __future__ import annotations
@@ -218,7 +217,7 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
 def _sort_value(frame: pl.DataFrame) -> pl.Expr:
     """What orders the copies of a collided worker at each step: its first memory reading, else the loss."""
     present = [c for c in (*MEMORY_COLUMNS, "loss") if c in frame.columns]
-    return pl.coalesce(*present) if present else pl.lit(0.0)
+    return pl.coalesce(*present, pl.lit(float("-inf"))).fill_nan(float("-inf"))
 
 
 def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
@@ -250,38 +249,20 @@ def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _readings(frame: pl.DataFrame) -> pl.DataFrame:
-    """Move 4 of the module docstring: merge the lines of each reading into one row."""
+    """Move 4 of the module docstring: number each line's reading within its step; the first line
+    of a step stands for the step (`steps`), the others are further readings of it."""
     keys = ["source", "worker", "kind", "segment", "step"]
-    frame = frame.with_columns(reading=pl.int_range(pl.len()).over(group_key(frame, [*keys, "pattern"])).cast(pl.Int64))
-    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    step_group = group_key(frame, keys)
+    frame = frame.with_columns(
+        reading=pl.int_range(pl.len()).over(group_key(frame, [*keys, "pattern"])).cast(pl.Int64),
+        steps=pl.when(pl.int_range(pl.len()).over(step_group) == 0).then(pl.col("steps")).otherwise(0),
+    )
     frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
     firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]
     timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
-    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
-    flags = [pl.col("ordinal").any(), pl.col("collided").any()]
-    # In line order a worker's (segment, step) never decreases, so the lines of one reading are
-    # neighbours: only then is there anything to merge (a dense log has one line per step, and
-    # grouping millions of single rows costs a copy of the table).
-    reading_key = group_key(frame, [*keys, "reading"])
-    if frame.select((reading_key == reading_key.shift(1)).any()).item():
-        frame = frame.group_by(reading_key.alias("_reading"), maintain_order=True).agg(
-            *(pl.col(c).first() for c in [*keys, "reading"]),
-            pl.col("line_no").first(),
-            pl.col(timed).drop_nulls().first(),
-            *(pl.col(c).first() for c in firsts),
-            # Several lines describe one reading (a step line and a memory line; the same line from
-            # ranks a launcher did not label): keep each value's last reading.
-            *(pl.col(c).drop_nulls().last() for c in value_cols),
-            repeated=repeated.max(),
-            steps=pl.col("steps").max(),  # a step's other lines are never binned: they stand for one
-            ordinal=flags[0],
-            collided=flags[1],
-        )
-    else:
-        frame = frame.select(*keys, "reading", "line_no", timed, *firsts, *value_cols, repeated.alias("repeated"), "steps", "ordinal", "collided")
+    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
-    # A step's later readings add readings, not steps.
-    steps = pl.when(pl.col("reading") == 0).then(pl.col("steps")).otherwise(0)
-    return frame.with_columns(*absent, steps=steps).select(
+    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    return frame.with_columns(*absent, repeated=repeated).select(
         *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided"
     )

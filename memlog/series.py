@@ -195,3 +195,43 @@ def _weighted_median(value: pl.Expr, weight: pl.Expr) -> pl.Expr:
     exactly in half at every step)."""
     cumulative = weight.sort_by(value).cum_sum() * 2
     return value.sort().filter(cumulative >= weight.sum()).first()
+
+
+# Readings that cycle within each step (vLLM waking and sleeping, forward and backward prints) are
+# judged by each step's lowest and highest reading: the cycle itself is no trend.
+CYCLE_SHARE = 0.6  # the phases explain at least this share of the variance
+CYCLE_STEPS = 0.75  # ... on at least this share of the steps, which hold the same number of readings
+
+
+def step_envelopes(series: Series) -> list[Series] | None:
+    """A series whose readings repeat the same cycle at every step, as two series with one point per
+    step: the lowest reading of each step (`[floor]`) and the highest (`[peak]`); None when its
+    readings do not cycle (one per step, or readings that move on from step to step, which are
+    judged in their own order)."""
+    if not series.readings or len(series) < 8:
+        return None
+    by_step: dict[int, list[int]] = {}
+    for i, step in enumerate(series.steps):
+        by_step.setdefault(step, []).append(i)
+    counts = [len(v) for v in by_step.values()]
+    usual = max(set(counts), key=counts.count)
+    regular = [idx for idx in by_step.values() if len(idx) == usual]
+    if usual < 2 or len(regular) < max(3, CYCLE_STEPS * len(by_step)):
+        return None
+    values = series.values
+    phases = [[values[idx[p]] for idx in regular] for p in range(usual)]
+    mean = sum(sum(p) for p in phases) / (usual * len(regular))
+    total = sum((v - mean) ** 2 for p in phases for v in p)
+    within = sum((v - sum(p) / len(p)) ** 2 for p in phases for v in p)
+    if total <= 0 or 1 - within / total < CYCLE_SHARE:
+        return None
+    views = []
+    for name, pick in (("floor", min), ("peak", max)):
+        chosen = [pick(idx, key=values.__getitem__) for idx in by_step.values()]
+        key = SeriesKey(series.key.source, f"{series.key.worker} [{name}]", series.key.segment)
+        views.append(Series(
+            key, series.column, series.rank, [series.steps[i] for i in chosen], [values[i] for i in chosen],
+            [series.line_nos[i] for i in chosen], corrupt=series.corrupt if name == "floor" else [],
+            times=[series.times[i] for i in chosen] if series.times else [], ordinal=series.ordinal, collided=series.collided,
+        ))
+    return views

@@ -67,7 +67,7 @@ def test_stdin_and_gzip(leaking):
     ("make", "message"),
     [
         (lambda p: p / "missing.log", "no such file"),
-        (lambda p: p, "is a directory"),
+        (lambda p: p, "a directory with no log files in it"),
         (lambda p: write(p, "noise.log", ["hello", "world"]), "no training-step records found"),
         (lambda p: write(p, "empty.log", []), "no training-step records found"),
     ],

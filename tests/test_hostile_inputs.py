@@ -97,7 +97,7 @@ def test_missing_file(tmp_path):
 
 
 def test_directory(tmp_path):
-    assert cannot_judge(analyze(tmp_path)) == f"memlog: error: {tmp_path}: is a directory, not a log file"
+    assert cannot_judge(analyze(tmp_path)) == f"memlog: error: {tmp_path}: a directory with no log files in it"
 
 
 def test_unreadable_file(flat_log, monkeypatch):

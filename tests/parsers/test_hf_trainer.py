@@ -17,7 +17,7 @@ def _records(tmp_path: Path, lines: list[str]):
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
     tables, _ = parse_sources([str(path)], SPECS)
-    return [(r["step"], r["kind"], r["loss"], r["mem_allocated_gib"]) for r in tables.records.sort("kind", "step", "reading").iter_rows(named=True)]
+    return [(r["step"], r["kind"], r["loss"], r["mem_allocated_gib"]) for r in tables.records.sort("kind", "step", "reading", "line_no").iter_rows(named=True)]
 
 
 def test_loss_dicts_without_step_lines_are_numbered_and_memory_inherits(tmp_path):
@@ -28,7 +28,7 @@ def test_loss_dicts_without_step_lines_are_numbered_and_memory_inherits(tmp_path
         "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
         "{'eval_loss': 2.75, 'eval_runtime': 1.0, 'epoch': 0.2}",
     ])
-    assert got == [(1, "train", 2.5, 1.0), (1, "train", None, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
+    assert got == [(1, "train", None, 1.0), (1, "train", 2.5, None), (1, "train", None, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
 
 
 def test_loss_dicts_take_the_deepspeed_step_when_there_is_one(tmp_path):
@@ -38,4 +38,4 @@ def test_loss_dicts_take_the_deepspeed_step_when_there_is_one(tmp_path):
         "[2023-11-07 01:55:33,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
         "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
     ])
-    assert got == [(10, "train", 2.5, None), (20, "train", 2.25, None)]
+    assert got == [(10, "train", None, None), (10, "train", 2.5, None), (20, "train", None, None), (20, "train", 2.25, None)]

@@ -9,14 +9,17 @@ numbers are invented but consistent
 (see_memory_usage rounds like DeepSpeed: `round(x, 2)` and an integer Max_CA; psutil's percent is
 used / total; tqdm bars follow the elapsed time).
 
-Ground truth is what memlog's records table must hold, one record per (worker, kind, step):
+Ground truth is what memlog's records table must hold, one record per reading of a (worker, kind,
+step):
 - each line a parser reads carries a *reading* (its worker, step or None, kind and values);
 - in a worker that prints no step at all, the readings marked `ordinal` (HF Trainer / ORZ status
   dicts) are numbered 1, 2, 3... first;
 - a reading without a step takes the step of the worker's nearest earlier step-bearing reading,
   or of its first one when it comes before all of them; a worker with no step at all takes the
   source's (any worker's) steps the same way;
-- readings of the same (worker, kind, step) merge, each value keeping its last reading.
+- every line is a record of its own: within a (worker, kind, step), the k-th line of one kind (a
+  see_memory_usage MA line, a CPU line, a step line...) is that kind's reading k; a source with no
+  step at all numbers each worker's lines of a kind 1, 2, 3... as its steps.
 ``merge_readings`` implements exactly that, independently of memlog, and the test compares.
 Events: one per line that carries one, with the fields the specs extract (strings as printed).
 """
@@ -24,6 +27,7 @@ Events: one per line that carries one, with the fields the specs extract (string
 from __future__ import annotations
 
 import base64
+from collections import Counter
 import ast
 import json
 import re
@@ -130,12 +134,17 @@ def merge_readings(readings: list[dict]) -> list[dict]:
     for items in by_worker.values():
         steps.update(fill(items) or {id(r): shared[id(r)] for r in items if id(r) in shared})
     merged: dict[tuple, dict] = {}
+    nth: Counter = Counter()  # (worker, kind, step, kind of line) -> lines so far
     for r in readings:
-        if id(r) not in steps:
-            continue
-        key = (r["worker"], r["kind"], steps[id(r)])
-        record = merged.setdefault(key, {"worker": r["worker"], "kind": r["kind"], "step": steps[id(r)]})
-        record.update({k: v for k, v in r["values"].items() if v is not None})
+        line_kind = (r["step"] is not None, r["ordinal"], frozenset(r["values"]))
+        if id(r) not in steps:  # nothing in the source has a step: a worker's k-th line of a kind is reading k
+            nth[(r["worker"], "numbered", line_kind)] += 1
+            steps[id(r)] = nth[(r["worker"], "numbered", line_kind)]
+        at = (r["worker"], r["kind"], steps[id(r)])
+        index = nth[(*at, line_kind)]
+        nth[(*at, line_kind)] += 1
+        merged[(*at, line_kind, index)] = {"worker": r["worker"], "kind": r["kind"], "step": steps[id(r)], "reading": index,
+                                           **{k: v for k, v in r["values"].items() if v is not None}}
     return list(merged.values())
 
 

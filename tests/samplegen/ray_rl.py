@@ -19,8 +19,8 @@ Ground truth (the parser-test contract), computed here independently of memlog:
 - a reading without a step takes the step its worker logged last before it (the first one if it
   comes before all of them); a worker that never logs a step (a WorkerDict: the Runner/TaskRunner
   logs the steps) takes the step the whole log logged last before it, from any worker;
-- readings of the same (worker, kind, step) merge: each value keeps its last reading, `line_no`
-  is the first line's. Every record lists every canonical value it has (others are null).
+- every line is a record of its own: within a (worker, kind, step), the k-th line of one kind is
+  that kind's reading k. Every record lists every canonical value it has (others are null).
 Events: one per line that carries one, with the detail fields the specs extract (strings as
 printed) and the worker memlog attributes it to.
 """
@@ -264,17 +264,20 @@ def merge_readings(readings: list[tuple[int, dict]]) -> list[dict]:
         return before[-1] if before else (steps[0][1] if steps else None)
 
     merged: dict[tuple, dict] = {}
+    nth: dict[tuple, int] = {}  # (worker, kind, step, kind of line) -> lines so far
     for line_no, r in readings:
         step = r.get("step")
+        line_kind = (step is not None, r.get("line", frozenset(k for k in r if k in VALUE_COLUMNS)))
         if step is None:
             step = inherited(line_no, own_steps.get(r["worker"]) or all_steps)
         if step is None:
             continue
-        key = (r["worker"], r.get("kind", "train"), step)
-        record = merged.setdefault(key, {"worker": r["worker"], "rank": None, "kind": key[1], "step": step,
-                                         "line_no": line_no})
-        record.update({k: v for k, v in r.items() if k in VALUE_COLUMNS and v is not None})
-    return sorted(merged.values(), key=lambda rec: (rec["worker"], rec["kind"], rec["step"]))
+        at = (r["worker"], r.get("kind", "train"), step)
+        index = nth.get((*at, line_kind), 0)
+        nth[(*at, line_kind)] = index + 1
+        merged[(*at, line_kind, index)] = {"worker": r["worker"], "rank": None, "kind": at[1], "step": step, "reading": index,
+                                           "line_no": line_no, **{k: v for k, v in r.items() if k in VALUE_COLUMNS and v is not None}}
+    return sorted(merged.values(), key=lambda rec: (rec["worker"], rec["kind"], rec["step"], rec["reading"]))
 
 
 # --------------------------------------------------------------------------
@@ -982,9 +985,9 @@ def build_easyr1_jsonl() -> Sample:
             metrics.update(easyr1_val_metrics(rng, 0.33 + 0.004 * step))
         values = {col: float(metrics[key]) for key, col in EASYR1_METRICS.items()}
         doc.add(Emit(float(step), None, easyr1.jsonl_line(step, metrics), None))
-        readings.append({"worker": "main", "rank": None, "kind": "train", "step": step, "line_no": step + 1, **values})
+        readings.append({"worker": "main", "rank": None, "kind": "train", "step": step, "reading": 0, "line_no": step + 1, **values})
     text = "".join(item.text + "\n" for item in doc.lines)
-    records = [{"worker": "main", "rank": None, "kind": "train", "step": 0, "line_no": 1}, *readings]
+    records = [{"worker": "main", "rank": None, "kind": "train", "step": 0, "reading": 0, "line_no": 1}, *readings]
     return Sample(
         "easyr1/experiment_log.jsonl",
         text,
