@@ -29,13 +29,16 @@ from memlog.trend import shape_of
 from memlog.wrappers import load_wrappers
 
 
-def select_specs(specs: dict[str, FormatSpec], forced: str | None) -> list[FormatSpec]:
-    """All specs, or only the forced one plus the event-only specs (OOM errors are framework-independent)."""
-    if forced is None:
+def select_specs(specs: dict[str, FormatSpec], forced: str | Sequence[str] | None) -> list[FormatSpec]:
+    """All specs, or only the forced ones (names, or one string of comma-separated names) plus the
+    event-only specs (OOM errors and crashes are framework-independent)."""
+    if not forced:
         return list(specs.values())
-    if forced not in specs:
-        raise MemlogError(f"unknown format {forced!r} (known: {', '.join(sorted(specs))})")
-    return [s for s in specs.values() if s.name == forced or not s.records]
+    names = [n.strip() for part in ([forced] if isinstance(forced, str) else forced) for n in part.split(",") if n.strip()]
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise MemlogError(f"unknown format{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {', '.join(sorted(specs))})")
+    return [s for s in specs.values() if s.name in names or not s.records]
 
 
 def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Source, Piece, Scan]]:
@@ -120,7 +123,7 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     garbage = sum(s.stats.replaced_bytes + s.stats.nul_bytes for s in sources)
     if garbage * 10 > read:
         return f"no training-step records found in {names}: not a text log ({100 * garbage // read}% of the bytes are undecodable or NUL)"
-    tried = ", ".join(s.name for s in specs if s.records)
+    tried = ", ".join(s.name for s in specs if s.records) or "only event formats: " + ", ".join(s.name for s in specs)
     lines = sum(s.stats.lines for s in sources)
     return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
 

@@ -54,7 +54,10 @@ class SeriesOutput(str, Enum):
 
 
 Debug = Annotated[bool, typer.Option("--debug", help="Show a traceback on errors.")]
-FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Parse only this format (see `memlog formats list`).")]
+FormatOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--format", help="Parse only these formats (repeat it, or NAME,NAME; see `memlog formats list`)."),
+]
 FormatsDir = Annotated[Optional[list[Path]], typer.Option("--formats-dir", help="Extra folder of YAML format specs.")]
 PluginsDir = Annotated[
     Optional[list[Path]],
@@ -356,6 +359,30 @@ def formats_check(
         sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
 
     _guard(debug, action)
+
+
+@formats_app.command("test")
+def formats_test(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A folder of format specs (and wrappers/ specs).")],
+    plugins: Annotated[bool, typer.Option("--plugins", help="Trust the folder's Python block parsers (runs its code).")] = False,
+    debug: Debug = False,
+) -> None:
+    """Check a folder's format and wrapper specs against their own samples (exit 1 if any fails)."""
+    from memlog.formats import test_folder
+    from memlog.render import safe
+
+    def action():
+        results = test_folder(folder, plugins)
+        if not results:
+            raise MemlogError(f"{folder}: no *.yaml format specs (or wrappers/*.yaml) in it")
+        for path, problems in results:
+            typer.echo(safe(f"{'ok  ' if not problems else 'FAIL'} {path}"))
+            for problem in problems:
+                typer.echo(safe(f"     {problem}"))
+        return sum(bool(p) for _, p in results)
+
+    failed = _guard(debug, action)
+    raise typer.Exit(EXIT_FINDING if failed else EXIT_OK)
 
 
 @rules_app.command("list")

@@ -91,3 +91,22 @@ JUDGED_COLUMNS: tuple[str, ...] = (*MEMORY_COLUMNS, "loss", "mem_peak_reserved_p
 
 def is_known_column(name: str) -> bool:
     return name in MEMORY_COLUMNS or name in METRIC_COLUMNS
+
+
+# Memory sizes are GiB throughout. What a printed unit is worth in GiB, by its spelling in upper
+# case: frameworks print GiB as "GB" (torch's format_size, DeepSpeed, verl) and MiB as "MB"
+# (Megatron's report_memory divides by 1024 * 1024), so decimal and binary spellings are read alike.
+UNIT_GIB: dict[str, float] = {
+    "B": 1 / 1024**3, "BYTE": 1 / 1024**3, "BYTES": 1 / 1024**3,
+    "K": 1 / 1024**2, "KB": 1 / 1024**2, "KIB": 1 / 1024**2,
+    "M": 1 / 1024, "MB": 1 / 1024, "MIB": 1 / 1024,
+    "G": 1.0, "GB": 1.0, "GIB": 1.0,
+    "T": 1024.0, "TB": 1024.0, "TIB": 1024.0,
+    "P": 1024.0**2, "PB": 1024.0**2, "PIB": 1024.0**2,
+}  # fmt: skip
+
+
+def unit_gib(unit: str | None) -> float | None:
+    """What one `unit` is worth in GiB ("MiB" -> 1/1024), or None for an unknown unit."""
+    return UNIT_GIB.get(unit.strip().upper()) if unit is not None else None
+

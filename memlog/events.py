@@ -18,21 +18,14 @@ from typing import Any
 
 import polars as pl
 
+from memlog.columns import unit_gib
 from memlog.keys import packed_key
 from memlog.limits import EVENT_TEXT_CHARS, MAX_EVENTS_PER_KIND
 
 # How a captured detail value is read.
 TEXT, INT, FLOAT, GIB, ROWS = "text", "int", "float", "gib", "rows"
 
-_SIZE = re.compile(r"^\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?P<unit>[KMGTPE]?i?B|bytes|[KMGT])?\s*$")
-_UNIT_GIB = {
-    None: 1.0, "B": 1 / 1024**3, "bytes": 1 / 1024**3,
-    "KiB": 1 / 1024**2, "KB": 1 / 1024**2, "K": 1 / 1024**2,
-    "MiB": 1 / 1024, "MB": 1 / 1024, "M": 1 / 1024,
-    "GiB": 1.0, "GB": 1.0, "G": 1.0,
-    "TiB": 1024.0, "TB": 1024.0, "T": 1024.0,
-    "PiB": 1024.0**2, "PB": 1024.0**2, "EiB": 1024.0**3, "EB": 1024.0**3,
-}  # fmt: skip
+_SIZE = re.compile(r"^\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?P<unit>[A-Za-z]+)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -91,10 +84,7 @@ def size_gib(text: str) -> float | None:
     match = _SIZE.match(text)
     if not match:
         return None
-    unit = match["unit"]
-    if unit is not None and unit.endswith("B") and unit not in _UNIT_GIB:
-        unit = unit.upper()
-    scale = _UNIT_GIB.get(unit)
+    scale = unit_gib(match["unit"]) if match["unit"] else 1.0
     value = float(match["number"]) * scale if scale is not None else None
     return value if value is not None and math.isfinite(value) else None
 

@@ -20,19 +20,20 @@ from typing import Any
 import polars as pl
 import yaml
 
-from memlog.columns import ALL_VALUE_COLUMNS, is_known_column
+from memlog.columns import ALL_VALUE_COLUMNS, UNIT_GIB, is_known_column, unit_gib
 from memlog.content import content_dir
-from memlog.errors import FormatSpecError
+from memlog.errors import FormatSpecError, regex_problem
 from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 
-# Named groups a record pattern may use besides the canonical value columns.
-RECORD_KEYS = ("step",)
+# Named groups a record pattern may use besides the canonical value columns: the step, and who
+# printed the line when the line itself says it (Megatron's `[Rank N]`), which wins over a prefix's.
+# A value group `X` may be followed by a group `X_unit` holding its printed unit (`MiB`, `GB`).
+IDENTITY_GROUPS = {"rank": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64}
+RECORD_KEYS = ("step", *IDENTITY_GROUPS)
+UNIT_SUFFIX = "_unit"
 # Number text as frameworks print it: `1,341.26`, `np.float64(0.12)`, `'1.234'` (HF 5.x), `N/A`.
 _NUMPY_WRAPPER = r"^np\.(?:float|int)\d*\((.*)\)$"
-
-UNIT_SCALE = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "bytes": 1 / 1024**3}
-
 
 def to_number(raw: pl.Series) -> pl.Series:
     """Parse printed numbers; anything unparseable becomes null rather than an error."""
@@ -92,20 +93,36 @@ class LinePattern:
             for g in names:
                 sources.setdefault(g, []).append(pl.col(f"_f{i}").struct.field(g))
         scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
-        hits = hits.with_columns((pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]).alias(group) for group, exprs in sources.items()).drop(scratch)
+        # Who printed the line, when the line says it, wins over what its prefix said.
+        identity = {g: pl.coalesce(pl.coalesce(exprs).cast(t, strict=False), pl.col(g)) for g, t in IDENTITY_GROUPS.items()
+                    if (exprs := sources.pop(g, None)) is not None and g in hits.columns}
+        hits = hits.with_columns(
+            *((pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]).alias(group) for group, exprs in sources.items()),
+            *(expr.alias(g) for g, expr in identity.items()),
+        ).drop(scratch)
         numbers = [group for group in sources if group == "step" or is_known_column(group)]
         if "step" in sources:
             # A printed step that is no integer (overflow, garbage) is damage, not a line without
-            # a step: it must not take a neighbour's step (tables.build_records) and its values.
+            # a step: it must not take a neighbour's step (records.build_records) and its values.
             step = self._value("step", hits["step"])
             hits = hits.with_columns(step).filter(hits["step"].is_null() | step.is_not_null())
-        return hits.with_columns(self._value(group, hits[group]) for group in numbers if group != "step")
+        values = [self._value(group, hits[group], hits[group + UNIT_SUFFIX] if group + UNIT_SUFFIX in hits.columns else None)
+                  for group in numbers if group != "step"]
+        return hits.with_columns(values).drop([g for g in hits.columns if g.endswith(UNIT_SUFFIX)])
 
-    def _value(self, group: str, raw: pl.Series) -> pl.Series:
+    def _value(self, group: str, raw: pl.Series, unit: pl.Series | None = None) -> pl.Series:
+        """A group's printed numbers as values: a step as an integer; a memory size in GiB, by the
+        unit the line printed (`X_unit`), else the spec's `units:` for it, else as GiB."""
         value = to_number(raw)
         if group == "step":
             return value.cast(pl.Int64, strict=False)
-        return value * UNIT_SCALE[self.units[group]] if group in self.units else value
+        static = unit_gib(self.units[group]) if group in self.units else 1.0
+        if unit is not None:
+            printed = unit.str.strip_chars().str.to_uppercase().replace_strict(UNIT_GIB, default=None, return_dtype=pl.Float64)
+            # A line that printed no unit (an optional group) is in the spec's unit.
+            scale = pl.select(pl.when(unit.is_null()).then(pl.lit(static)).otherwise(printed)).to_series()
+            return (value * scale).alias(group)
+        return value * static if static != 1.0 else value
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,7 @@ class FormatSpec:
     events: tuple[LinePattern, ...]
     samples: tuple[dict[str, Any], ...]
     block_parser: BlockParserSpec | None = None  # Python escape hatch for multi-line blocks
+    replaces: str | None = None  # the built-in format a user spec takes the place of, said explicitly
 
     @property
     def patterns(self) -> tuple[LinePattern, ...]:
@@ -176,12 +194,14 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
     except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
-        raise FormatSpecError(f"{where}: invalid regex ({str(exc).splitlines()[0]})") from None
+        raise FormatSpecError(f"{where}: invalid regex ({regex_problem(exc)})") from None
     if section == "records":
-        unknown = [g for g in groups if g not in RECORD_KEYS and not is_known_column(g)]
+        unknown = [g for g in groups if g not in RECORD_KEYS and not is_known_column(g)
+                   and not (g.endswith(UNIT_SUFFIX) and is_known_column(g[: -len(UNIT_SUFFIX)]))]
         if unknown:
             raise FormatSpecError(
-                f"{where}: named groups {unknown} are not canonical columns (see memlog/columns.py: {', '.join(ALL_VALUE_COLUMNS)})"
+                f"{where}: named groups {unknown} are not canonical columns (see memlog/columns.py: {', '.join(ALL_VALUE_COLUMNS)}), "
+                f"their units (`<column>{UNIT_SUFFIX}`) or who printed the line ({', '.join(IDENTITY_GROUPS)})"
             )
         if ("step" in groups) == pattern.inherit_step:
             raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group, or `inherit_step: true` and none")
@@ -199,9 +219,9 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         if unknown:
             known = ", ".join(EVENT_KINDS[pattern.event].detail) or "none"
             raise FormatSpecError(f"{where}: named groups {unknown} are not details of a {pattern.event!r} event (known: {known})")
-    bad_units = {c: u for c, u in pattern.units.items() if u not in UNIT_SCALE}
+    bad_units = {c: u for c, u in pattern.units.items() if unit_gib(u) is None}
     if bad_units:
-        raise FormatSpecError(f"{where}: unknown units {bad_units}; use one of {list(UNIT_SCALE)}")
+        raise FormatSpecError(f"{where}: unknown units {bad_units}; use one of B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, bytes)")
     return pattern
 
 
@@ -217,6 +237,11 @@ def load_spec(path: Path, plugins: bool = False) -> FormatSpec:
         raise FormatSpecError(f"{path}: cannot read format spec ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise FormatSpecError(f"{path}: a format spec is a mapping with at least `name:`")
+    unknown = set(raw) - SPEC_KEYS
+    if unknown:
+        raise FormatSpecError(f"{path.name}: unknown keys {sorted(map(str, unknown))} (known: {', '.join(sorted(SPEC_KEYS))})")
+    if raw.get("replaces") is not None and not isinstance(raw["replaces"], str):
+        raise FormatSpecError(f"{path.name}: `replaces` names the format this spec replaces")
     for key in ("logger_prefixes", "records", "events", "samples"):
         if raw.get(key) is not None and not isinstance(raw[key], list):
             raise FormatSpecError(f"{path}: `{key}` must be a list")
@@ -234,6 +259,7 @@ def load_spec(path: Path, plugins: bool = False) -> FormatSpec:
         events=tuple(_pattern(path, e, "events") for e in raw.get("events") or ()),
         samples=tuple(raw.get("samples") or ()),
         block_parser=load_block_parser(path, raw["block_parser"], plugins) if raw.get("block_parser") else None,
+        replaces=raw.get("replaces"),
     )
     return spec
 
@@ -244,9 +270,12 @@ def _check_logger_prefix(path: Path, prefix: str) -> None:
     try:
         named = _group_names(prefix)
     except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
-        raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: invalid regex ({str(exc).splitlines()[0]})") from None
+        raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: invalid regex ({regex_problem(exc)})") from None
     if named:
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: named groups {list(named)} are not allowed here")
+
+
+SPEC_KEYS = {"name", "title", "description", "logger_prefixes", "records", "events", "samples", "block_parser", "replaces"}
 
 
 def builtin_dir() -> Path:
@@ -259,13 +288,62 @@ def load_specs(extra_dirs: Sequence[Path] = (), plugin_dirs: Sequence[Path] = ()
     Python block parser of their own folder; all others can only name the ones memlog ships."""
     specs: dict[str, FormatSpec] = {}
     folders = [(builtin_dir(), False), *((d, False) for d in extra_dirs), *((d, True) for d in plugin_dirs)]
+    users: list[FormatSpec] = []
     for directory, plugins in folders:
         if not Path(directory).is_dir():
             raise FormatSpecError(f"{directory}: formats directory not found")
         for path in sorted(Path(directory).glob("*.yaml")):
             spec = _load_spec_once(path, plugins)
+            if directory != builtin_dir():
+                if spec.name in specs and spec.replaces != spec.name:
+                    raise FormatSpecError(
+                        f"{path}: a format named {spec.name!r} is already loaded ({specs[spec.name].path}); "
+                        f"add `replaces: {spec.name}` to take its place, or give this one another name"
+                    )
+                users.append(spec)
             specs[spec.name] = spec
+    for spec in users:  # a user's spec proves itself on its own samples before it reads a log
+        problems = spec_sample_problems(spec, specs.values())
+        if problems:
+            raise FormatSpecError(f"{spec.path}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     return specs
+
+
+def test_folder(folder: Path, plugins: bool = False) -> list[tuple[Path, list[str]]]:
+    """Every spec and wrapper of a user's folder checked on its own samples, with memlog's own specs
+    and wrappers around it: (file, problems) for each file, an unloadable file's error as its problem."""
+    from memlog.wrappers import load_wrapper, load_wrappers, sample_mismatches
+
+    if not folder.is_dir():
+        raise FormatSpecError(f"{folder}: formats directory not found")
+    results: list[tuple[Path, list[str]]] = []
+    builtin = load_specs()
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            spec = load_spec(path, plugins)
+        except FormatSpecError as exc:
+            results.append((path, [str(exc)]))
+            continue
+        problems = spec_sample_problems(spec, [s for n, s in builtin.items() if n != spec.name])
+        if spec.name in builtin and spec.replaces != spec.name:
+            problems.insert(0, f"a format named {spec.name!r} ships with memlog: add `replaces: {spec.name}` to take its place")
+        results.append((path, problems))
+    wrappers = load_wrappers()
+    for path in sorted((folder / "wrappers").glob("*.yaml")):
+        try:
+            wrapper = load_wrapper(path)
+        except FormatSpecError as exc:
+            results.append((path, [str(exc)]))
+            continue
+        results.append((path, sample_mismatches(wrapper, wrappers)))
+    return results
+
+
+def spec_sample_problems(spec: FormatSpec, context: Iterable[FormatSpec]) -> list[str]:
+    """What is wrong with a spec's samples, checked with the other loaded specs (memlog/parse.py)."""
+    from memlog.parse import sample_mismatches  # parse builds on this module
+
+    return sample_mismatches(spec, [s for s in context if s is not spec])
 
 
 _LOADED: dict[tuple, FormatSpec] = {}

@@ -42,7 +42,7 @@ import polars as pl
 
 from memlog.columns import is_known_column
 from memlog.content import content_dir
-from memlog.errors import FormatSpecError
+from memlog.errors import FormatSpecError, regex_problem
 
 WORKER_KEYS = ("node", "actor", "pid", "ip", "rank")
 RECORD_SCHEMA: dict[str, pl.DataType] = {
@@ -186,7 +186,7 @@ class Continuation:
             max_lines = int(raw.get("max_lines", 12))
             pl.Series(["x"]).str.extract_groups(raw["regex"])
         except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
-            raise FormatSpecError(f"{where}: continuation: invalid ({str(exc).splitlines()[0]})") from None
+            raise FormatSpecError(f"{where}: continuation: invalid ({regex_problem(exc)})") from None
         return Continuation(raw["detail"], raw["regex"], max(1, max_lines))
 
 

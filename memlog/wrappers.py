@@ -26,7 +26,7 @@ import polars as pl
 import yaml
 
 from memlog.content import content_dir
-from memlog.errors import FormatSpecError
+from memlog.errors import FormatSpecError, regex_problem
 
 # Who or when a wrapper can say, and the column type each becomes.
 WRAPPER_FIELDS: dict[str, pl.DataType] = {
@@ -103,7 +103,7 @@ def load_wrapper(path: Path) -> WrapperSpec:
         try:
             fields = _fields(regex)
         except Exception as exc:  # noqa: BLE001 - polars' own regex dialect decides
-            raise FormatSpecError(f"{path.name}: {what}: invalid regex ({str(exc).splitlines()[0]})") from None
+            raise FormatSpecError(f"{path.name}: {what}: invalid regex ({regex_problem(exc)})") from None
         bad = [g for g in fields if field_of(g) not in WRAPPER_FIELDS]
         if bad:
             raise FormatSpecError(f"{path.name}: {what}: named groups {bad} are not wrapper fields ({', '.join(WRAPPER_FIELDS)})")
@@ -119,11 +119,18 @@ def load_wrappers(extra_dirs: tuple[Path, ...] = ()) -> list[WrapperSpec]:
     """Built-in wrappers plus those in `<dir>/wrappers/` of each user formats folder (a user
     wrapper named like a built-in one replaces it). Ordered by priority, then name."""
     found = {w.name: w for w in _builtin(str(content_dir("parsers") / "wrappers"))}
+    users = []
     for directory in extra_dirs:
         for path in sorted((Path(directory) / "wrappers").glob("*.yaml")):
             wrapper = load_wrapper(path)
             found[wrapper.name] = wrapper
-    return sorted(found.values(), key=lambda w: (w.priority, w.name))
+            users.append(wrapper)
+    wrappers = sorted(found.values(), key=lambda w: (w.priority, w.name))
+    for wrapper in users:  # a user's wrapper proves itself on its own samples first
+        problems = sample_mismatches(wrapper, wrappers)
+        if problems:
+            raise FormatSpecError(f"{wrapper.path}: {problems[0]}")
+    return wrappers
 
 
 def sample_mismatches(wrapper: WrapperSpec, others: list[WrapperSpec]) -> list[str]:
