@@ -194,7 +194,7 @@ def analyze(
     thresholds, skipped = {}, []
     for rule in rules:
         values = rule.resolve(config.rules.get(rule.id, {}))
-        thresholds[rule.id] = values
+        thresholds[rule.id] = ctx.thresholds[rule.id] = values
         try:
             found: list[Finding] = rule.check(ctx, values)
         except Skip as reason:

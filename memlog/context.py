@@ -73,6 +73,7 @@ class Context:
     tables: Tables
     capacity: Capacity
     findings: list[Finding] = field(default_factory=list)
+    thresholds: dict[str, dict] = field(default_factory=dict)  # each rule's, as resolved, once it has run
 
     @functools.cached_property
     def many_sources(self) -> bool:

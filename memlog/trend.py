@@ -49,12 +49,29 @@ SATURATION_NEAR_PCT = 0.25
 SETTLED_SHARE = 0.5
 # Patterns are looked for in series of at least this many points (a sawtooth also needs 3 cycles).
 MIN_PATTERN_POINTS = 6
+# Growth that starts after a flat stretch is judged from its onset when a flat-then-rising hinge
+# explains the tail better than one line by this much BIC (10: very strong evidence), with at least
+# ONSET_MIN_BEFORE points before it and MIN_TAIL_POINTS after, and the stretch before it moved by at
+# most ONSET_FLAT_SHARE of the growth after it.
+ONSET_BIC = 10.0
+ONSET_MIN_BEFORE = 8
+ONSET_FLAT_SHARE = 0.25
+# The trend test is corrected for autocorrelated noise on tails of at least this many points: on
+# fewer, a lag-1 autocorrelation is not estimable (a clean 7-point line gives any value).
+AUTOCORRELATION_MIN_POINTS = 20
+# ...and only while the growth is within this many noise sigmas: a trend far above its noise is no
+# wander (and the residuals of a clean line, rounding left over, autocorrelate for nothing).
+AUTOCORRELATION_MAX_EFFECT = 20.0
 
 
 @dataclass(frozen=True)
 class Shape:
+    """The tail is what the trend is judged on: the points after any warmup, or, when growth starts
+    after a flat stretch, the points from its onset (then `onset` is set and the stretch before it
+    is neither warmup nor tail)."""
+
     n: int
-    tail_start: int  # index of the first tail point (0 when there is no warmup)
+    tail_start: int  # index of the first tail point
     first_value: float
     rise: float  # warmup rise, tail start minus first value (0 when no warmup)
     tail_steps: tuple[int, ...]  # the steps of the tail's points, for messages
@@ -69,14 +86,43 @@ class Shape:
     running_max: bool = False
     late_rate_ratio: float | None = None  # running max: growth rate over the last third / whole tail
     tail_x: tuple[float, ...] = ()  # where the statistics place the tail's points, in steps (series.Series.x)
+    warmup_end: int = 0  # index where the warmup ends (0: none)
+    warmup_step: int | None = None  # its step, when an onset comes after it
+    onset: int | None = None  # index where growth starts after a flat stretch, when it does
+    residual_noise: float = 0.0  # robust spread of the tail around its fitted line (stats.residual_sigma)
+    autocorrelation: float = 0.0  # lag-1 autocorrelation of those residuals
+    # After a warmup: how much better (BIC) the tail bends towards a cap than it follows a line.
+    saturation_gain: float | None = None
 
     @property
     def has_warmup(self) -> bool:
-        return self.tail_start > 0
+        return self.warmup_end > 0
+
+    @property
+    def onset_step(self) -> int | None:
+        return self.tail_steps[0] if self.onset is not None else None
+
+    @property
+    def effect(self) -> float:
+        """Fitted growth over the tail in units of its noise around the line: how far it stands out."""
+        if self.residual_noise <= 0:
+            return math.inf if self.growth > 0 else 0.0
+        return self.growth / self.residual_noise
+
+    @property
+    def p_increasing(self) -> float | None:
+        """Mann-Kendall's one-sided p, corrected for the autocorrelation of the tail's residuals
+        (stairs and sawtooth floors are judged by their pattern, not corrected)."""
+        if self.trend is None:
+            return None
+        if self.stairs or self.sawtooth or self.effect > AUTOCORRELATION_MAX_EFFECT:
+            return self.trend.p_increasing
+        return stats.adjusted_p_increasing(self.trend, self.autocorrelation)
 
     @property
     def knee_step(self) -> int:
-        return self.tail_steps[0]
+        """Where the warmup ends (the first tail point when there is no onset)."""
+        return self.tail_steps[0] if self.warmup_step is None else self.warmup_step
 
     @property
     def span(self) -> int:
@@ -216,7 +262,11 @@ def _warmup_end(tails: _Tails) -> int:
         start += more
         if not _still_rising(tails, start):
             return start
-    return _saturated(tails.steps, tails.values, start) if _still_rising(tails, start) else start
+    if not _still_rising(tails, start):
+        return start
+    # Still rising after the knees: caches filling towards a cap since the first step (judged on the
+    # whole series, where the curve shows), or since the last knee.
+    return max(_saturated(tails.steps, tails.values, start), _saturated(tails.steps, tails.values, 0) if start else 0)
 
 
 def _still_rising(tails: _Tails, start: int) -> bool:
@@ -229,27 +279,13 @@ def _saturated(steps: tuple[int, ...], values: tuple[float, ...], start: int) ->
     cap). When a curve approaching a cap, y = cap - c * exp(-step / tau), explains the tail much
     better than a straight line (BIC, SATURATION_BIC) and the data reach that cap within noise,
     the warmup runs to where they do. A steady leak is a line (or a cap far above the data)."""
-    xs, ys = steps[start:], values[start:]
-    n = len(ys)
+    n = len(values) - start
     if n < 2 * MIN_TAIL_POINTS + 2:
         return start
-    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
-    bins = min(n, stats.MAX_PAIRWISE_POINTS)
-    edges = [b * n // bins for b in range(bins + 1)]
-    if bins < n:
-        xs = [stats.median(xs[a:b]) for a, b in zip(edges, edges[1:])]
-        ys = [stats.median(ys[a:b]) for a, b in zip(edges, edges[1:])]
-    line = stats.ols(xs, ys)
-    if line is None:
+    found = _saturation(steps[start:], values[start:])
+    if found is None or found[0] < SATURATION_BIC:
         return start
-    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
-    best = _best_saturation(xs, ys)
-    if best is None or sse_line <= 0:
-        return start
-    sse, cap, fitted = best
-    m = len(ys)
-    if m * math.log(max(sse, 1e-300) / sse_line) + math.log(m) > -SATURATION_BIC:
-        return start
+    _, cap, fitted, ys, edges = found
     near = max(2 * stats.robust_sigma(ys), SATURATION_NEAR_PCT / 100 * abs(cap))
     reached = next((i for i, f in enumerate(fitted) if cap - f <= near), None)
     if reached is None or reached == 0:
@@ -258,6 +294,29 @@ def _saturated(steps: tuple[int, ...], values: tuple[float, ...], start: int) ->
     if n - reached < max(MIN_TAIL_POINTS, math.ceil(n / 4)):
         return start
     return start + reached
+
+
+def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
+    """How much better a curve approaching a cap explains the points than a straight line: (BIC
+    gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
+    None when neither can be fitted."""
+    n = len(ys)
+    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
+    bins = min(n, stats.MAX_PAIRWISE_POINTS)
+    edges = [b * n // bins for b in range(bins + 1)]
+    if bins < n:
+        xs = [stats.median(xs[a:b]) for a, b in zip(edges, edges[1:])]
+        ys = [stats.median(ys[a:b]) for a, b in zip(edges, edges[1:])]
+    line = stats.ols(xs, ys)
+    if line is None:
+        return None
+    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
+    best = _best_saturation(xs, ys)
+    if best is None or sse_line <= 0:
+        return None
+    sse, cap, fitted = best
+    m = len(ys)
+    return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
 
 
 def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
@@ -283,6 +342,25 @@ def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, flo
         if best is None or sse < best[0]:
             best = (sse, cap, fitted)
     return best
+
+
+def _onset(tails: _Tails, start: int) -> int | None:
+    """Index where growth starts after a flat stretch of the tail from `start` on (stats.find_onset),
+    when it is clear: a strong hinge, a flat stretch before it."""
+    xs, ys = tails.steps[start:], tails.values[start:]
+    if len(ys) < ONSET_MIN_BEFORE + MIN_TAIL_POINTS + 1:
+        return None
+    found = stats.find_onset(xs, ys, min_before=ONSET_MIN_BEFORE, min_after=MIN_TAIL_POINTS)
+    if found is None or found.bic_gain < ONSET_BIC:
+        return None
+    at = start + found.index
+    before, after = stats.theil_sen(tails.steps[start:at], tails.values[start:at]), tails.fit(at)
+    if before is None or after is None or after.slope <= 0:
+        return None
+    moved_before = abs(before.slope) * (tails.steps[at - 1] - tails.steps[start])
+    if moved_before > ONSET_FLAT_SHARE * after.slope * (tails.steps[-1] - tails.steps[at]):
+        return None
+    return at
 
 
 def _settled_running_max(values: list[float]) -> int:
@@ -320,16 +398,26 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     if sawtooth:
         return _sawtooth_shape(tails, sawtooth)
 
-    start = 0
+    warmup = 0
     if len(steps) >= MIN_TAIL_POINTS + 1:
-        start = _settled_running_max(list(values)) if running_max else 0
-        start = start or _warmup_end(tails)
+        warmup = _settled_running_max(list(values)) if running_max else 0
+        warmup = warmup or _warmup_end(tails)
+    onset = _onset(tails, warmup)
+    start = warmup if onset is None else onset
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
+    bend = None
+    if warmup and onset is None and not stairs and not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
+        found = _saturation(steps[start:], values[start:])
+        bend = found[0] if found else None
     return _split_shape(
         tails,
         start,
+        warmup_end=warmup,
+        onset=onset,
+        warmup_step=tails.labels[warmup] if onset is not None and warmup else None,
+        saturation_gain=bend,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,
@@ -354,7 +442,8 @@ def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
     period = stats.Period(period.period, period.drops, floors, floor_fit)
     start = period.drops[0] if warm else 0
     return _split_shape(
-        tails, start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth", sawtooth=period
+        tails, start, warmup_end=start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth",
+        sawtooth=period, residual_noise=noise,
     )
 
 
@@ -369,11 +458,18 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         judged["fit"] = tails.fit(start)
     if "trend" not in judged:
         judged["trend"] = tails.trend(start)
+    if "residual_noise" not in judged:
+        fit = judged["fit"]
+        judged["residual_noise"] = stats.residual_sigma(xs[start:], tail_v, fit) if fit else 0.0
+        judged["autocorrelation"] = (
+            stats.autocorrelation(xs[start:], tail_v, fit) if fit and len(tail_v) >= AUTOCORRELATION_MIN_POINTS else 0.0
+        )
+    warmup = judged.get("warmup_end", 0)
     return Shape(
         n=len(xs),
         tail_start=start,
         first_value=values[0],
-        rise=_tail_start_level(tails, start) - values[0] if start else 0.0,
+        rise=_tail_start_level(tails, warmup) - values[0] if warmup else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from memlog.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
 from memlog.trend import shape_of
 
@@ -23,13 +25,26 @@ def check(ctx, t) -> list[Finding]:
         msg += f" ({missing * interval} steps at the current log interval of {interval})" if interval and interval > 1 else ""
         msg += "; best: log every step (log_freq = 1) for 20-30 steps."
     else:
+        # The most suggestive of the undecided series: the one that rises furthest above its noise.
+        fewest = max(undecided, key=lambda s: (shape_of(s).effect if shape_of(s).growth > 0 else 0.0, -len(s)))
         shape = shape_of(fewest)
         after = " after a warmup" if shape.has_warmup else ""
-        if shape.trend and shape.fit and shape.trend.p_increasing <= 0.05 and shape.growth > 0:
+        if shape.trend and shape.fit and shape.p_increasing <= 0.05 and shape.growth > 0:
+            leak = ctx.thresholds.get("memory-leak", {})
+            needed = leak.get("min_effect", 5.0)
             seen = (
                 f"it rises {gib(shape.growth)} (fitted) from step {shape.tail_steps[0]} to {shape.tail_steps[-1]}{after} "
-                f"(trend p = {shape.trend.p_increasing:.2g}), more than a flat run moves but less than the leak thresholds"
+                f"(trend p = {shape.p_increasing:.2g}, {shape.effect:.1f} times its noise of ±{gib(shape.residual_noise)}), "
+                "more than a flat run moves"
             )
+            if 0 < shape.effect < needed:
+                more = max(1, math.ceil(len(shape.tail_values) * (needed / shape.effect - 1)))
+                missing = more
+                seen += (f", but a leak stands out {needed:g} times its noise; if it keeps rising at this rate, about "
+                         f"{more} more logged points would decide it")
+            else:
+                seen += (f" but less than the leak thresholds (at least {gib(leak.get('min_growth_gib', 0.1))} and "
+                         f"{leak.get('min_growth_pct', 0.75):g}% of its level, after any warmup)")
         else:
             seen = f"no significant trend{after} and no flat plateau ({gib(min(fewest.values))} to {gib(max(fewest.values))})"
         msg = (

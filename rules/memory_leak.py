@@ -47,8 +47,12 @@ def leak_evidence(series, shape, t) -> dict | None:
             return None
     elif len(shape.tail_values) < t["min_tail_points"]:
         return None
-    elif trend.p_increasing > (t["max_pattern_p_value"] if shape.stairs else t["max_p_value"]):
-        return None
+    elif shape.p_increasing > (t["max_pattern_p_value"] if shape.stairs else t["max_p_value"]):
+        return None  # p corrected for autocorrelated noise (trend.Shape.p_increasing)
+    if shape.effect < t["min_effect"]:
+        return None  # a drift the series' own noise around its line could make
+    if shape.saturation_gain is not None and shape.saturation_gain >= t["max_saturation_bic"]:
+        return None  # still bending towards a cap: the end of the warmup
     growth_pct = 100 * shape.growth / shape.level if shape.level > 0 else math.inf
     # Stairs of exactly repeated readings tie most pairwise slopes at zero, which pins the lower
     # bound of Sen's interval at 0; the detected jumps themselves carry the evidence there.
@@ -99,8 +103,21 @@ def _pattern_text(shape, slope: float) -> str:
     return f" in a straight line (R² {r2:.3f})" if r2 is not None and r2 >= 0.95 else ""
 
 
-def _finding(ctx, subject, leaking, candidates, t) -> Finding:
-    labels = [ctx.label(s) for s, *_ in leaking]
+def _live(leaking: list) -> list:
+    """Of each worker's leaking segments, the last: a resumed run is judged where it runs now
+    (an earlier segment's rate and projection describe a run that no longer exists)."""
+    last: dict[tuple, tuple] = {}
+    for item in leaking:
+        key = item[0].key
+        if (key.source, key.worker) not in last or key.segment > last[(key.source, key.worker)][0].key.segment:
+            last[(key.source, key.worker)] = item
+    return [item for item in leaking if last[(item[0].key.source, item[0].key.worker)] is item]
+
+
+def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
+    leaking = _live(all_leaking)
+    earlier = len(all_leaking) - len(leaking)
+    labels = [ctx.label(s) for s, *_ in all_leaking]
     shapes = [sh for _, sh, _, _ in leaking]
     slope = statistics.median(sh.fit.slope for sh in shapes)
     first = min(sh.tail_steps[0] for sh in shapes)
@@ -125,11 +142,17 @@ def _finding(ctx, subject, leaking, candidates, t) -> Finding:
             f" (a running maximum that keeps setting new peaks through step {last}: {typical_new_peaks(leaking)} new peaks, "
             "so this is sustained growth, not a few large batches)"
         )
-    warmed = [sh for sh in shapes if sh.has_warmup]
-    if warmed:
+    onsets = [sh for sh in shapes if sh.onset is not None]
+    warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None]
+    if onsets:
+        held = statistics.median(sh.tail_values[0] for sh in onsets)
+        msg += f"; it started growing at step {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
+    elif warmed:
         msg += f", after a warmup until step {max(sh.knee_step for sh in warmed)}"
     elif not typical.sawtooth:
         msg += ", from the first logged steps (with constant-size inputs that is not warmup)"
+    if earlier:
+        msg += f"; also in {earlier} earlier segment{'s' if earlier > 1 else ''} before the run restarted"
     if soonest:
         capacity, capacity_from = ctx.capacity_of(leaking[0][0])
         msg += f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at step ~{round(soonest.step)}"
@@ -139,8 +162,8 @@ def _finding(ctx, subject, leaking, candidates, t) -> Finding:
     if ooms:
         oom_steps = sorted({e.after_step + 1 for e in ooms if e.after_step is not None})
         msg += f"; the run hit out-of-memory{f' during step {oom_steps[0]}' if oom_steps else ''}"
-    if len(leaking) < len(candidates):
-        msg += f" ({len(candidates) - len(leaking)} other series do not grow)"
+    if len(all_leaking) < len(candidates):
+        msg += f" ({len(candidates) - len(all_leaking)} other series do not grow)"
     msg += "."
     if subject == "host":
         flat_device = [s for s in ctx.device_series if not _grows(s, t)]
@@ -166,7 +189,11 @@ def _finding(ctx, subject, leaking, candidates, t) -> Finding:
             "basis": sh.basis,
             "slope_gib_per_step": rounded(sh.fit.slope, 6),
             "slope_ci_gib_per_step": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
-            "trend_p_value": rounded(sh.trend.p_increasing, 6),
+            "trend_p_value": rounded(sh.p_increasing, 6),
+            "effect_sigmas": rounded(sh.effect, 2),
+            "noise_gib": rounded(sh.residual_noise),
+            "autocorrelation": rounded(sh.autocorrelation, 3),
+            "onset_step": sh.onset_step,
             "kendall_tau": rounded(sh.trend.tau),
             "r_squared": rounded(sh.r_squared),
             "from_step": sh.tail_steps[0],
@@ -203,7 +230,8 @@ def _finding(ctx, subject, leaking, candidates, t) -> Finding:
         "pattern": typical.pattern,
         "confidence": {
             "slope_ci_gib_per_step": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
-            "trend_p_value_max": rounded(max(sh.trend.p_increasing for sh in shapes), 6),
+            "trend_p_value_max": rounded(max(sh.p_increasing for sh in shapes), 6),
+            "effect_sigmas_min": rounded(min(sh.effect for sh in shapes), 2),
             "points_min": min(sh.points_used for sh in shapes),
             "basis": typical.basis,
         },
@@ -265,6 +293,11 @@ RULE = Rule(
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend over the tail"),
         Threshold("min_growth_gib", 0.1, "GiB", "fitted growth over the judged steps, at least"),
         Threshold("min_growth_pct", 0.75, "%", "fitted growth over the judged steps relative to the memory level, at least"),
+        Threshold("min_effect", 5.0, "sigmas", "fitted growth over the judged steps in units of the series' own noise around the "
+                  "fitted line (robust spread of the residuals): growth that the noise could make is no leak"),
+        Threshold("max_saturation_bic", 2.0, "BIC", "after a warmup, a tail that bends towards a cap better than it follows a "
+                  "straight line by at least this much (Bayesian information criterion: 2 is positive evidence) is the "
+                  "warmup's end, not a leak"),
         Threshold("min_cycles", 6, "cycles", "sawtooth: cycle floors needed to judge their trend (6 is the fewest that bound Sen's 95% interval)"),
         Threshold("max_pattern_p_value", 0.05, "p", "sawtooth floors (one point per cycle) and stairs (jumps of at least "
                   "6 noise sigmas): Mann-Kendall p-value, where the pattern itself already carries evidence"),

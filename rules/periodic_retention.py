@@ -40,6 +40,8 @@ def check(ctx, t) -> list[Finding]:
                 continue
             if shape.sawtooth.period < t["min_period_steps"]:
                 continue  # the forward/backward cycle inside every step, read between step lines
+            if len(shape.sawtooth.floors) * shape.sawtooth.period < t["min_coverage"] * (series.x[-1] - series.x[0]):
+                continue  # a few cycles in a long run are a coincidence, not a habit of the run
             climb, floor = _cycle(series, shape)
             floor_growth = shape.growth
             if climb < max(t["min_climb_gib"], floor * t["min_climb_pct"] / 100):
@@ -118,7 +120,8 @@ RULE = Rule(
     ),
     not_meaning="Not a leak: the floor returns to the same level. But the peak grows with the flush interval and can reach OOM.",
     thresholds=(
-        Threshold("min_cycles", 3, "cycles", "complete cycles needed"),
+        Threshold("min_cycles", 4, "cycles", "complete cycles needed (three can be a coincidence of spikes)"),
+        Threshold("min_coverage", 0.5, "share", "the cycles span at least this share of the run: retention is a habit of the run, not a passing episode"),
         Threshold("min_period_steps", 2, "steps", "period, at least: a shorter cycle is the forward/backward cycle within each step "
                   "(memory lines read between step lines), not memory held across steps"),
         Threshold("min_climb_gib", 0.1, "GiB", "climb within a cycle, at least (absolute)"),

@@ -182,14 +182,14 @@ def test_theil_sen_fast_path_matches_python_loop_bit_for_bit(monkeypatch):
     rng = random.Random(11)
     for _ in range(40):
         x, y = _quantised_series(rng, rng.choice([2, 5, 40, 150, 400, 450]))
-        monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 10**9)
+        monkeypatch.setattr(stats.estimators, "_POLARS_MIN_POINTS", 10**9)
         loop = theil_sen(x, y)
-        monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 2)
+        monkeypatch.setattr(stats.estimators, "_POLARS_MIN_POINTS", 2)
         assert repr(theil_sen(x, y)) == repr(loop)
 
 
 def test_sorted_slopes_window_matches_the_definition(monkeypatch):
-    monkeypatch.setattr(stats, "_POLARS_MIN_POINTS", 2)
+    monkeypatch.setattr(stats.estimators, "_POLARS_MIN_POINTS", 2)
     rng = random.Random(12)
     for n in (30, 250, 400):
         x, y = _quantised_series(rng, n)

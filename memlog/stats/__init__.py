@@ -1,0 +1,33 @@
+"""Statistics for memory-vs-step series: estimators (slopes, trend tests, noise, projections) and
+pattern detectors (knee, onset, sawtooth, stairs). Light on dependencies (the standard library,
+and polars for the pairwise work of long series), robust, and total: degenerate data gives None or
+a sensible value, never an exception. See each module's docstring."""
+
+from memlog.stats.estimators import (
+    MAX_PAIRWISE_POINTS,
+    SlopeFit,
+    TrendTest,
+    _bin_medians,
+    _pairwise_slopes,
+    _sorted_between,
+    adjusted_p_increasing,
+    autocorrelation,
+    mann_kendall,
+    median,
+    ols,
+    ols_slope_interval,
+    project_crossing,
+    residual_sigma,
+    robust_sigma,
+    student_t_quantile,
+    theil_sen,
+)
+from memlog.stats.patterns import Knee, Onset, Period, Stairs, find_knee, find_onset, find_sawtooth, find_stairs
+
+__all__ = [
+    "MAX_PAIRWISE_POINTS", "SlopeFit", "TrendTest", "Knee", "Onset", "Period", "Stairs",
+    "theil_sen", "mann_kendall", "adjusted_p_increasing", "autocorrelation", "ols", "ols_slope_interval",
+    "student_t_quantile", "robust_sigma", "residual_sigma", "median", "project_crossing",
+    "find_knee", "find_onset", "find_sawtooth", "find_stairs",
+    "_bin_medians", "_pairwise_slopes", "_sorted_between",  # tests reach into these
+]  # fmt: skip

@@ -1,0 +1,134 @@
+"""Verdicts that hold on any run: the shapes of issue 15, each seen wrong once, as regression tests.
+
+Every log here is generated (memlog.logwriters), never a bundled sample: late-onset leaks in long
+runs, resumes, capacity from another node, drift within noise, memory lines denser than step lines.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from memlog.api import analyze
+from memlog.logwriters import torchtitan as titan
+from memlog.logwriters.pytorch import H100, H100_GIB
+
+from tests.synthetic import torchtitan_lines
+
+
+def titan_log(path: Path, memory: dict[int, list[float]], steps: list[int], *, capacity: float | None = H100_GIB,
+              seconds_per_step: float = 1.0) -> Path:
+    """A torchtitan log (2025-03 format) of `memory[rank][i]` at `steps[i]`, ranks interleaved,
+    timestamps one `seconds_per_step` apart."""
+    import datetime as dt
+
+    start = dt.datetime(2025, 6, 1, 8, 0, 0)
+    with path.open("w") as out:
+        if capacity:
+            for rank in memory:
+                out.write(titan.log_line(titan.capacity(H100, capacity), ts="2025-06-01 08:00:00,000", rank=rank) + "\n")
+        for i, step in enumerate(steps):
+            ts = (start + dt.timedelta(seconds=step * seconds_per_step)).strftime("%Y-%m-%d %H:%M:%S,000")
+            for rank, values in memory.items():
+                msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=values[i], mem_pct=100 * values[i] / H100_GIB,
+                                              tps=7421, tflops=341.26, mfu=34.5)
+                out.write(titan.log_line(msg, ts=ts, rank=rank) + "\n")
+    return path
+
+
+def noise(n: int, sigma: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(0, sigma) for _ in range(n)]
+
+
+def late_leak(steps: list[int], onset: int, growth: float, level: float = 41.8, sigma: float = 0.02, seed: int = 0) -> list[float]:
+    end = steps[-1]
+    return [round(level + max(0.0, s - onset) / (end - onset) * growth + e, 2) for s, e in zip(steps, noise(len(steps), sigma, seed))]
+
+
+def flat(steps: list[int], level: float = 41.8, sigma: float = 0.02, seed: int = 1) -> list[float]:
+    return [round(level + e, 2) for e in noise(len(steps), sigma, seed)]
+
+
+def leak_of(report):
+    return next((f for f in report.findings if f.rule == "memory-leak"), None)
+
+
+@pytest.mark.parametrize(("total", "log_freq", "onset_share"), [(200_000, 10, 0.75), (20_000, 10, 0.75), (200_000, 10, 0.95)])
+def test_a_leak_that_starts_late_in_a_long_run_is_found_with_its_onset(tmp_path, total, log_freq, onset_share):
+    steps = [1, *range(log_freq, total + 1, log_freq)]
+    onset = int(total * onset_share)
+    memory = {r: flat(steps, seed=r) for r in range(8)}
+    memory[5] = late_leak(steps, onset, 10.0, seed=5)
+    report = analyze([str(titan_log(tmp_path / "late.log", memory, steps))])
+    leak = leak_of(report)
+    assert report.verdict == "leak" and leak is not None and leak.severity == "error", [f.message for f in report.findings]
+    assert leak.evidence["ranks"] == [5]
+    onset_found = leak.evidence["observed"]["from_step"]
+    assert abs(onset_found - onset) <= 0.02 * total, (onset_found, onset)
+    # The rate is the growth's own, from its onset: 10 GiB over the steps after it.
+    assert leak.evidence["observed"]["slope_gib_per_1k_steps"] == pytest.approx(10.0 / (total - onset) * 1000, rel=0.2)
+    assert "stable-memory" not in {f.rule for f in report.findings if 5 in f.evidence.get("ranks", [])}
+
+
+def test_a_late_leak_on_every_rank_is_no_stable_run(tmp_path):
+    steps = [1, *range(10, 200_001, 10)]
+    memory = {r: late_leak(steps, 150_000, 20.0, seed=r) for r in range(8)}
+    report = analyze([str(titan_log(tmp_path / "all.log", memory, steps))])
+    assert report.verdict == "leak" and leak_of(report).evidence["ranks"] == list(range(8))
+
+
+def test_flat_for_half_a_million_steps_then_growth_is_projected_from_its_onset(tmp_path):
+    steps = [1, *range(500, 1_000_001, 500)]
+    memory = {0: late_leak(steps, 500_000, 10.0)}
+    report = analyze([str(titan_log(tmp_path / "half.log", memory, steps, capacity=H100_GIB))])
+    leak = leak_of(report)
+    observed = leak.evidence["observed"]
+    assert observed["from_step"] == pytest.approx(500_000, abs=20_000)
+    assert observed["slope_gib_per_1k_steps"] == pytest.approx(0.02, rel=0.2)  # 10 GiB per 500k steps
+    # 51.8 GiB at step 1M, +0.02 GiB per 1k steps: the 79.11 GiB capacity at ~2.37M.
+    assert leak.evidence["projected_capacity_step"] == pytest.approx(1_000_000 + (H100_GIB - 51.8) / 0.02 * 1000, rel=0.1)
+    assert "from the first logged steps" not in leak.message
+
+
+def test_after_resumes_the_rate_and_projection_come_from_the_live_segment(tmp_path):
+    """Three segments (two resumes): the run is judged where it runs now."""
+    lines = []
+    level = 30.0
+    for segment, (first, last, slope) in enumerate([(1, 10_000, 0.0001), (8_001, 18_000, 0.0001), (16_001, 30_000, 0.0004)]):
+        steps = list(range(first, last + 1, 10))
+        values = [round(level + slope * (s - first), 2) for s in steps]
+        lines += torchtitan_lines({0: values}, steps=steps, capacity=H100_GIB if segment == 0 else None)
+    path = tmp_path / "resumed.log"
+    path.write_text("\n".join(lines) + "\n")
+    leak = leak_of(analyze([str(path)]))
+    assert leak is not None
+    observed = leak.evidence["observed"]
+    assert observed["slope_gib_per_1k_steps"] == pytest.approx(0.4, rel=0.15)
+    assert observed["from_step"] >= 16_001
+    # 35.6 GiB at step 30,000, +0.4 GiB per 1k steps: capacity at ~138,000, not from the dead segment's rate.
+    assert leak.evidence["projected_capacity_step"] == pytest.approx(30_000 + (H100_GIB - 35.6) / 0.0004, rel=0.1)
+
+
+def test_a_chance_drift_within_the_noise_is_no_error_level_leak(tmp_path):
+    """A flat series whose autocorrelated noise drifts ~1% of its level is not a leak."""
+    rng = random.Random(7)
+    steps = list(range(1, 401))
+    walk, level, values = 0.0, 40.0, []
+    for _ in steps:
+        walk = 0.97 * walk + rng.gauss(0, 0.05)
+        values.append(round(level + walk, 2))
+    report = analyze([str(titan_log(tmp_path / "drift.log", {0: values}, steps))])
+    leak = leak_of(report)
+    assert leak is None or leak.severity != "error", leak.message
+
+
+def test_a_flat_warmup_tail_with_a_small_drift_is_no_leak(tmp_path):
+    steps = list(range(1, 121))
+    rng = random.Random(3)
+    values = [round(20 + 12 * (1 - math.exp(-s / 3)) + 0.4 * s / 120 + rng.gauss(0, 0.25), 2) for s in steps]
+    report = analyze([str(titan_log(tmp_path / "tail.log", {0: values}, steps))])
+    assert report.verdict != "leak", [f.message for f in report.findings]
