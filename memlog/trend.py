@@ -89,8 +89,10 @@ class Shape:
     warmup_end: int = 0  # index where the warmup ends (0: none)
     warmup_step: int | None = None  # its step, when an onset comes after it
     onset: int | None = None  # index where growth starts after a flat stretch, when it does
-    residual_noise: float = 0.0  # robust spread of the tail around its fitted line (stats.residual_sigma)
-    autocorrelation: float = 0.0  # lag-1 autocorrelation of those residuals
+    # Robust spread around the fitted model: the tail's line, or after an onset the flat stretch before
+    # it and the line after it; and the lag-1 autocorrelation of those residuals.
+    residual_noise: float = 0.0
+    autocorrelation: float = 0.0
     # After a warmup: how much better (BIC) the tail bends towards a cap than it follows a line.
     saturation_gain: float | None = None
 
@@ -447,6 +449,15 @@ def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
     )
 
 
+def _residuals(tails: _Tails, flat_from: int, line_from: int, fit: stats.SlopeFit) -> list[float]:
+    """The values from `flat_from` on minus the model: their median before `line_from`, `fit` after."""
+    xs, ys = tails.steps, tails.values
+    flat = stats.median(ys[flat_from:line_from]) if line_from > flat_from else 0.0
+    return [ys[i] - flat for i in range(flat_from, line_from)] + [
+        ys[i] - (fit.intercept + fit.slope * xs[i]) for i in range(line_from, len(ys))
+    ]
+
+
 def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
     """The fields every shape shares, from the warmup/tail split at `start`. How the tail is judged
     (noise, fit, trend) defaults to the tail's own points; a sawtooth passes its floors' instead."""
@@ -460,9 +471,13 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         judged["trend"] = tails.trend(start)
     if "residual_noise" not in judged:
         fit = judged["fit"]
-        judged["residual_noise"] = stats.residual_sigma(xs[start:], tail_v, fit) if fit else 0.0
+        # Around the model the verdict rests on: the tail's line, or, after an onset, the flat stretch
+        # and the line together (a short tail's residuals hide a wander that the stretch shows).
+        at = judged.get("warmup_end", 0) if judged.get("onset") is not None else start
+        residuals = _residuals(tails, at, start, fit) if fit else []
+        judged["residual_noise"] = stats.mad_sigma(residuals) if len(residuals) >= 3 else 0.0
         judged["autocorrelation"] = (
-            stats.autocorrelation(xs[start:], tail_v, fit) if fit and len(tail_v) >= AUTOCORRELATION_MIN_POINTS else 0.0
+            stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
         )
     warmup = judged.get("warmup_end", 0)
     return Shape(

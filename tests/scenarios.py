@@ -93,6 +93,7 @@ class Segment:
     loss: dict[int, list[float]]
     loss_every: int  # the trainer's log_freq: loss lines at step 1 and every N-th step
     raw: dict[tuple[str, int, int], str] = field(default_factory=dict)  # (column, rank, index) -> printed text
+    stepless: bool = False  # memory lines carry no step: they belong to the last step line printed
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,12 @@ def memory_stats_line(step: int, fields: list[str]) -> str:
     return f"memory stats step: {step:2}  " + "  ".join(fields)
 
 
+def memory_reading_line(fields: list[str]) -> str:
+    """The same monitor printing without a step (a hook that fires every step, the trainer logging
+    every N-th): memlog gives it the step of the last step line."""
+    return "memory reading:  " + "  ".join(fields)
+
+
 def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity: float = CAPACITY_GIB) -> list[str]:
     lines = []
     if capacity_line:
@@ -212,7 +219,8 @@ def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity
                 for c in stats_columns if r in seg.columns[c]
             ]
             if fields:
-                lines.append(_line(r, step, memory_stats_line(step, fields)))
+                text = memory_reading_line(fields) if seg.stepless else memory_stats_line(step, fields)
+                lines.append(_line(r, step, text))
     return lines
 
 
@@ -541,6 +549,89 @@ def build_nan_loss(rng, s):
     return segments, {}
 
 
+def build_long_late_leak(rng, s):
+    """A long run (20k to 1M steps, log_freq 1-50) healthy for most of it, then leaking for its last
+    4-20 %: a leak that starts late must not drown in the long flat history."""
+    interval = rng.choice([i for i in (1, 10, 50) if 20_000 <= i * s.points <= 1_000_000])
+    steps = log_steps(s.points, interval)
+    onset_index = int(len(steps) * (1 - LATE_TAIL_FRACTION(s)))
+    onset = steps[onset_index]
+    growth = rng.uniform(0.04, 0.12)  # of the level, over the leaking tail
+    judged = {}
+    for r in range(s.ranks):
+        level = _level(rng, s)
+        per_step = level * growth / (steps[-1] - onset)
+        start = warmup(rng, 4, level, "jump") if rng.random() < 0.5 else [level] * 4
+        values = start + [level + per_step * max(0, st - onset) for st in steps[4:]]
+        judged[r] = noisy(rng, values, level, s.noise, spikes=s.kind != "running-max")
+    return [_segment(rng, s, steps, judged)], {"onset": onset}
+
+
+def LATE_TAIL_FRACTION(s: Scenario) -> float:  # noqa: N802
+    """The leaking share of a long run: at least 20 logged points, 4-20 % of the run."""
+    share = 0.04 + (s.seed % 1000) / 1000 * 0.16
+    return max(share, 20 / s.points)
+
+
+def build_resume_leak(rng, s):
+    """Healthy, killed, resumed from a checkpoint, and leaking since the resume: the live segment decides."""
+    interval = RESUME_INTERVAL(s)
+    first = log_steps(s.points, interval)
+    resume_at = first[int(len(first) * rng.uniform(0.3, 0.8))]
+    second = [resume_at + interval * k for k in range(1, s.points + 1)]
+    pct = _creep_pct(s)
+    healthy, leaking = {}, {}
+    for r in range(s.ranks):
+        level = _level(rng, s)
+        healthy[r] = noisy(rng, [level] * s.points, level, s.noise)
+        per_step = level * pct / 100 / 100
+        leaking[r] = noisy(rng, [level + per_step * (st - second[0]) for st in second], level, s.noise)
+    return [_segment(rng, s, first, healthy), _segment(rng, s, second, leaking)], {}
+
+
+def RESUME_INTERVAL(s: Scenario) -> int:  # noqa: N802 - the live segment spans 300+ steps
+    return (5, 10)[s.seed % 2]
+
+
+def build_wander(rng, s):
+    """Stable memory whose readings wander (AR(1), as allocator caches and batch sizes do): runs of
+    highs and lows, no trend. A trend test that assumes independent noise calls this a leak."""
+    interval = rng.choice((1, 5, 10))
+    steps = log_steps(s.points, interval)
+    phi = rng.uniform(0.85, 0.97)
+    judged = {}
+    for r in range(s.ranks):
+        level = _level(rng, s)
+        sigma = level * rng.uniform(0.002, 0.006) * math.sqrt(1 - phi * phi)  # stationary spread 0.2-0.6 %
+        x, values = 0.0, []
+        for _ in steps:
+            x = phi * x + rng.gauss(0, sigma)
+            values.append(level + x)
+        judged[r] = values
+    return [_segment(rng, s, steps, judged)], {}
+
+
+def build_sparse_steps(rng, s):
+    """A memory monitor printing every step without a step number; the trainer's step line only
+    every 20-50 steps (DeepSpeed's steps_per_print beside see_memory_usage). Leaking or flat."""
+    loss_every = rng.choice((20, 25, 50))
+    steps = list(range(1, s.points + 1))
+    leaking = SPARSE_LEAKS(s)
+    judged = {}
+    for r in range(s.ranks):
+        level = _level(rng, s)
+        per_step = level * 2.0 / 100 / 100 if leaking else 0.0
+        judged[r] = noisy(rng, [level + per_step * (st - 1) for st in steps], level, s.noise,
+                          spikes=s.kind != "running-max")
+    seg = _segment(rng, s, steps, judged, loss_every=loss_every)
+    seg.stepless = True
+    return [seg], {}
+
+
+def SPARSE_LEAKS(s: Scenario) -> bool:  # noqa: N802
+    return s.seed % 2 == 0
+
+
 BUILDERS = {
     "stable": build_stable,
     "plateau": build_plateau,
@@ -559,6 +650,10 @@ BUILDERS = {
     "fragmentation": build_fragmentation,
     "corrupt": build_corrupt,
     "nan-loss": build_nan_loss,
+    "long-late-leak": build_long_late_leak,
+    "resume-leak": build_resume_leak,
+    "wander": build_wander,
+    "sparse-steps": build_sparse_steps,
 }
 
 # Creep: logged points -> steps the run covers (so rate x steps is the visible growth).
@@ -613,6 +708,20 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
         return Expect("stable", frozenset({"corrupt-readings", "stable-memory"}), NOT_LEAK)
     if s_shape == "nan-loss":
         return Expect("stable", frozenset({"nan-loss", "stable-memory"}), NOT_LEAK | {"pp-sentinel-loss"})
+    if s_shape == "long-late-leak":
+        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
+                      leak_subject="host" if kind == "host" else "device")
+    if s_shape == "resume-leak":  # the target counts the live segment's steps
+        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
+                      leak_subject="host" if kind == "host" else "device",
+                      leak_pct_per_100_steps=_creep_pct(probe), leak_steps=RESUME_INTERVAL(probe) * (points - 1))
+    if s_shape == "wander":
+        return Expect("stable", frozenset({"stable-memory"}), NOT_LEAK)
+    if s_shape == "sparse-steps":
+        if SPARSE_LEAKS(probe):
+            return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
+                          leak_subject="host" if kind == "host" else "device")
+        return Expect("stable", frozenset({"stable-memory"}), NOT_LEAK)
     raise ValueError(s_shape)
 
 
@@ -635,6 +744,10 @@ GRID: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {
     "fragmentation": (("current", "running-max"), ((1, 50), (2, 100))),
     "corrupt": (("window-peak", "current"), ((1, 30), (2, 60))),
     "nan-loss": (("window-peak",), ((1, 30), (2, 40))),
+    "long-late-leak": (KINDS, ((1, 400), (2, 2000), (1, 20000))),
+    "resume-leak": (("window-peak", "current", "host"), ((1, 60), (2, 100))),
+    "wander": (("window-peak", "current", "host"), ((1, 100), (2, 300))),
+    "sparse-steps": (("current", "host"), ((1, 300), (2, 600))),
 }
 
 

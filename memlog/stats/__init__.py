@@ -17,6 +17,7 @@ from memlog.stats.estimators import (
     ols,
     ols_slope_interval,
     project_crossing,
+    mad_sigma,
     residual_sigma,
     robust_sigma,
     student_t_quantile,
@@ -27,7 +28,7 @@ from memlog.stats.patterns import Knee, Onset, Period, Stairs, find_knee, find_o
 __all__ = [
     "MAX_PAIRWISE_POINTS", "SlopeFit", "TrendTest", "Knee", "Onset", "Period", "Stairs",
     "theil_sen", "mann_kendall", "adjusted_p_increasing", "autocorrelation", "ols", "ols_slope_interval",
-    "student_t_quantile", "robust_sigma", "residual_sigma", "median", "project_crossing",
+    "student_t_quantile", "robust_sigma", "residual_sigma", "mad_sigma", "median", "project_crossing",
     "find_knee", "find_onset", "find_sawtooth", "find_stairs",
     "_bin_medians", "_pairwise_slopes", "_sorted_between",  # tests reach into these
 ]  # fmt: skip

@@ -625,8 +625,12 @@ def residual_sigma(x: Sequence[float], y: Sequence[float], fit: SlopeFit) -> flo
     _check_same_length(x, y)
     if len(y) < 3:
         return 0.0
-    residuals = [yi - (fit.intercept + fit.slope * xi) for xi, yi in zip(x, y)]
-    return _MAD_TO_SIGMA * _mad(residuals)
+    return mad_sigma([yi - (fit.intercept + fit.slope * xi) for xi, yi in zip(x, y)])
+
+
+def mad_sigma(residuals: Sequence[float]) -> float:
+    """1.4826 * the median absolute deviation: a normal sigma that spikes do not move."""
+    return _MAD_TO_SIGMA * _mad(residuals) if residuals else 0.0
 
 
 def autocorrelation(x: Sequence[float], y: Sequence[float], fit: SlopeFit | None = None) -> float:
