@@ -76,6 +76,10 @@ METRIC_COLUMNS: dict[str, str] = {
     "mem_peak_reserved_pct": "peak reserved as percent of device capacity",
     "mem_capacity_gib": "device memory capacity",
     "host_mem_total_gib": "host memory capacity of the node",
+    # Megatron-style counters per log interval (Megatron-LM, Megatron-DeepSpeed, GPT-NeoX): a NaN
+    # loss is dropped from Megatron's line, so these counts are what remains of it (rule nan-loss).
+    "skipped_iterations": "iterations in the log interval that were skipped (fp16 overflow)",
+    "nan_iterations": "iterations in the log interval that had a NaN (or infinite) loss",
 }
 
 # Identity columns of every record, in output order.
@@ -83,10 +87,13 @@ ID_COLUMNS: tuple[str, ...] = ("source", "worker", "rank", "node", "actor", "pid
 
 ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMNS)
 
-# What `analyze` reads of a record: every memory series, the loss, and what tells the device's
-# capacity. Throughput, learning rate and the like are only printed (`memlog series`) or charted
-# on request (`memlog plot --metric`).
-JUDGED_COLUMNS: tuple[str, ...] = (*MEMORY_COLUMNS, "loss", "mem_peak_reserved_pct", "mem_capacity_gib")
+# What `analyze` reads of a record: every memory series, the loss and what else tells a non-finite
+# loss (a NaN grad norm on a line whose loss vanished, the counts of NaN and skipped iterations),
+# and what tells the device's capacity. Throughput, learning rate and the like are only printed
+# (`memlog series`) or charted on request (`memlog plot --metric`).
+JUDGED_COLUMNS: tuple[str, ...] = (
+    *MEMORY_COLUMNS, "loss", "grad_norm", "nan_iterations", "skipped_iterations", "mem_peak_reserved_pct", "mem_capacity_gib",
+)
 
 
 def is_known_column(name: str) -> bool:

@@ -10,8 +10,9 @@ worker). `memlog series` prints every step and never condenses (tables.Keep).
 A bin is a record standing for `steps` steps: its last step's step, line and time, and each
 value's (lower) median over its steps. Everything that looks at single steps still sees them:
 - only plain steps are binned: a step with a non-finite value, a negative memory reading, a
-  device reading above MAX_DEVICE_GIB, or a memory reading above its neighbours' (_plain) stays a
-  record of its own (corrupt-readings and nan-loss report it by its line);
+  device reading above MAX_DEVICE_GIB, a memory reading above its neighbours' or a non-zero count
+  of NaN iterations (_plain) stays a record of its own (corrupt-readings and nan-loss report it by
+  its line);
 - a run ends at every line something later compares with a step: an event (its last step
   before), a record without a step (it takes a neighbour's), a step not above the one before (a
   restart, or another line of the same step, merged later), a change of format; and each run's
@@ -46,6 +47,9 @@ BATCH_CHUNKS = 32
 NEIGHBOURS = 101  # readings around one (its own included) that say what is typical there (_plain)
 GROUP = ["worker", "kind"]  # whose steps form a series (the frame holds one source's rows)
 LAST_OF_BIN = ("step", "line_no", "_seconds", "ts")  # where a bin is: its last step
+# Counts of bad iterations (Megatron's `number of nan iterations`): a non-zero count is a non-finite
+# loss the line no longer shows, so its step is never binned (a bin's median would hide it).
+COUNTED_BAD = ("nan_iterations",)
 
 
 class Condenser:
@@ -167,6 +171,8 @@ def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None) -> pl.Se
         if column in MEMORY_COLUMNS:
             around = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over(GROUP)
             possible = possible & (value <= CAPACITY_SLACK * around)
+        elif column in COUNTED_BAD:
+            possible = possible & (value == 0)  # a step that counted NaN iterations stays a record of its own
         checks.append(value.is_null() | possible)
     return rows.select(pl.all_horizontal(checks).alias("_plain")).to_series()
 

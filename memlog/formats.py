@@ -93,13 +93,21 @@ class LinePattern:
             for g in names:
                 sources.setdefault(g, []).append(pl.col(f"_f{i}").struct.field(g))
         scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
-        # Who printed the line, when the line says it, wins over what its prefix said.
-        identity = {g: pl.coalesce(pl.coalesce(exprs).cast(t, strict=False), pl.col(g)) for g, t in IDENTITY_GROUPS.items()
-                    if (exprs := sources.pop(g, None)) is not None and g in hits.columns}
+        # Who printed the line, when the line says it, wins over what its prefix said; a launcher's
+        # task number that stood in for the rank (srun: unwrap.Unwrapper) then names the node.
+        named = {g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items()
+                 if (exprs := sources.pop(g, None)) is not None and g in hits.columns}
+        identity = {g: pl.coalesce(expr, pl.col(g)) for g, expr in named.items()}
+        if "rank" in named and {"_task", "node"} <= set(hits.columns):
+            # `task1`, or under a node label `gpu-a07/task1`: never the name of the lines whose rank is the task.
+            task = pl.lit("task") + pl.col("_task").cast(pl.String)
+            node = identity.get("node", pl.col("node"))
+            by_task = pl.when(node.is_null()).then(task).otherwise(node + pl.lit("/") + task)
+            identity["node"] = pl.when(named["rank"].is_not_null() & pl.col("_task").is_not_null()).then(by_task).otherwise(node)
         hits = hits.with_columns(
             *((pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]).alias(group) for group, exprs in sources.items()),
             *(expr.alias(g) for g, expr in identity.items()),
-        ).drop(scratch)
+        ).drop(*scratch, "_task", strict=False)
         numbers = [group for group in sources if group == "step" or is_known_column(group)]
         if "step" in sources:
             # A printed step that is no integer (overflow, garbage) is damage, not a line without

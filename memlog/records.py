@@ -142,7 +142,7 @@ def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep, identit
     # A column no row of the chunk fills costs as much as a full one: left out (concatenation
     # fills it with nulls again only where another chunk has it).
     empty = [c for c in (*ALL_VALUE_COLUMNS, *OPTIONAL_LABELS, "repeated") if c in frame.columns and frame[c].null_count() == frame.height]
-    frame = frame.select(pl.exclude(empty, *(c for c in ALL_VALUE_COLUMNS if c not in keep.values), "stream"))
+    frame = frame.select(pl.exclude(empty, *(c for c in ALL_VALUE_COLUMNS if c not in keep.values), "stream", "_task"))
     if not keep.ts_text:
         frame = with_seconds(frame).drop("ts", strict=False)
     labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]

@@ -109,11 +109,14 @@ class Unwrapper:
                 frame = self._take(frame, self.suffix_groups).with_columns(pl.col("text").str.slice(0, cut))
         frame = frame.drop("_w", strict=False)
         # srun's task id is the rank when nothing else names the process; under torchrun (one task
-        # per node) or Ray it tells the nodes apart.
+        # per node) or Ray it tells the nodes apart. `_task` keeps a task that stood in for the rank:
+        # when the line's own text names its rank (Megatron's `[Rank N]`, formats.LinePattern.extract)
+        # the task tells the nodes apart after all.
         named = pl.col("rank").is_not_null() | pl.col("actor").is_not_null()
         frame = frame.with_columns(
             rank=pl.when(named).then(pl.col("rank")).otherwise(pl.col("task")),
             node=pl.coalesce("node", pl.when(named & pl.col("task").is_not_null()).then(pl.lit("task") + pl.col("task").cast(pl.String))),
+            _task=pl.when(named).then(None).otherwise(pl.col("task")),
         ).drop("task")
         logger_ts = pl.lit(None, dtype=pl.String)
         if self.logger_prefix is not None:

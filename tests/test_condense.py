@@ -264,3 +264,23 @@ def test_a_resume_that_lost_a_fewsteps_is_a_restart_even_inside_a_batch(tmp_path
     assert ends(condensed).equals(ends(full)) and full.records["segment"].max() == 1
     assert [e.to_json() for e in condensed.events] == [e.to_json() for e in full.events]
     assert condensed.records["steps"].max() > 1
+
+
+def test_a_step_that_counted_nan_iterations_is_never_binned(tmp_path):
+    """Megatron's `number of nan iterations` is the NaN loss its line no longer shows: a bin's median
+    would hide it, so its step stays a record of its own and nan-loss names it either way."""
+    from memlog.logwriters import megatron
+
+    lines = [megatron.iteration_line(iteration=it, train_iters=20000, elapsed_ms=812.0, lr=3e-4, global_batch_size=16,
+                                     consumed_samples=16 * it, losses={"lm loss": 3.0 - it * 1e-5}, loss_scale=65536.0,
+                                     grad_norm=0.5, skipped=3 if it == 6100 else 0, nan=2 if it == 6100 else 0)
+             for it in range(1, 10_001)]
+    log = tmp_path / "megatron.log"
+    log.write_text("\n".join(lines) + "\n")
+    condensed, full = _both(str(log), 1 << 20)
+    assert condensed.records["steps"].max() > 1 and condensed.records.height < 0.7 * full.records.height  # binned
+    kept = condensed.records.filter(pl.col("nan_iterations") > 0)
+    assert kept["step"].to_list() == [6100] and kept["steps"].to_list() == [1]
+    messages = [[f.message for f in api.analyze([str(log)], condense=flag).findings if f.rule == "nan-loss"] for flag in (True, False)]
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    assert "first at step 6100" in messages[0][0] and "counts 2 iterations with a NaN or infinite loss" in messages[0][0]

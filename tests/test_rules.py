@@ -326,6 +326,40 @@ class TestCorruptAndNan:
         assert report.verdict == "pp-sentinel-loss" and "memory-leak" not in fired
 
 
+def _megatron_lines(spec: dict[int, dict]) -> tuple[str, ...]:
+    """Megatron-LM iteration lines (memlog.logwriters.megatron), one per iteration of `spec`: its loss
+    (None: Megatron left it out), grad norm (None: absent) and skipped / NaN iteration counts."""
+    from memlog.logwriters import megatron
+
+    return tuple(
+        megatron.iteration_line(iteration=it, train_iters=10000, elapsed_ms=900.0, lr=3e-4, global_batch_size=64,
+                                consumed_samples=64 * it, losses={} if v.get("loss") is None else {"lm loss": v["loss"]},
+                                loss_scale=65536.0, grad_norm=v.get("grad", 0.5), skipped=v.get("skipped", 0), nan=v.get("nan", 0))
+        for it, v in spec.items()
+    )
+
+
+def test_nan_loss_reads_megatrons_nan_counts_and_its_vanished_losses(tmp_path):
+    """A Megatron line counts the NaN iterations it skipped even when it prints a finite average; a
+    NaN loss that was not skipped vanishes from the line, leaving `grad norm: nan`; an interval whose
+    iterations were all skipped prints neither loss nor grad norm, and is not a NaN."""
+    counted = {100: {"loss": 3.1}, 200: {"loss": 3.0, "skipped": 4, "nan": 3}, 300: {"loss": 2.9}, 400: {"loss": 2.8}}
+    _, fired = judge(tmp_path, series_example(memory={0: [23.4] * 10}, lines=_megatron_lines(counted)), "counted.log")
+    finding = fired["nan-loss"]
+    assert finding.evidence["observed"] == {"non_finite_steps": 1, "first_step": 200, "series_diverged": 0,
+                                            "nan_iterations": 3, "skipped_iterations": 4}
+    assert "counts 3 iterations with a NaN or infinite loss" in finding.message and "intermittent" in finding.message
+    assert finding.series == ["main"] and finding.severity == "warning"
+    vanished = {100: {"loss": 3.1}, 200: {"loss": 3.0}, 300: {"grad": float("nan")}, 400: {"grad": float("nan")}}
+    _, fired = judge(tmp_path, series_example(memory={0: [23.4] * 10}, lines=_megatron_lines(vanished)), "vanished.log")
+    finding = fired["nan-loss"]
+    assert finding.evidence["observed"]["loss_vanished_steps"] == 2 and finding.evidence["observed"]["series_diverged"] == 1
+    assert "training diverged" in finding.message and "a NaN loss vanishes from its line" in finding.message
+    skipped = {100: {"grad": None, "skipped": 100}, 200: {"loss": 3.0}, 300: {"loss": 2.9}}
+    _, fired = judge(tmp_path, series_example(memory={0: [23.4] * 10}, lines=_megatron_lines(skipped)), "skipped.log")
+    assert "nan-loss" not in fired
+
+
 def test_insufficient_data_names_the_steps_needed_for_three_points(tmp_path):
     _, fired = judge(tmp_path, series_example(memory={0: [19.5, 33.8, 34.9]}, steps=[1, 10, 20]))
     assert "only 3 logged points" in fired["insufficient-data"].message

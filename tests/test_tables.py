@@ -36,8 +36,8 @@ def test_judged_records_are_the_full_records_narrowed(chunk_bytes):
     assert _as_text(judged.records.select(*same, "_seconds")).equals(expected)
     assert judged.records["_seconds"].drop_nulls().len() > 500  # timestamps really parsed
     # What analyze does not read is absent, not wrong: null throughout.
-    assert judged.records["grad_norm"].null_count() == judged.records.height
-    assert full.records["grad_norm"].null_count() < full.records.height
+    assert judged.records["lr"].null_count() == judged.records.height
+    assert full.records["lr"].null_count() < full.records.height
     assert [e.to_json() for e in judged.events] == [e.to_json() for e in full.events]
 
 

@@ -3,7 +3,8 @@
 logs (benchmarks/generate.py).
 
 One module per format family, named like its spec in parsers/: ``torchtitan``, ``deepspeed``,
-``hf_trainer``, ``openrlhf``, ``ray``, ``verl``, ``easyr1``, ``pytorch`` (torchrun, CUDA OOM, NCCL), plus
+``megatron``, ``nemo``, ``torchtune``, ``hf_trainer`` (with axolotl's memory keys), ``openrlhf``,
+``ray``, ``verl``, ``easyr1``, ``pytorch`` (torchrun, CUDA OOM, NCCL), plus
 ``python`` (logging timestamps, tracebacks) and ``mixing`` (seeded randomness, torchrun's interleaving).
 Every writer is a plain function that returns one line (or a list of lines) without its newline,
 values as keyword arguments, numbers formatted exactly as the framework formats them. Writers never

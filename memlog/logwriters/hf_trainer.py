@@ -29,3 +29,19 @@ def script_line(dt: datetime, level: str, name: str, msg: str) -> str:
 def metrics_line(key: str, value: str) -> str:
     """Trainer.log_metrics: one ``  key  = value`` row under ``***** train metrics *****``."""
     return f"  {key:<24} = {value:>10}"
+
+
+def axolotl_memory(*, active: float, allocated: float, reserved: float, keys: str = "v0.13") -> dict[str, float]:
+    """axolotl's memory keys, added to the logs dict by AxolotlTrainer.log before Trainer.log prints it
+    (more-formats.md §5.1), ``round(x, 2)`` GiB: ``"v0.12"`` (``memory/max_mem_active(gib)``, peaks
+    since the process started) or ``"v0.13"`` (``memory/max_active (GiB)``, peaks since the last log)."""
+    names = {
+        "v0.12": ("memory/max_mem_active(gib)", "memory/max_mem_allocated(gib)", "memory/device_mem_reserved(gib)"),
+        "v0.13": ("memory/max_active (GiB)", "memory/max_allocated (GiB)", "memory/device_reserved (GiB)"),
+    }[keys]
+    return dict(zip(names, (round(active, 2), round(allocated, 2), round(reserved, 2))))
+
+
+def axolotl_log(dt: datetime, level: str, name: str, func: str, line: int, pid: int, msg: str) -> str:
+    """axolotl's logger: ``[%(asctime)s] [%(levelname)s] [%(name)s.%(funcName)s:%(lineno)d] [PID:%(process)d] ``."""
+    return f"[{dt:%Y-%m-%d %H:%M:%S},{dt.microsecond // 1000:03d}] [{level}] [{name}.{func}:{line}] [PID:{pid}] {msg}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from . import deepspeed, ray_rl, torchtitan
+from . import axolotl, deepspeed, megatron, nemo, ray_rl, torchtitan, torchtune
 from .common import Sample, Truth
 
 __all__ = ["SAMPLES", "Sample", "Truth", "build_all", "write_all"]
@@ -27,6 +27,10 @@ SAMPLES: list[Callable[[], Sample]] = [
     *torchtitan.SAMPLES,
     *deepspeed.SAMPLES,
     *ray_rl.SAMPLES,
+    *megatron.SAMPLES,
+    *nemo.SAMPLES,
+    *torchtune.SAMPLES,
+    *axolotl.SAMPLES,
 ]
 
 

@@ -12,6 +12,8 @@ lines and turns the annotations attached to items into ground truth.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable
@@ -23,7 +25,7 @@ from memlog.logwriters.torchtitan import COLOR, NO_COLOR, Palette
 
 __all__ = [  # the line writers and mixing helpers are memlog.logwriters'; re-exported for the generators
     "COLOR", "NO_COLOR", "Clock", "Emit", "LogDoc", "Palette", "Sample", "Truth", "clamp", "excepthook_prefix",
-    "interleave", "interleave_chunks", "seeded_rng", "torchrun_prefix",
+    "interleave", "interleave_chunks", "merge_readings", "reading", "seeded_rng", "torchrun_prefix",
 ]
 
 # --------------------------------------------------------------------------
@@ -133,3 +135,75 @@ class LogDoc:
             truth=Truth(records=records, events=events, capacity_gib=capacity_gib),
             description=description,
         )
+
+
+# --------------------------------------------------------------------------
+# Readings: ground truth as memlog's records table holds it (memlog/records.py)
+# --------------------------------------------------------------------------
+#
+# A *reading* is what one printed line says: its worker (memlog's label: `rank3`, `main`, a Ray
+# actor), its step or None, its kind and its canonical values as printed. merge_readings turns them
+# into the records memlog must build, one per line read:
+# - in a worker that prints no step at all, the readings marked `ordinal` are numbered 1, 2, 3...;
+# - a reading without a step takes the step of the worker's nearest earlier step-bearing reading,
+#   or of its first one when it comes before all of them; a worker with no step at all takes the
+#   source's (any worker's) steps the same way;
+# - within a (worker, kind, step), the k-th line of one kind (one set of values, as one pattern
+#   prints them) is that kind's reading k; a source with no step at all numbers each worker's lines
+#   of a kind 1, 2, 3... as its steps;
+# - a line that prints its own step and the very values an earlier line of its kind printed at that
+#   step is a repeat (two log handlers, a re-read tail; records.py _split_collided) and reads nothing.
+
+
+def reading(worker: str, step: int | None = None, kind: str = "train", *, ordinal: bool = False, **values) -> dict:
+    # One NaN object for every NaN value, so that two builds' truths compare equal (NaN != NaN, but
+    # containers compare their items by identity first).
+    values = {k: math.nan if isinstance(v, float) and v != v else v for k, v in values.items()}
+    return {"worker": worker, "kind": kind, "step": step, "ordinal": ordinal, "values": values}
+
+
+def merge_readings(readings: list[dict]) -> list[dict]:
+    """The records memlog must build from the readings, given in file order (module docstring)."""
+    by_worker: dict[str, list[dict]] = {}
+    for r in readings:
+        by_worker.setdefault(r["worker"], []).append(r)
+    own: dict[int, int] = {}  # id(reading) -> the step it prints, or its ordinal number
+    for items in by_worker.values():
+        printed = {id(r): r["step"] for r in items if r["step"] is not None}
+        if not printed:  # a worker without step lines numbers its ordinal readings
+            printed = {id(r): n for n, r in enumerate((r for r in items if r["ordinal"]), start=1)}
+        own.update(printed)
+
+    def fill(items: list[dict]) -> dict[int, int]:
+        """Nearest earlier step of `items`, or the first one for readings before all steps."""
+        known = [own[id(r)] for r in items if id(r) in own]
+        if not known:
+            return {}
+        last, out = known[0], {}
+        for r in items:
+            last = own.get(id(r), last)
+            out[id(r)] = last
+        return out
+
+    steps, shared = {}, fill(readings)  # a worker with no step at all takes the source's steps
+    for items in by_worker.values():
+        steps.update(fill(items) or {id(r): shared[id(r)] for r in items if id(r) in shared})
+    merged: dict[tuple, dict] = {}
+    nth: Counter = Counter()  # (worker, kind, step, kind of line) -> lines so far
+    printed: set[tuple] = set()  # step-bearing lines seen: one printed again with the same values is a repeat
+    for r in readings:
+        line_kind = (r["step"] is not None, r["ordinal"], frozenset(r["values"]))
+        if r["step"] is not None:
+            again = (r["worker"], r["kind"], r["step"], line_kind, tuple(sorted(r["values"].items())))
+            if again in printed:
+                continue
+            printed.add(again)
+        if id(r) not in steps:  # nothing in the source has a step: a worker's k-th line of a kind is reading k
+            nth[(r["worker"], "numbered", line_kind)] += 1
+            steps[id(r)] = nth[(r["worker"], "numbered", line_kind)]
+        at = (r["worker"], r["kind"], steps[id(r)])
+        index = nth[(*at, line_kind)]
+        nth[(*at, line_kind)] += 1
+        merged[(*at, line_kind, index)] = {"worker": r["worker"], "kind": r["kind"], "step": steps[id(r)], "reading": index,
+                                           **{k: v for k, v in r["values"].items() if v is not None}}
+    return list(merged.values())

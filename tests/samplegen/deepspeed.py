@@ -27,7 +27,6 @@ Events: one per line that carries one, with the fields the specs extract (string
 from __future__ import annotations
 
 import base64
-from collections import Counter
 import ast
 import json
 import re
@@ -41,7 +40,7 @@ from memlog.logwriters import openrlhf, pytorch, ray
 from memlog.logwriters.python import frame_lines
 from memlog.logwriters.pytorch import H100_GIB as H100_CAPACITY_GIB
 
-from .common import Clock, Emit, LogDoc, Sample, clamp, seeded_rng
+from .common import Clock, Emit, LogDoc, Sample, clamp, merge_readings, reading, seeded_rng
 
 GIB = 1024**3
 MEMORY_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward",
@@ -99,53 +98,8 @@ def tqdm_bar(desc: str, n: int, total: int, elapsed: float) -> str:
 
 
 # --------------------------------------------------------------------------
-# Ground truth
+# The log being written (ground truth: common.reading / merge_readings)
 # --------------------------------------------------------------------------
-
-
-def reading(worker: str, step: int | None = None, kind: str = "train", *, ordinal: bool = False, **values) -> dict:
-    return {"worker": worker, "kind": kind, "step": step, "ordinal": ordinal, "values": values}
-
-
-def merge_readings(readings: list[dict]) -> list[dict]:
-    """The records memlog must build from the readings, given in file order (module docstring)."""
-    by_worker: dict[str, list[dict]] = {}
-    for r in readings:
-        by_worker.setdefault(r["worker"], []).append(r)
-    own: dict[int, int] = {}  # id(reading) -> the step it prints, or its ordinal number
-    for items in by_worker.values():
-        printed = {id(r): r["step"] for r in items if r["step"] is not None}
-        if not printed:  # a worker without step lines numbers its ordinal readings
-            printed = {id(r): n for n, r in enumerate((r for r in items if r["ordinal"]), start=1)}
-        own.update(printed)
-
-    def fill(items: list[dict]) -> dict[int, int]:
-        """Nearest earlier step of `items`, or the first one for readings before all steps."""
-        known = [own[id(r)] for r in items if id(r) in own]
-        if not known:
-            return {}
-        last, out = known[0], {}
-        for r in items:
-            last = own.get(id(r), last)
-            out[id(r)] = last
-        return out
-
-    steps, shared = {}, fill(readings)  # a worker with no step at all takes the source's steps
-    for items in by_worker.values():
-        steps.update(fill(items) or {id(r): shared[id(r)] for r in items if id(r) in shared})
-    merged: dict[tuple, dict] = {}
-    nth: Counter = Counter()  # (worker, kind, step, kind of line) -> lines so far
-    for r in readings:
-        line_kind = (r["step"] is not None, r["ordinal"], frozenset(r["values"]))
-        if id(r) not in steps:  # nothing in the source has a step: a worker's k-th line of a kind is reading k
-            nth[(r["worker"], "numbered", line_kind)] += 1
-            steps[id(r)] = nth[(r["worker"], "numbered", line_kind)]
-        at = (r["worker"], r["kind"], steps[id(r)])
-        index = nth[(*at, line_kind)]
-        nth[(*at, line_kind)] += 1
-        merged[(*at, line_kind, index)] = {"worker": r["worker"], "kind": r["kind"], "step": steps[id(r)], "reading": index,
-                                           **{k: v for k, v in r["values"].items() if v is not None}}
-    return list(merged.values())
 
 
 class DSLog:
