@@ -13,7 +13,8 @@ import polars as pl
 
 from memlog.condense import Condenser
 from memlog.config import Config
-from memlog.context import Context, find_capacity
+from memlog.capacity import find_capacities
+from memlog.context import Context
 from memlog.errors import MemlogError, NoRecordsError
 from memlog.events import EVENT_KINDS, Event, build_events
 from memlog.formats import FormatSpec, load_specs
@@ -182,7 +183,7 @@ def analyze(
     # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events.
     if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
         raise NoRecordsError(nothing_found(sources, specs))
-    ctx = Context(tables, find_capacity(tables, capacity_gib or config.capacity_gib))
+    ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: compute them up front on all cores
     # (their pairwise-slope work runs in polars, outside the GIL).
     for _ in ordered_map(shape_of, [*ctx.device_series, *ctx.host_series]):
@@ -202,8 +203,8 @@ def analyze(
             continue
         ctx.findings.extend(found)
     cov = coverage(tables, sources)
-    cov["capacity"] = {"device_gib": ctx.capacity.device_gib, "device_from": ctx.capacity.device_from,
-                       "host_gib": ctx.capacity.host_gib, "host_from": ctx.capacity.host_from}
+    (device_gib, device_from), (host_gib, host_from) = ctx.capacity.summary(host=False), ctx.capacity.summary(host=True)
+    cov["capacity"] = {"device_gib": device_gib, "device_from": device_from, "host_gib": host_gib, "host_from": host_from}
     findings = ordered(ctx.findings)
     report = Report(headline(findings), findings, skipped, cov, thresholds)
     report.series, report.rules, report.events = series_views(ctx, chart_metric), rules, tables.events

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from memlog.capacity import Capacities
 from memlog.columns import MEMORY_COLUMNS
 from memlog.rulekit import Finding
 from memlog.series import Series, build_series, step_envelopes
@@ -31,47 +32,9 @@ HOST_COLUMNS = tuple(c for c, m in MEMORY_COLUMNS.items() if m.is_host)
 
 
 @dataclass
-class Capacity:
-    device_gib: float | None = None
-    device_from: str | None = None  # where the number came from, shown in evidence
-    host_gib: float | None = None
-    host_from: str | None = None
-
-
-def find_capacity(tables: Tables, device_override: float | None = None) -> Capacity:
-    cap = Capacity()
-    if device_override:
-        cap.device_gib, cap.device_from = device_override, "--capacity"
-    else:
-        logged = [e.detail["mem_capacity_gib"] for e in tables.events if "mem_capacity_gib" in e.detail]
-        if logged:
-            cap.device_gib, cap.device_from = max(logged), "capacity line in the log"
-        elif {"mem_peak_reserved_gib", "mem_peak_reserved_pct"} <= set(tables.records.columns):
-            both = tables.records.lazy().filter(pl.col("mem_peak_reserved_pct") > 0).select(  # lazy: only two columns filtered
-                (pl.col("mem_peak_reserved_gib") * 100 / pl.col("mem_peak_reserved_pct")).alias("cap")
-            ).collect()["cap"].drop_nulls()
-            if len(both):
-                cap.device_gib, cap.device_from = round(float(both.median()), 2), "memory percentage in the step lines"
-        if cap.device_gib is None and "mem_capacity_gib" in tables.records.columns:
-            # verl's `device memory used/total (GB): U/T`, EasyR1's `X GB / Y GB.`: the whole device.
-            totals = tables.records["mem_capacity_gib"].drop_nulls()
-            if len(totals):
-                cap.device_gib, cap.device_from = float(totals.max()), "device total in the memory lines"
-        if cap.device_gib is None:
-            # PyTorch's CUDA OOM message names the device's total: "GPU 0 has a total capacity of 79.11 GiB".
-            totals = [e.detail["capacity"] for e in tables.events if e.detail.get("capacity")]
-            if totals:
-                cap.device_gib, cap.device_from = max(totals), "device total in the CUDA out-of-memory message"
-    host_totals = [e.detail["host_total_gib"] for e in tables.events if "host_total_gib" in e.detail]
-    if host_totals:
-        cap.host_gib, cap.host_from = max(host_totals), "node memory total in the OOM message"
-    return cap
-
-
-@dataclass
 class Context:
     tables: Tables
-    capacity: Capacity
+    capacity: Capacities
     findings: list[Finding] = field(default_factory=list)
     thresholds: dict[str, dict] = field(default_factory=dict)  # each rule's, as resolved, once it has run
 
@@ -83,11 +46,13 @@ class Context:
         return series.key.label(self.many_sources)
 
     def series(self, column: str, kind: str = "train") -> list[Series]:
-        cap = None
-        if column in MEMORY_COLUMNS:
-            cap = self.capacity.host_gib if MEMORY_COLUMNS[column].is_host else self.capacity.device_gib
         if (column, kind) not in self._series_built:
-            self._series_built[column, kind] = build_series(self._timed_records, column, cap, kind)
+            host = column in MEMORY_COLUMNS and MEMORY_COLUMNS[column].is_host
+
+            def limit_of(source: str, worker: str, machine: str | None):
+                return self.capacity.limit(host=host, source=source, worker=worker, machine=machine)
+
+            self._series_built[column, kind] = build_series(self._timed_records, column, limit_of, kind)
         return self._series_built[column, kind]
 
     @functools.cached_property
@@ -101,10 +66,17 @@ class Context:
         return with_seconds(self.tables.records)
 
     def capacity_of(self, series: Series) -> tuple[float | None, str | None]:
-        """The capacity a memory series runs into (device or host), and where the number came from."""
-        if series.memory and series.memory.is_host:
-            return self.capacity.host_gib, self.capacity.host_from
-        return self.capacity.device_gib, self.capacity.device_from
+        """The capacity a memory series runs into (device or host), and where the number came from:
+        its own, or a device capacity from elsewhere in the log when every device capacity names one
+        model and none of its readings contradicts it (capacity.py); else (None, None)."""
+        limit = series.limit
+        if limit is None or series.conflict:
+            return None, None
+        if limit.own:
+            return limit.gib, limit.origin
+        if (series.memory and series.memory.is_host) or not self.capacity.agree():
+            return None, None
+        return limit.gib, f"{limit.origin} ({limit.known.about})"
 
     @functools.cached_property
     def versions(self) -> dict[str, str]:

@@ -136,6 +136,7 @@ class Event:
     ts: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     after_step: int | None = None  # the last step this worker logged before the event
+    machine: str | None = None  # the node the printer runs on (IP, else host name), when a prefix says
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +181,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
                 detail={k: v for k, v in detail.items() if v is not None},
                 # The step context is the printer's (the raylet, the driver: any worker of the source).
                 after_step=row["_after_step"],
+                machine=row.get("ip") or row.get("node"),
             )
         )
     return events, dropped

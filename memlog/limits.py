@@ -25,15 +25,19 @@ MAX_EVENTS_PER_KIND = 1000
 EVENT_TEXT_CHARS = 300
 
 
-def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | None) -> tuple[pl.Expr, pl.Expr] | None:
+def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | pl.Expr | None) -> tuple[pl.Expr, pl.Expr] | None:
     """Whether a reading of `column` cannot be true, and why (a reason or null); None for a column
     whose every reading is possible. A NaN loss is a finding of its own (nan-loss), a NaN memory
-    reading is not a reading at all. Without a known capacity, the physical bound of the device or
-    the node applies, so an absurd number (1e20 GiB) never reaches the statistics."""
+    reading is not a reading at all. `capacity_gib` is the capacity the reading is judged against
+    (a number, or an expression per row: null where none applies); without one, the physical bound
+    of the device or the node applies, so an absurd number (1e20 GiB) never reaches the statistics."""
     if column not in MEMORY_COLUMNS:
         return None
-    is_host = MEMORY_COLUMNS[column].is_host
-    limit = capacity_gib * CAPACITY_SLACK if capacity_gib else (MAX_HOST_GIB if is_host else MAX_DEVICE_GIB)
+    physical = MAX_HOST_GIB if MEMORY_COLUMNS[column].is_host else MAX_DEVICE_GIB
+    if isinstance(capacity_gib, pl.Expr):
+        limit = pl.coalesce(capacity_gib * CAPACITY_SLACK, pl.lit(physical))
+    else:
+        limit = pl.lit(capacity_gib * CAPACITY_SLACK if capacity_gib else physical)
     reasons = [(value.is_nan() | value.is_infinite(), "not a number"), (value < 0, "negative"), (value > limit, "above capacity")]
     why = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
     for condition, reason in reasons[1:]:

@@ -47,6 +47,7 @@ class SeriesView:
     values: list[float]
     knee_step: int | None = None
     fit: TailFit | None = None
+    capacity_gib: float | None = None  # the capacity it runs into, when it has one (context.capacity_of)
 
 
 @dataclass
@@ -138,7 +139,8 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
             knee = shape.knee_step if shape.has_warmup else None
             if shape.fit is not None:
                 fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_x[0], shape.tail_x[-1])
-        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit)
+        capacity = ctx.capacity_of(s)[0] if s.column in MEMORY_COLUMNS else None
+        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity)
 
     views = [view("device", s) for s in ctx.device_series]
     views += [view("host", s) for s in ctx.host_series]

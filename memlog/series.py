@@ -8,14 +8,16 @@ statistics. Each kept point carries its timestamp when the log has one (wall-tim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import polars as pl
 
+from memlog.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.columns import MEMORY_COLUMNS, MemoryColumn
 from memlog.keys import group_key
-from memlog.limits import MAX_SERIES_POINTS, impossible_reading
+from memlog.limits import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
 from memlog.records import with_seconds
 
 
@@ -26,6 +28,17 @@ class Corrupt(NamedTuple):
     value: float
     step: int
     reason: str  # "not a number", "negative", "above capacity"
+
+
+class Conflict(NamedTuple):
+    """Readings kept although they are above the capacity that applies to their series: it is
+    another node's (or device's) number, or most readings are above it (capacity.py)."""
+
+    readings: int  # how many are above it
+    of: int  # of how many readings
+    highest: float
+    line_no: int  # the first one's line
+    step: int
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,9 @@ class Series:
     times: list[float | None] = field(default_factory=list)  # seconds (the log's clock), per kept point
     x: list[float] = field(default_factory=list)
     ordinal: bool = False  # `steps` number readings or log lines, not training steps (records.py)
+    machine: str | None = None  # the node its lines name (IP, else host name)
+    limit: Limit | None = None  # the capacity it is judged against (capacity.py)
+    conflict: Conflict | None = None  # readings above `limit` that were kept
     readings: bool = False  # some steps hold several readings
     collided: bool = False  # a copy of a worker the log does not tell apart from another (records.py)
 
@@ -75,11 +91,15 @@ class Series:
         return len(self.steps)
 
 
-def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None = None, kind: str = "train") -> list[Series]:
+def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, str, str | None], Limit | None] | None = None,
+                 kind: str = "train") -> list[Series]:
     """Series of `column` per (source, worker, segment) for records of `kind`.
 
-    `capacity_gib` is the capacity of what the column measures (device or host memory); readings
-    above it, negative readings and non-finite memory readings are dropped into `corrupt`.
+    `limit_of(source, worker, machine)` gives the capacity a memory series is judged against
+    (capacity.Capacities.limit). Negative and non-finite memory readings are dropped into `corrupt`,
+    and so are readings above the series' own capacity, unless most of its readings are: then, as
+    for a capacity from elsewhere, they are kept and counted in `conflict`. Without a capacity the
+    physical bounds apply (limits.py).
     Series longer than MAX_SERIES_POINTS are binned in polars (see _binned) before they reach Python.
     `records` may carry a `_seconds` column (timestamps already parsed, see with_seconds), and must
     be in the records table's order (records.build_records): each group's steps ascend row by row."""
@@ -89,10 +109,12 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     records = with_seconds(records)
     # Only the columns a series needs are filtered (not a copy of the whole table per series).
     flags = [pl.col(c) if c in records.columns else pl.lit(False).alias(c) for c in ("ordinal", "collided")]
+    machine = [pl.col(c) for c in ("ip", "node") if c in records.columns]
     rows = records.select(
         *keys, "kind", "rank", "step", pl.col("reading") if "reading" in records.columns else pl.lit(0, dtype=pl.Int64).alias("reading"),
         "line_no", "_seconds", pl.col("steps") if "steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("steps"),
         *flags, pl.col(column).alias("_value"),
+        (pl.coalesce(*machine).cast(pl.String) if machine else pl.lit(None, dtype=pl.String)).alias("_machine"),
     )
     rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
     if rows.is_empty():
@@ -100,16 +122,24 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
     rows = rows.with_columns(_series=group_key(rows, keys))  # one cheap key for the groups below
     # Each group with the rank of its earliest step.
     groups = rows.group_by("_series").agg(
-        pl.col(keys).first(), pl.col("rank").sort_by("step").first(), pl.col("ordinal").any(), pl.col("collided").any()
-    ).drop("_series").sort(keys)
+        pl.col(keys).first(), pl.col("rank").sort_by("step").first(), pl.col("ordinal").any(), pl.col("collided").any(),
+        pl.col("_machine").drop_nulls().first(),
+    ).sort(keys)
+    limits: dict[tuple, Limit] = {}
+    if column in MEMORY_COLUMNS and limit_of is not None:
+        for source, worker, segment, found in groups.select(*keys, "_machine").iter_rows():
+            if (limit := limit_of(source, worker, found)) is not None:
+                limits[(source, worker, segment)] = limit
+    rows, conflicts = _judged_against(rows, groups, keys, limits)
+    rows = rows.drop("_machine")
     corrupt: dict[tuple, list[Corrupt]] = {}
-    is_impossible, why = impossible_reading(pl.col("_value"), column, capacity_gib) or (None, None)
+    is_impossible, why = impossible_reading(pl.col("_value"), column, pl.col("_limit")) or (None, None)
     if is_impossible is not None:
         bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
         for source, worker, segment, line_no, value, step, reason in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
-    kept = _binned(_positioned(rows), keys)
+    kept = _binned(_positioned(rows.drop("_limit")), keys)
     points: dict[tuple, tuple[int, int, bool]] = {}  # group -> (offset, length, several readings at a step) in `kept`
     bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"), (pl.col("step").n_unique() < pl.len()).alias("several"))
     offset = 0
@@ -118,17 +148,56 @@ def build_series(records: pl.DataFrame, column: str, capacity_gib: float | None 
         offset += n
     steps, xs, values, line_nos, times = (kept[c].to_list() for c in ("step", "_x", "_value", "line_no", "_seconds"))
     out: list[Series] = []
-    for source, worker, segment, rank, ordinal, collided in groups.iter_rows():
-        start, n, several = points.get((source, worker, segment), (0, 0, False))
+    for source, worker, segment, rank, ordinal, collided, found in groups.select(
+        *keys, "rank", "ordinal", "collided", "_machine"
+    ).iter_rows():
+        group = (source, worker, segment)
+        start, n, several = points.get(group, (0, 0, False))
         end = start + n
         out.append(
             Series(
                 SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get((source, worker, segment), []), times=times[start:end], x=xs[start:end],
+                corrupt=corrupt.get(group, []), times=times[start:end], x=xs[start:end],
                 ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
+                machine=found, limit=limits.get(group), conflict=conflicts.get(group),
             )
         )
     return out
+
+
+def _judged_against(rows: pl.DataFrame, groups: pl.DataFrame, keys: list[str],
+                    limits: dict[tuple, Limit]) -> tuple[pl.DataFrame, dict[tuple, Conflict]]:
+    """`rows` with `_limit`, the capacity above which a reading is dropped (null: the physical
+    bound), and the groups whose readings above their capacity are kept (module docstring)."""
+    if not limits:
+        return rows.with_columns(_limit=pl.lit(None, dtype=pl.Float64)), {}
+    table = pl.DataFrame(
+        [(*group, limit.gib, limit.own) for group, limit in limits.items()],
+        schema={**{k: groups.schema[k] for k in keys}, "_cap": pl.Float64, "_own": pl.Boolean}, orient="row",
+    )
+    rows = rows.join(groups.select("_series", *keys).join(table, on=keys).drop(keys), on="_series", how="left", maintain_order="left")
+    value = pl.col("_value")
+    readable = value.is_finite() & (value >= 0)
+    above = readable & (value > pl.col("_cap") * CAPACITY_SLACK)
+    counts = (
+        rows.lazy().filter(pl.col("_cap").is_not_null())
+        .group_by(keys)
+        .agg(above.sum().alias("n"), readable.sum().alias("of"), value.filter(above).max().alias("highest"),
+             pl.col("line_no").filter(above).first().alias("line"), pl.col("step").filter(above).first().alias("step"),
+             pl.col("_own").first())
+        .collect()
+    )
+    conflicts, kept = {}, []
+    for source, worker, segment, n, of, highest, line, step, own in counts.iter_rows():
+        if n and (not own or n > WRONG_CAPACITY_SHARE * of):
+            conflicts[(source, worker, segment)] = Conflict(n, of, highest, line, step)
+            kept.append((source, worker, segment))
+    if kept:  # their capacity drops nothing
+        table = pl.DataFrame(kept, schema={k: groups.schema[k] for k in keys}, orient="row").with_columns(_keep=pl.lit(True))
+        rows = rows.join(groups.select("_series", *keys).join(table, on=keys).drop(keys), on="_series", how="left", maintain_order="left")
+        rows = rows.with_columns(_own=pl.col("_own") & pl.col("_keep").is_null()).drop("_keep")
+    rows = rows.with_columns(_limit=pl.when(pl.col("_own")).then(pl.col("_cap")).otherwise(None)).drop("_cap", "_own")
+    return rows, conflicts
 
 
 def _only(rows: pl.DataFrame, condition: pl.Expr) -> pl.DataFrame:
@@ -233,5 +302,6 @@ def step_envelopes(series: Series) -> list[Series] | None:
             key, series.column, series.rank, [series.steps[i] for i in chosen], [values[i] for i in chosen],
             [series.line_nos[i] for i in chosen], corrupt=series.corrupt if name == "floor" else [],
             times=[series.times[i] for i in chosen] if series.times else [], ordinal=series.ordinal, collided=series.collided,
+            machine=series.machine, limit=series.limit, conflict=series.conflict if name == "floor" else None,
         ))
     return views

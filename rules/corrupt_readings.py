@@ -20,7 +20,7 @@ def check(ctx, t) -> list[Finding]:
     reasons = Counter(c.reason for _, c in dropped)
     labels = sorted({ctx.label(s) for s, _ in dropped})
     subjects = {"host" if s.memory.is_host else "device" for s, _ in dropped}
-    cap, cap_from = ctx.capacity.device_gib, ctx.capacity.device_from
+    first = dropped[0][0].limit
     shown = [f"{_value(c.value)} at step {c.step} (line {c.line_no}, {ctx.label(s)}, {_why(c.reason, s, ctx)})" for s, c in dropped[:5]]
     msg = (
         f"{len(dropped)} impossible memory reading{'s' if len(dropped) != 1 else ''} on {workers_phrase(labels)} "
@@ -33,8 +33,8 @@ def check(ctx, t) -> list[Finding]:
             t, msg, subject="device" if "device" in subjects else "host", series=labels, ranks=[s.rank for s, _ in dropped],
             observed={"readings": len(dropped), **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
             evidence={
-                "capacity_gib": rounded(cap),
-                "capacity_from": cap_from,
+                "capacity_gib": rounded(first.gib) if first else None,
+                "capacity_from": first.origin if first else None,
                 "limit_without_capacity_gib": MAX_DEVICE_GIB,
                 "readings": [
                     {"series": ctx.label(s), "metric": s.column, "step": c.step, "line": c.line_no,
@@ -59,9 +59,8 @@ def _value(value: float) -> str:
 def _why(reason: str, series, ctx) -> str:
     if reason != "above capacity":
         return reason
-    cap = ctx.capacity.host_gib if series.memory.is_host else ctx.capacity.device_gib
-    if cap:
-        return f"above the {gib(cap)} capacity"
+    if series.limit and series.limit.own:
+        return f"above the {gib(series.limit.gib)} capacity"
     return f"above {MAX_HOST_GIB:g} GiB, more than any node holds" if series.memory.is_host else f"above {MAX_DEVICE_GIB:g} GiB, more than any device holds"
 
 
@@ -71,9 +70,10 @@ RULE = Rule(
     summary="Memory readings that cannot be true (above capacity, negative, not a number) were excluded.",
     explanation=(
         "Lists the memory readings that the series builder dropped: negative values, NaN or infinite values, and "
-        "values above the capacity the log reveals (device: capacity line, percentage or --capacity, 5% slack; "
-        "without one, above 1024 GiB; host: the node total from an OOM message). They never reach the trend "
-        "statistics, so they can be neither a spike nor a leak."
+        "values above the series' own capacity (device: its capacity line, percentage or --capacity, 5% slack; "
+        "host: its node's total from an OOM message; without one, above 1024 GiB per device or 64 TiB per node), "
+        "unless most of the series' readings are above it (then the capacity is what is wrong: capacity-conflict). "
+        "They never reach the trend statistics, so they can be neither a spike nor a leak."
     ),
     not_meaning="Not a memory problem of the run: a problem of the numbers in the log (unit, overflow, monitor).",
     thresholds=(Threshold("min_readings", 1, "readings", "impossible readings that trigger the warning"),),

@@ -132,3 +132,82 @@ def test_a_flat_warmup_tail_with_a_small_drift_is_no_leak(tmp_path):
     values = [round(20 + 12 * (1 - math.exp(-s / 3)) + 0.4 * s / 120 + rng.gauss(0, 0.25), 2) for s in steps]
     report = analyze([str(titan_log(tmp_path / "tail.log", {0: values}, steps))])
     assert report.verdict != "leak", [f.message for f in report.findings]
+
+
+# ---------------------------------------------------------------------------------------------
+# capacity in scope
+# ---------------------------------------------------------------------------------------------
+
+
+def findings_of(report, rule):
+    return [f for f in report.findings if f.rule == rule]
+
+
+def ray_host_stairs_log(path: Path, *, killed_node: str, reader_ip: str | None) -> Path:
+    """verl's TaskRunner (on `reader_ip`) logs host memory in stairs from 40 to 96 GiB; Ray's memory
+    monitor kills a worker on `killed_node`, a 62.51 GiB node."""
+    from memlog.logwriters import ray, verl
+
+    lines = []
+    for step in range(1, 41):
+        host = 40.0 + 8.0 * (step // 6)
+        metrics = {"actor/pg_loss": -0.01, "perf/max_memory_allocated_gb": 18.92, "perf/cpu_memory_used_gb": host}
+        lines.append(ray.actor_prefix(2476, "TaskRunner", reader_ip) + verl.step_line(step, metrics))
+    lines.append(ray.memory_monitor_kill(node_ip=killed_node, node_id="5a1c0e7d2b", lease_id="010000002e3a",
+                                         worker_name="WorkerDict.__init__", pid=3048142, worker_gib=49.21, used_gib=59.84,
+                                         total_gib=62.51, threshold=0.95, worker_id="7be0aa31"))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("reader_ip", ["10.0.0.3", None])
+def test_a_node_total_from_another_node_never_drops_readings(tmp_path, reader_ip):
+    """The kill names node 10.0.0.2 (62.51 GiB); the host readings come from another node (or one the
+    line does not name): they are kept, the stairs are a leak, and the conflict is stated."""
+    report = analyze([str(ray_host_stairs_log(tmp_path / "ray.log", killed_node="10.0.0.2", reader_ip=reader_ip))])
+    leak = leak_of(report)
+    assert report.verdict == "leak" and leak is not None and leak.subject == "host", [f.message for f in report.findings]
+    assert not findings_of(report, "corrupt-readings")
+    (conflict,) = findings_of(report, "capacity-conflict")
+    assert "62.51 GiB" in conflict.message and "10.0.0.2" in conflict.message
+    assert leak.evidence["capacity_gib"] is None and leak.evidence.get("projected_capacity_step") is None  # projects nothing
+
+
+def test_a_node_total_judges_the_readings_of_its_own_node(tmp_path):
+    """The same run with the readings on the killed node: readings above its total cannot be true."""
+    report = analyze([str(ray_host_stairs_log(tmp_path / "ray.log", killed_node="10.0.0.3", reader_ip="10.0.0.3"))])
+    assert findings_of(report, "corrupt-readings")
+    assert not findings_of(report, "capacity-conflict")
+
+
+def test_a_capacity_below_most_readings_is_reported_and_the_trend_still_judged(tmp_path):
+    steps = list(range(1, 201))
+    memory = {0: [round(30.0 + 0.05 * s, 2) for s in steps]}
+    path = titan_log(tmp_path / "leak.log", memory, steps, capacity=None)
+    report = analyze([str(path)], capacity_gib=10.0)
+    assert report.verdict == "leak", [f.message for f in report.findings]
+    (conflict,) = findings_of(report, "capacity-conflict")
+    assert conflict.message.startswith("--capacity 10.00 GiB is below 200 of 200 readings")
+    assert not findings_of(report, "corrupt-readings")
+
+
+def test_a_device_capacity_printed_on_one_node_never_drops_another_nodes_readings(tmp_path):
+    """Node a (H100, prints its 79.11 GiB capacity line) and node b (an H200, no capacity line; its
+    step lines' percentage says 139.81 GiB) in one pdsh log: b's readings near 120 GiB are b's to
+    judge, a's reading of 412 GiB is impossible."""
+    lines = [f"gpu-a: {titan.log_line(titan.capacity(H100, H100_GIB), ts='2025-06-01 08:00:00,000', rank=0)}"]
+    for step in range(1, 31):
+        ts = f"2025-06-01 08:00:{step:02d},000"
+        a = 40.0 if step != 17 else 412.0
+        for node, value, total in (("gpu-a", a, H100_GIB), ("gpu-b", 120.0 + 0.001 * step, 139.81)):
+            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / total, tps=7421,
+                                          tflops=341.26, mfu=34.5)
+            lines.append(f"{node}: {titan.log_line(msg, ts=ts, rank=0)}")
+    path = tmp_path / "pdsh.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    corrupt = findings_of(report, "corrupt-readings")
+    assert len(corrupt) == 1 and corrupt[0].series == ["gpu-a/rank0"] and "412.00 GiB" in corrupt[0].message
+    assert not findings_of(report, "capacity-conflict")
+    stable = findings_of(report, "stable-memory")
+    assert stable and set(stable[0].series) == {"gpu-a/rank0", "gpu-b/rank0"}

@@ -53,7 +53,6 @@ def render_chart(
 
     plt.terminal.limit(False, False)  # size by our width, not by the terminal (or its absence)
     sentinel = report.marked("placeholder")
-    capacity = report.coverage.get("capacity") or {}
     panels = []
     # plotext prints notes of its own while building (coloured, to stdout/stderr, whatever NO_COLOR
     # says): a chart only returns text.
@@ -62,11 +61,8 @@ def render_chart(
             views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
             if not views:
                 continue
-            cap = None
-            if subject == "device" or (subject == "metric" and views[0].metric.startswith("mem_")):
-                cap = capacity.get("device_gib")
-            elif subject == "host":
-                cap = capacity.get("host_gib")
+            # The capacity the drawn series run into (each its own: capacity.py); one line for them all.
+            cap = max((v.capacity_gib for v in views if v.capacity_gib), default=None)
             panels.append(_panel(plt, subject, views, cap, sentinel if subject == "loss" else set(), width, colour, ascii_only))
     return "\n\n".join(panels)
 
