@@ -39,6 +39,7 @@ class Output(str, Enum):
     github = "github"
     sarif = "sarif"
     junit = "junit"
+    html = "html"
 
 
 class FailOn(str, Enum):
@@ -198,7 +199,7 @@ def analyze(
              "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None,
              "--formats-dir": [str(d) for d in formats_dir or []], "--plugins-dir": [str(d) for d in plugins_dir or []]},
         )  # fmt: skip
-        if output in (Output.markdown, Output.github):
+        if output in (Output.markdown, Output.github, Output.html):
             from memlog.excerpt import attach_log_lines
 
             attach_log_lines(report)

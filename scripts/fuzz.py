@@ -337,7 +337,25 @@ def unsafe(output: str, text: str) -> str | None:
             json.loads(text)
         except ValueError as exc:
             return f"invalid JSON: {exc}"
+    if output == "html":
+        return _active_html(text)
     return None
+
+
+def _active_html(text: str) -> str | None:
+    """The HTML report holds no element or attribute that runs or fetches anything."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in ("script", "iframe", "img", "object", "embed", "link", "base", "form"):
+                found.append(f"<{tag}>")
+            found.extend(f"{tag} {name}=" for name, value in attrs if name.startswith("on") or (name in ("src", "href") and not (value or "").startswith("#")))
+
+    Tags(convert_charrefs=True).feed(text)
+    return f"active HTML: {found[:3]}" if found else None
 
 
 class Subprocess:

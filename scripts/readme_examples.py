@@ -109,9 +109,13 @@ def examples() -> str:
         "### In an issue report",
         "",
         "`-o markdown` is made to paste into a GitHub issue (`memlog analyze run.log -o markdown | pbcopy`, "
-        "or `| xclip -selection clipboard`): a one-line verdict, the evidence table, a sparkline per rank, the "
-        "log lines behind the findings and the environment, folded. It stays under 60,000 characters whatever "
-        "the size of the log, and log text is escaped so it cannot break the markdown or mention anyone.",
+        "or `| xclip -selection clipboard`): a one-line verdict, the evidence table, a memory chart that GitHub "
+        "draws (a Mermaid `xychart-beta` block: the workers that findings name first, then the lowest, median "
+        "and highest of the rest, at most 8, on one axis of steps cut into at most 60 buckets; the sentence "
+        "under it names the lines, as GitHub shows no legend), a sparkline per rank (also the fallback where "
+        "Mermaid is not drawn: each mark a bucket's mean, with the lowest and highest reading), the log lines "
+        "behind the findings and the environment, folded. It stays under 60,000 characters whatever the size "
+        "of the log, and log text is escaped so it cannot break the markdown or mention anyone.",
         "",
         f"`memlog analyze {ISSUE_LOG} -o markdown` renders as:",
         "",
@@ -120,6 +124,16 @@ def examples() -> str:
         markdown.rstrip(),
         "",
         "---",
+        "",
+        "### HTML report",
+        "",
+        "`memlog analyze run.log -o html > report.html` writes one self-contained page to attach to a bug report "
+        "or keep as a CI artifact: the verdict, charts of memory and loss per worker with what the rules saw "
+        "drawn on them (the warmup knee, the fitted tails, the capacity line, pipeline-parallel placeholder "
+        "losses), each finding with its evidence, what to check and the log lines behind it, and the coverage "
+        "and environment. CSS and SVG are inline; the page has no script and fetches nothing (no CDN, no web "
+        "font), so it opens offline and from a mail attachment alike. The charts are drawn by "
+        "[pygal](https://www.pygal.org/), imported only for `-o html`.",
         "",
         END,
     ]

@@ -116,6 +116,11 @@ def assert_valid(output: str, text: str) -> None:
         json.loads(text)
     elif output == "junit":
         ET.fromstring(text.encode())
+    elif output == "html":
+        import html5lib
+
+        html5lib.HTMLParser(strict=True).parse(text)
+        assert "<script" not in text
     elif output == "github":
         for line in text.splitlines():
             if line.startswith("::"):

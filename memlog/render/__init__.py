@@ -12,7 +12,7 @@ from typing import Any
 
 from memlog.report import Report
 
-OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit")
+OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit", "html")
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -58,6 +58,24 @@ def buckets(steps: list[int] | None, values: list[float], count: int):
         )
         .sort("bucket")
     )
+
+
+def grid_means(steps: list[float], values: list[float], start: float, width: float, count: int) -> list[float | None]:
+    """One series on a common grid of steps, for charts that align several series: per position
+    `start + i * width` (i < count), the mean of the series' finite readings nearest to it (within
+    half a width; the ends take what lies beyond them), None where it has none."""
+    import polars as pl
+
+    frame = pl.DataFrame({"step": steps, "value": values}, schema={"step": pl.Float64, "value": pl.Float64})
+    means = (
+        frame.filter(pl.col("value").is_finite() & pl.col("step").is_finite())
+        .group_by(((pl.col("step") - start) / width).round().clip(0, count - 1).cast(pl.Int64).alias("i"))
+        .agg(pl.col("value").mean())
+    )
+    out: list[float | None] = [None] * count
+    for i, mean in means.iter_rows():
+        out[i] = mean
+    return out
 
 
 def safe(text: str) -> str:
@@ -113,4 +131,8 @@ def render(report: Report, output: str, **options: Any) -> str:
         from memlog.render.junit import render_junit
 
         return render_junit(report, **options)
+    if output == "html":
+        from memlog.render.html import render_html
+
+        return render_html(report)
     raise ValueError(f"unknown output format {output!r}")

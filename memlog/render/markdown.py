@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from memlog import __version__
 from memlog.render import buckets, by_severity, evidence_summary, safe
+from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
 from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
 
@@ -123,35 +124,48 @@ def _hints(report: Report) -> str:
 
 def _charts(report: Report) -> str:
     blocks = []
+    chart = chart_data(report)
+    if chart is not None:
+        blocks.append(
+            f"{SUBJECT_TITLES[chart.subject]} per {chart.noun} against step:\n\n"
+            + code_block(render_mermaid(chart).splitlines(), "mermaid")
+            + "\n\n"
+            + describe(chart, md_text)
+        )
     sentinel = report.marked("placeholder")
     for subject, title in (("device", "Device memory"), ("host", "Host memory"), ("loss", "Loss")):
         views = [v for v in report.series if v.subject == subject]
         if not views:
             continue
-        rows = _spark_rows(views, sentinel if subject == "loss" else set(), subject != "loss")
+        rows = _spark_rows(views, sentinel if subject == "loss" else set())
         steps = [s for v in views for s in v.steps]
         unit = " GiB" if views[0].metric.endswith("_gib") else ""
         blocks.append(
-            f"{title} per rank, steps {min(steps)}–{max(steps)} (`{views[0].metric}`{', ' + unit.strip() if unit else ''}; "
-            "first value, shape, last value; one scale for all rows):\n\n" + code_block(rows)
+            f"{title} per rank, steps {_num(min(steps))}–{_num(max(steps))} (`{views[0].metric}`{', ' + unit.strip() if unit else ''}; "
+            "first value, shape, last value, lowest–highest reading; one scale for all rows, each mark the mean of its "
+            "stretch of steps):\n\n" + code_block(rows)
         )
     return "\n\n".join(blocks)
 
 
-def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> list[str]:
+def _spark_rows(views: list[SeriesView], sentinel: set[str]) -> list[str]:
     real = [v for v in views if v.label not in sentinel]
     shown = [(v, buckets(None, v.values, SPARK_WIDTH)) for v in real[:MAX_SPARK_ROWS]]
     shown = [(v, b) for v, b in shown if b.height]
-    low = min((b["low"].min() for _, b in shown), default=0.0)
-    high = max((b["high"].max() for _, b in shown), default=0.0)
+    # The marks share one scale, from the lowest to the highest bucket mean; the range column
+    # gives the readings' own extremes, which a mean can hide.
+    low = min((b["mean"].min() for _, b in shown), default=0.0)
+    high = max((b["mean"].max() for _, b in shown), default=0.0)
     width = max((len(v.label) for v, _ in shown), default=0)
     rows = []
     for view, bucket in shown:
-        marks = _sparkline(bucket["high" if peaks else "mean"].to_list(), low, high)
-        first, last = bucket["first"][0], bucket["last"][-1]
-        first, last = (f"{first:.2f}", f"{last:.2f}") if view.metric.endswith("_gib") else (_num(first), _num(last))
+        marks = _sparkline(bucket["mean"].to_list(), low, high)
+        gib = view.metric.endswith("_gib")
+        first, last, lowest, highest = (
+            (f"{x:.2f}" if gib else _num(x)) for x in (bucket["first"][0], bucket["last"][-1], bucket["low"].min(), bucket["high"].max())
+        )
         knee = f"  knee at step {view.knee_step}" if view.knee_step is not None else ""
-        rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last}{knee}")
+        rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last:<7}  {lowest}–{highest}{knee}")
     if len(real) > MAX_SPARK_ROWS:
         rows.append(f"… and {len(real) - MAX_SPARK_ROWS} more")
     placeholders = [v for v in views if v.label in sentinel]
@@ -162,7 +176,7 @@ def _spark_rows(views: list[SeriesView], sentinel: set[str], peaks: bool) -> lis
 
 
 def _sparkline(points: list[float], low: float, high: float) -> str:
-    """One mark per bucket: its highest value for memory (peaks matter), its mean otherwise."""
+    """One mark per bucket, at the height of its mean (a maximum would turn a warmup into a bar)."""
     span = high - low
     if span <= 0:
         return SPARK[3] * len(points)
@@ -170,6 +184,8 @@ def _sparkline(points: list[float], low: float, high: float) -> str:
 
 
 def _num(value: float) -> str:
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.0f}"
     return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
