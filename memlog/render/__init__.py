@@ -78,6 +78,17 @@ def grid_means(steps: list[float], values: list[float], start: float, width: flo
     return out
 
 
+# A chart draws the capacity line when its data reaches this share of it; below, the line would
+# flatten the data (the text chart notes it instead).
+CAPACITY_IN_VIEW = 0.5
+
+
+def panel_capacity(views) -> float | None:
+    """The capacity a chart of `views` draws: the one its series run into (each its own, see
+    memlog.capacity; the largest when they differ), or None."""
+    return max((v.capacity_gib for v in views if v.capacity_gib), default=None)
+
+
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 

@@ -13,7 +13,7 @@ import io
 import math
 import re
 
-from memlog.render import ascii_text, buckets, safe
+from memlog.render import CAPACITY_IN_VIEW, ascii_text, buckets, panel_capacity, safe
 from memlog.report import Report, SeriesView
 from memlog.rulekit import workers_phrase
 
@@ -27,8 +27,6 @@ ASCII_MARKERS = ("*", "o", "#", "%", "@", "&", "$", "~")  # not + - | = : (the f
 COLOURS = (33, 208, 35, 163, 37, 178, 160, 244)  # 256-colour codes readable on dark and light terminals
 ANNOTATION_COLOUR = 196
 SENTINEL_MARKER = "x"
-# The capacity line is drawn when the data reaches this share of it; below, it would flatten the data.
-CAPACITY_IN_VIEW = 0.5
 FIT_MARKER = "·"
 PANEL_TITLES = {
     "device": "Device memory",
@@ -61,9 +59,7 @@ def render_chart(
             views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
             if not views:
                 continue
-            # The capacity the drawn series run into (each its own: capacity.py); one line for them all.
-            cap = max((v.capacity_gib for v in views if v.capacity_gib), default=None)
-            panels.append(_panel(plt, subject, views, cap, sentinel if subject == "loss" else set(), width, colour, ascii_only))
+            panels.append(_panel(plt, subject, views, panel_capacity(views), sentinel if subject == "loss" else set(), width, colour, ascii_only))
     return "\n\n".join(panels)
 
 

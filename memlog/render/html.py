@@ -27,8 +27,8 @@ import re
 from typing import Any
 
 from memlog import __version__
-from memlog.render import buckets, by_severity, evidence_summary, safe
-from memlog.render.chart import CAPACITY_IN_VIEW, _nice_ticks
+from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, safe
+from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject, choose, named_by_findings
 from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
@@ -178,15 +178,13 @@ def _summary(report: Report) -> str:
 def _charts(report: Report) -> str:
     figures = []
     sentinel = report.marked("placeholder")
-    capacity = report.coverage.get("capacity") or {}
     # The memory the findings are about comes first (a host leak: host memory before device).
     first = chart_subject(report)
     for subject, title in sorted(PANELS, key=lambda panel: panel[0] != first):
         views = [v for v in report.series if v.subject == subject and any(math.isfinite(x) for x in v.values)]
         if not views:
             continue
-        cap = capacity.get("device_gib") if subject == "device" else capacity.get("host_gib") if subject == "host" else None
-        figures.append(_figure(report, subject, title, views, cap, sentinel if subject == "loss" else set()))
+        figures.append(_figure(report, subject, title, views, panel_capacity(views), sentinel if subject == "loss" else set()))
     if not figures:
         return ""
     return '<h2 id="charts">Charts</h2>' + "".join(figures)

@@ -28,14 +28,13 @@ import math
 import re
 from dataclasses import dataclass
 
-from memlog.render import grid_means, safe
+from memlog.render import CAPACITY_IN_VIEW, grid_means, panel_capacity, safe
 from memlog.report import Report, SeriesView
 
 MAX_LINES = 8  # worker lines; the capacity line comes on top
 MAX_POINTS = 60
 REPRESENTATIVES = 3  # of the workers no finding names: lowest, median, highest
 MAX_LABEL = 40
-CAPACITY_IN_VIEW = 0.5  # as memlog.render.chart: the capacity line when the data reaches half of it
 # (name, colour) in the order lines take them; the capacity line is grey. Mid tones, readable on
 # GitHub's light and dark themes.
 PALETTE = (
@@ -122,7 +121,7 @@ def chart_data(report: Report) -> Chart | None:
         filled, held = fill(grid_means(view.steps, view.values, low, width, count))
         if filled:
             lines.append(Line(view, why, filled, held))
-    capacity = (report.coverage.get("capacity") or {}).get("device_gib" if subject == "device" else "host_gib")
+    capacity = panel_capacity(views)
     highest = max(max(line.values) for line in lines)
     if not capacity or highest < CAPACITY_IN_VIEW * capacity:
         capacity = None
