@@ -74,6 +74,8 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", fatal=True,
               return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT),
         _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
+        _kind("memory_unread", "a step line prints memory that its format did not read (a unit or a layout it does not know)",
+              fragment=TEXT, pattern=TEXT),
         _kind("restart", "the step counter went back: a resume from a checkpoint or a restarted job"),
     )
 }  # fmt: skip

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from memlog.columns import MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
@@ -105,6 +106,8 @@ class ChunkParser:
                 hits = pattern.extract(unwrapped) if pattern.literal in present else absent
                 observed.append((spec, pattern, hits))
                 if not hits.is_empty():
+                    if (unread := _memory_unread(hits, spec, pattern)) is not None:
+                        events.append(unread)
                     records.append(hits.drop("text", "_row").with_columns(
                         format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
                         inherited=pl.lit(pattern.inherit_step), ordinal_step=pl.lit(pattern.ordinal_step),
@@ -177,6 +180,33 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
         detail.alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
+    )
+
+
+# A memory field as people print it: a memory word, then a number and whatever unit follows it.
+_MEMORY_FIELD = (
+    r"(?i)(?:\b|_)(?:mem(?:ory)?|alloc(?:ated)?|reserved|rss)(?:\b|_)[^0-9\n]{0,24}?[0-9][0-9.,]*(?:[eE][-+]?[0-9]+)?"
+    r"[ \t]*[^\s,;|]{0,16}"
+)
+UNREAD_SAMPLES_PER_CHUNK = 3
+
+
+def _memory_unread(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame | None:
+    """Step lines that print memory their pattern did not read (a unit or layout it does not know),
+    as `memory_unread` events: a run with steps and no memory reading can then say why. Only the
+    first few such lines per chunk are looked at, so a log without memory costs nothing."""
+    read = [c for c in hits.columns if c in MEMORY_COLUMNS]
+    unread = hits.filter(pl.all_horizontal(pl.col(read).is_null())) if read else hits
+    unread = unread.head(UNREAD_SAMPLES_PER_CHUNK).with_columns(
+        fragment=pl.col("text").str.extract(_MEMORY_FIELD, 0)
+    ).drop_nulls("fragment")
+    if unread.is_empty():
+        return None
+    return unread.select(
+        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
+        pl.struct("fragment", pattern=pl.lit(f"{spec.name}/{pattern.name}")).struct.json_encode().alias("detail"),
+        format=pl.lit(spec.name),
+        kind=pl.lit("memory_unread"),
     )
 
 

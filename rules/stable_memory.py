@@ -35,10 +35,14 @@ def _finding(ctx, subject, stable, t) -> Finding:
     level = gib(lo) if hi - lo < 0.5 else f"{gib(lo)} to {gib(hi)} depending on the worker"
     where = "Host" if subject == "host" else "Device"
     spread = max(max(s.values) - min(s.values) for s, _ in stable)
+    # What the rule measured and bounded: the movement from the first point (early step plus fitted
+    # tail growth), never above the tolerance it fired under. Single readings may scatter further.
+    movement = max(max(sh.rise, abs(sh.overall_change)) for _, sh in stable)
+    tolerance = max(sh.tolerance(t["max_growth_gib"], t["max_growth_pct"]) for _, sh in stable)
     msg = (
         f"{where} memory is stable on {workers_phrase(labels)}: {level} from step "
         f"{min(s.steps[0] for s, _ in stable)} to {max(s.steps[-1] for s, _ in stable)}, "
-        f"varying by at most {gib(spread)}"
+        f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
     )
     saws = [sh for _, sh in stable if sh.sawtooth]
     if saws:
@@ -47,7 +51,8 @@ def _finding(ctx, subject, stable, t) -> Finding:
     hints = [NOT_IN_THIS_LOG_HINT] if subject == "device" and not ctx.host_series else []
     return RULE.finding(
         t, msg, subject=subject, series=labels, ranks=[s.rank for s, _ in stable],
-        observed={"level_gib_min": rounded(lo), "level_gib_max": rounded(hi), "max_spread_gib": rounded(spread)},
+        observed={"level_gib_min": rounded(lo), "level_gib_max": rounded(hi), "max_movement_gib": rounded(movement),
+                  "tolerance_gib": rounded(tolerance), "max_spread_gib": rounded(spread)},
         evidence={
             "metric": stable[0][0].column,
             "confidence": {

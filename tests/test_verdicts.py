@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -16,27 +17,7 @@ from memlog.api import analyze
 from memlog.logwriters import torchtitan as titan
 from memlog.logwriters.pytorch import H100, H100_GIB
 
-from tests.synthetic import torchtitan_lines
-
-
-def titan_log(path: Path, memory: dict[int, list[float]], steps: list[int], *, capacity: float | None = H100_GIB,
-              seconds_per_step: float = 1.0) -> Path:
-    """A torchtitan log (2025-03 format) of `memory[rank][i]` at `steps[i]`, ranks interleaved,
-    timestamps one `seconds_per_step` apart."""
-    import datetime as dt
-
-    start = dt.datetime(2025, 6, 1, 8, 0, 0)
-    with path.open("w") as out:
-        if capacity:
-            for rank in memory:
-                out.write(titan.log_line(titan.capacity(H100, capacity), ts="2025-06-01 08:00:00,000", rank=rank) + "\n")
-        for i, step in enumerate(steps):
-            ts = (start + dt.timedelta(seconds=step * seconds_per_step)).strftime("%Y-%m-%d %H:%M:%S,000")
-            for rank, values in memory.items():
-                msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=values[i], mem_pct=100 * values[i] / H100_GIB,
-                                              tps=7421, tflops=341.26, mfu=34.5)
-                out.write(titan.log_line(msg, ts=ts, rank=rank) + "\n")
-    return path
+from tests.synthetic import titan_log, torchtitan_lines
 
 
 def noise(n: int, sigma: float, seed: int) -> list[float]:
@@ -211,3 +192,85 @@ def test_a_device_capacity_printed_on_one_node_never_drops_another_nodes_reading
     assert not findings_of(report, "capacity-conflict")
     stable = findings_of(report, "stable-memory")
     assert stable and set(stable[0].series) == {"gpu-a/rank0", "gpu-b/rank0"}
+
+
+# -- no silent inconclusive; messages that cannot lie --------------------------------------------
+
+
+def titan_step_lines(memory_field: str | None, steps: range) -> str:
+    """torchtitan step lines whose memory field is `memory_field` verbatim (None: no memory field)."""
+    lines = []
+    for step in steps:
+        memory = f"  {memory_field}" if memory_field else ""
+        lines.append(f"[rank0]:[titan] 2025-04-01 10:{step // 60:02d}:{step % 60:02d},000 - root - INFO - step: {step}  "
+                     f"loss:  5.2110{memory}  tps: 3,104  tflops: 180.02  mfu: 18.20%")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_compact_mib_memory_field_is_read(tmp_path):
+    path = tmp_path / "mib.log"
+    path.write_text(titan_step_lines("memory: 36943.36MiB(45.60%)", range(1, 41)))
+    report = analyze([str(path)])
+    assert report.verdict == "stable" and not findings_of(report, "memory-not-read")
+
+
+def test_memory_printed_in_a_form_no_pattern_reads_is_said_not_left_silent(tmp_path):
+    path = tmp_path / "unknown-unit.log"
+    path.write_text(titan_step_lines("memory: 36943.36 MiBs(45.60%)", range(1, 41)))
+    report = analyze([str(path)])
+    assert report.verdict == "inconclusive"
+    (finding,) = findings_of(report, "memory-not-read")
+    assert finding.severity == "warning"
+    assert "'memory: 36943.36 MiBs(45.60%)'" in finding.message and "torchtitan/train-step" in finding.message
+    assert finding.lines and finding.lines[0][1] == 1
+
+
+def test_a_log_without_memory_says_only_the_loss_was_judged(tmp_path):
+    path = tmp_path / "loss-only.log"
+    path.write_text(titan_step_lines(None, range(1, 41)))
+    report = analyze([str(path)])
+    (finding,) = findings_of(report, "memory-not-read")
+    assert finding.severity == "info" and "only the loss was judged" in finding.message
+
+
+_SIZE = r"(\d+(?:\.\d+)?) ([KMG]iB)"
+_STABLE_NUMBERS = re.compile(rf"moving by at most {_SIZE} \(within the {_SIZE} a flat run may move\)")
+
+
+def _gib(number: str, unit: str) -> float:
+    return float(number) / {"KiB": 1024**2, "MiB": 1024, "GiB": 1}[unit]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stable_memory_never_states_a_movement_above_its_tolerance(tmp_path, seed):
+    """Noisy flat runs (spikes, a settling running maximum): whatever the readings scatter, the
+    message states the movement the rule bounded, never more than the tolerance it states."""
+    rng = random.Random(seed)
+    steps = list(range(1, 121))
+    level = rng.uniform(10, 70)
+    memory = {}
+    for rank in range(3):
+        values = [round(level + rng.gauss(0, level * 0.002), 2) for _ in steps]
+        values[rng.randrange(10, 110)] += round(level * 0.2, 2)  # one spike far outside the tolerance
+        memory[rank] = values
+    report = analyze([str(titan_log(tmp_path / "flat.log", memory, steps))])
+    assert findings_of(report, "stable-memory"), [f.message for f in report.findings]
+    for finding in findings_of(report, "stable-memory"):
+        found = _STABLE_NUMBERS.search(finding.message).groups()
+        movement, tolerance = _gib(*found[:2]), _gib(*found[2:])
+        assert movement <= tolerance
+        observed = finding.evidence["observed"]
+        assert observed["max_movement_gib"] <= observed["tolerance_gib"]
+
+
+def test_a_flat_host_sawtooth_is_periodic_retention(tmp_path):
+    """Host memory that fills for 8 logged steps and is flushed back to the same floor, 12 times."""
+    from tests.scenarios import FORMATS_DIR, Expect, Scenario
+
+    for draw in range(3):
+        scenario = Scenario(f"host-saw/d{draw}", "sawtooth-flat", "host", "low", 2, 96, Expect("periodic-retention"))
+        path = tmp_path / f"saw{draw}.log"
+        path.write_text(scenario.render())
+        report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
+        assert findings_of(report, "periodic-retention"), [f.message for f in report.findings]
+        assert not findings_of(report, "memory-leak")
