@@ -267,6 +267,13 @@ def headline(findings: Iterable[Finding]) -> Verdict:
 # -- helpers shared by rule files: how findings name workers and numbers -------------------------
 
 
+def step_word(series: Iterable) -> str:
+    """What the x axis of these series counts, for messages: "reading" when every one is numbered by
+    reading order (memory lines without a step, records.py), else "step"."""
+    series = list(series)
+    return "reading" if series and all(getattr(s, "ordinal", False) for s in series) else "step"
+
+
 def workers_phrase(labels: list[str]) -> str:
     """'rank0-3, rank6' style: compact runs of consecutive ranks, other workers listed."""
     ranks, others = [], []

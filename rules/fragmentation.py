@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
 from memlog.trend import shape_of
 
 # Allocated and reserved readings of the same window: live tensors versus the allocator's pool.
@@ -47,7 +47,7 @@ def check(ctx, t) -> list[Finding]:
     cache_end = r_shape.tail_values[-1] - _at(alloc, r_shape.tail_steps[-1])
     msg = (
         f"Reserved memory grows while allocated memory is flat on {workers_phrase(labels)}: "
-        f"reserved {gib(r_shape.tail_values[0])} -> {gib(r_shape.tail_values[-1])} (+{gib(r_shape.growth)} fitted, from step "
+        f"reserved {gib(r_shape.tail_values[0])} -> {gib(r_shape.tail_values[-1])} (+{gib(r_shape.growth)} fitted, from {step_word([reserved])} "
         f"{r_shape.tail_steps[0]} to {r_shape.tail_steps[-1]}) while allocated stays at ~{gib(a_shape.level)}. "
         f"The growth is the caching allocator's pool (cached or fragmented blocks: {gib(cache_start)} -> "
         f"{gib(cache_end)} above allocated), not live tensors."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, gib, step_word, workers_phrase
 from memlog.trend import shape_of
 
 def check(ctx, t) -> list[Finding]:
@@ -15,7 +15,8 @@ def check(ctx, t) -> list[Finding]:
     fewest = min(undecided, key=len)
     interval = ctx.log_interval(fewest)
     missing = max(int(t["target_points"]) - len(fewest), 1)
-    points = ", ".join(f"step {st}: {gib(v)}" for st, v in list(zip(fewest.steps, fewest.values))[:4])
+    word = step_word([fewest])
+    points = ", ".join(f"{word} {st}: {gib(v)}" for st, v in list(zip(fewest.steps, fewest.values))[:4])
     if len(fewest) < t["target_points"]:
         msg = (
             f"Not enough evidence to call leak or warmup on {workers_phrase(labels)}: only {len(fewest)} logged "
@@ -33,7 +34,7 @@ def check(ctx, t) -> list[Finding]:
             leak = ctx.thresholds.get("memory-leak", {})
             needed = leak.get("min_effect", 5.0)
             seen = (
-                f"it rises {gib(shape.growth)} (fitted) from step {shape.tail_steps[0]} to {shape.tail_steps[-1]}{after} "
+                f"it rises {gib(shape.growth)} (fitted) from {step_word([fewest])} {shape.tail_steps[0]} to {shape.tail_steps[-1]}{after} "
                 f"(trend p = {shape.p_increasing:.2g}, {shape.effect:.1f} times its noise of ±{gib(shape.residual_noise)}), "
                 "more than a flat run moves"
             )

@@ -7,7 +7,7 @@ import statistics
 
 from memlog.columns import Measure
 from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
 from memlog.trend import duration, project, shape_of
 
 DEVICE_HINTS = [
@@ -84,17 +84,17 @@ def check(ctx, t) -> list[Finding]:
     return findings
 
 
-def _pattern_text(shape, slope: float) -> str:
+def _pattern_text(shape, slope: float, word: str = "step") -> str:
     if shape.sawtooth:
         saw = shape.sawtooth
         per_cycle = shape.fit.slope * saw.period
         return (
-            f" under a sawtooth: it climbs and drops back every ~{saw.period:g} steps, but the floor rises from "
+            f" under a sawtooth: it climbs and drops back every ~{saw.period:g} {word}s, but the floor rises from "
             f"{gib(saw.floors[0])} to {gib(saw.floors[-1])} over {len(saw.floors)} cycles ({gib(per_cycle)} per cycle)"
         )
     if shape.stairs:
         every = shape.stair_period_steps()
-        every_text = f" every ~{every:g} steps" if every else ""
+        every_text = f" every ~{every:g} {word}s" if every else ""
         return (
             f" in stairs: +{gib(shape.stairs.mean_jump)}{every_text} ({len(shape.stairs.jumps)} jumps), "
             "flat in between"
@@ -131,33 +131,34 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     typical = min(shapes, key=lambda sh: abs(sh.fit.slope - slope))  # the series the pattern text describes
     patterns = sorted({sh.pattern for sh in shapes})
 
-    per_1k = f" ({gib(slope * 1000)} per 1k steps)" if slope < 0.1 else ""
+    word = step_word(s for s, *_ in leaking)
+    per_1k = f" ({gib(slope * 1000)} per 1k {word}s)" if slope < 0.1 else ""
     msg = (
         f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises "
-        f"{gib(slope)}/step{per_1k} from step {first} to {last}, {gib(start)} -> {gib(end)}"
+        f"{gib(slope)}/{word}{per_1k} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
     )
-    msg += _pattern_text(typical, slope)
+    msg += _pattern_text(typical, slope, word)
     if typical.running_max:
         msg += (
-            f" (a running maximum that keeps setting new peaks through step {last}: {typical_new_peaks(leaking)} new peaks, "
+            f" (a running maximum that keeps setting new peaks through {word} {last}: {typical_new_peaks(leaking)} new peaks, "
             "so this is sustained growth, not a few large batches)"
         )
     onsets = [sh for sh in shapes if sh.onset is not None]
     warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None]
     if onsets:
         held = statistics.median(sh.tail_values[0] for sh in onsets)
-        msg += f"; it started growing at step {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
+        msg += f"; it started growing at {word} {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
     elif warmed:
-        msg += f", after a warmup until step {max(sh.knee_step for sh in warmed)}"
+        msg += f", after a warmup until {word} {max(sh.knee_step for sh in warmed)}"
     elif not typical.sawtooth:
         msg += ", from the first logged steps (with constant-size inputs that is not warmup)"
     if earlier:
         msg += f"; also in {earlier} earlier segment{'s' if earlier > 1 else ''} before the run restarted"
     if soonest:
         capacity, capacity_from = ctx.capacity_of(leaking[0][0])
-        msg += f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at step ~{round(soonest.step)}"
+        msg += f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at {word} ~{round(soonest.step)}"
         if soonest.seconds is not None and soonest.steps_left > 0:
-            msg += f", {duration(soonest.seconds)} after the last logged step" + (f" (around {soonest.at})" if soonest.at else "")
+            msg += f", {duration(soonest.seconds)} after the last logged {word}" + (f" (around {soonest.at})" if soonest.at else "")
     ooms = [e for e in ctx.tables.events if e.kind == "oom"]
     if ooms:
         oom_steps = sorted({e.after_step + 1 for e in ooms if e.after_step is not None})

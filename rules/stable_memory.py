@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
 from memlog.trend import shape_of
 
 NOT_IN_THIS_LOG_HINT = (
@@ -40,7 +40,7 @@ def _finding(ctx, subject, stable, t) -> Finding:
     movement = max(max(sh.rise, abs(sh.overall_change)) for _, sh in stable)
     tolerance = max(sh.tolerance(t["max_growth_gib"], t["max_growth_pct"]) for _, sh in stable)
     msg = (
-        f"{where} memory is stable on {workers_phrase(labels)}: {level} from step "
+        f"{where} memory is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
         f"{min(s.steps[0] for s, _ in stable)} to {max(s.steps[-1] for s, _ in stable)}, "
         f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
+from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
 from memlog.trend import shape_of
 
 
@@ -38,10 +38,11 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
     where = "Host" if subject == "host" else "Device"
     level_text = gib(levels[0]) if max(levels) - min(levels) < 0.5 else f"{gib(min(levels))} to {gib(max(levels))} depending on the worker"
     points = min(len(sh.tail_values) for _, sh in plateaus)
+    word = step_word(s for s, _ in plateaus)
     msg = (
         f"{where} memory warms up and then stays flat on {workers_phrase(labels)}: it rises "
-        f"{gib(statistics.median(sh.rise for _, sh in plateaus))} until step {knee}, then holds at {level_text} "
-        f"through step {max(sh.tail_steps[-1] for _, sh in plateaus)} "
+        f"{gib(statistics.median(sh.rise for _, sh in plateaus))} until {word} {knee}, then holds at {level_text} "
+        f"through {word} {max(sh.tail_steps[-1] for _, sh in plateaus)} "
         f"({points}+ points on the plateau). This is warmup, not a leak."
     )
     if any(sh.running_max for _, sh in plateaus):

@@ -274,3 +274,23 @@ def test_a_flat_host_sawtooth_is_periodic_retention(tmp_path):
         report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
         assert findings_of(report, "periodic-retention"), [f.message for f in report.findings]
         assert not findings_of(report, "memory-leak")
+
+
+def test_readings_without_a_step_are_named_readings_in_messages(tmp_path):
+    """DeepSpeed >= 0.18.3 at its default level: bare see_memory_usage blocks, no step line. The
+    series is numbered by reading, and every memory message says "reading", never "step"."""
+    from memlog.logwriters import deepspeed as ds
+
+    lines = []
+    for i in range(60):
+        allocated = 20.0 + 0.08 * i  # a steady leak, one reading per block
+        lines += ["Engine after forward", ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.3, ca=allocated + 2, max_ca=allocated + 2),
+                  ds.cpu_virtual_memory(used_gib=88.3, percent=5.9)]
+    path = tmp_path / "bare.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    assert report.verdict == "leak", [f.message for f in report.findings]
+    memory = [f for f in report.findings if f.subject in ("device", "host") and f.rule != "corrupt-readings"]
+    assert memory
+    for finding in memory:
+        assert "reading" in finding.message and not re.search(r"\bsteps?\b \d", finding.message), finding.message
