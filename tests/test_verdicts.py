@@ -321,3 +321,12 @@ def test_memory_blocks_denser_than_step_lines_all_count(tmp_path):
     (finding,) = findings_of(report, "fragmentation")
     assert finding.evidence["observed"]["reserved_growth_gib"] > 9.0  # 0.35 GiB a step over the 28+ steps read
     assert "memory-leak" not in {f.rule for f in report.findings}
+
+
+@pytest.mark.parametrize("points", [30, 40, 60])
+def test_a_few_wiggles_before_a_long_rise_are_no_sawtooth(tmp_path, points):
+    """Flat with a period-3 wiggle of 0.01 GiB, then a steady 0.4 GiB/step rise (the wiggle goes on):
+    the cycles stop at the onset, so the rise is judged as a leak, not as a bounded sawtooth."""
+    values = [round(20 + 0.4 * max(0, i - 9) + 0.01 * (i % 3), 2) for i in range(points)]
+    report = analyze([str(titan_log(tmp_path / "wiggle.log", {0: values}, list(range(1, points + 1))))])
+    assert report.verdict == "leak", [f.message for f in report.findings]
