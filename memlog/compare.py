@@ -30,7 +30,7 @@ from typing import Any
 
 from memlog.errors import ConfigError, MemlogError
 from memlog.report import Report, SeriesView
-from memlog.rulekit import Threshold, gib, rounded
+from memlog.rulekit import Finding, Threshold, gib, rounded
 
 SCHEMA_VERSION = 1
 
@@ -119,18 +119,10 @@ class Pair:
         }
 
 
-@dataclass
-class Finding:
-    """A difference that counts, shaped like an `analyze` finding (rule, severity, subject, message,
+def _finding(rule: str, severity: str, subject: str, message: str, evidence: dict[str, Any]) -> Finding:
+    """A difference that counts, as a finding like `analyze`'s (rule, severity, subject, message,
     evidence), so renderers and readers of either treat it the same way."""
-
-    rule: str
-    severity: str
-    subject: str
-    message: str
-    evidence: dict[str, Any]
-    hints: list[str] = field(default_factory=list)
-    lines: list[tuple[str, int]] = field(default_factory=list)
+    return Finding(rule, severity, message, evidence, subject=subject)
 
 
 @dataclass
@@ -304,7 +296,7 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
         worst = max(chosen, key=lambda p: abs(getattr(p, measure)))
         subject = worst.subject
         message = text(worst) + (f" (and {len(chosen) - 1} more worker(s))" if len(chosen) > 1 else "")
-        findings.append(Finding(rule, severity, subject, message, {
+        findings.append(_finding(rule, severity, subject, message, {
             "observed": {"workers": len(chosen), "worst": worst.worker, "base_gib": rounded(getattr(worst.base, measure.split("_")[0] + "_gib")),
                          "new_gib": rounded(getattr(worst.new, measure.split("_")[0] + "_gib")), "change_gib": rounded(getattr(worst, measure))},
             "thresholds": dict(t), "ranks": sorted({p.rank for p in chosen if p.rank is not None}),
@@ -329,7 +321,7 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
     if new_leaks:
         p = new_leaks[0]
         when = f"; at this rate it reaches {gib(p.new.capacity_gib)} in ~{p.new.steps_to_capacity:,.0f} steps" if p.new.steps_to_capacity is not None else ""
-        findings.append(Finding("new-leak", "error", p.subject, (
+        findings.append(_finding("new-leak", "error", p.subject, (
             f"NEW leaks where BASE did not: {p.subject} memory on {', '.join(q.worker for q in new_leaks[:8])} grows "
             f"{gib((p.new.rate_gib_per_step or 0) * 1000)} per 1k steps (BASE {gib((p.base.rate_gib_per_step or 0) * 1000)}){when}"),
             {"observed": {"workers": len(new_leaks), "new_rate_gib_per_1k_steps": rounded((p.new.rate_gib_per_step or 0) * 1000),
@@ -340,7 +332,7 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
               and (p.new.rate_gib_per_step or 0) > p.base.rate_gib_per_step * (1 + t["max_rate_increase_pct"] / 100)]
     if faster:
         p = max(faster, key=lambda q: q.new.rate_gib_per_step / q.base.rate_gib_per_step)
-        findings.append(Finding("rate-increase", "error", p.subject, (
+        findings.append(_finding("rate-increase", "error", p.subject, (
             f"Both runs leak, NEW faster: {p.worker} grows {gib(p.new.rate_gib_per_step * 1000)} per 1k steps, BASE "
             f"{gib(p.base.rate_gib_per_step * 1000)} (over +{t['max_rate_increase_pct']:g}%)"),
             {"observed": {"workers": len(faster), "base_rate_gib_per_1k_steps": rounded(p.base.rate_gib_per_step * 1000),
@@ -348,15 +340,15 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
              "thresholds": dict(t), "ranks": sorted({q.rank for q in faster if q.rank is not None})}))
     gone = [p for p in pairs if p.base.leaks and not p.new.leaks]
     if gone:
-        findings.append(Finding("leak-gone", "info", gone[0].subject,
+        findings.append(_finding("leak-gone", "info", gone[0].subject,
                                 f"BASE leaked and NEW does not on {', '.join(p.worker for p in gone[:8])}",
                                 {"observed": {"workers": len(gone)}, "thresholds": dict(t), "ranks": sorted({p.rank for p in gone if p.rank is not None})}))
     if missing:
-        findings.append(Finding("missing-workers", "warning", "run", f"NEW has no memory readings of {len(missing)} worker(s) BASE has "
+        findings.append(_finding("missing-workers", "warning", "run", f"NEW has no memory readings of {len(missing)} worker(s) BASE has "
                                 f"({', '.join(missing[:8])}): only the workers both runs have are compared",
                                 {"observed": {"missing": missing[:64]}, "thresholds": dict(t), "ranks": []}))
     if loss is not None and not loss["same_work"]:
-        findings.append(Finding("loss-differs", "warning", "loss", (
+        findings.append(_finding("loss-differs", "warning", "loss", (
             f"The mean loss over the common steps differs by {loss['diff_pct']}% (BASE {loss['base_mean']}, NEW {loss['new_mean']}): "
             "the runs may not do the same work, so a memory difference may come from the work, not the upgrade"),
             {"observed": loss, "thresholds": dict(t), "ranks": []}))
