@@ -475,6 +475,7 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
                 time.sleep(POLL_SECONDS)
     except KeyboardInterrupt:
         why = "interrupted"
+        watcher.poll()  # what was written up to the interrupt counts in the verdict printed
     finally:
         watcher.close()
     if watcher.unjudged:
