@@ -129,6 +129,18 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
 
 
+def workers_of(records: pl.DataFrame) -> list[str]:
+    """Every worker once, named as the series name it: `source:worker` when several files are read
+    (four per-rank files that do not name their rank are four workers, not one `main`)."""
+    if not records.height:
+        return []
+    pairs = records.select("source", "worker").unique()
+    if pairs["source"].n_unique() > 1:
+        names = pairs.select(pl.col("source") + pl.lit(":") + pl.col("worker"))
+        return sorted(names.to_series().to_list())
+    return sorted(pairs["worker"].to_list())
+
+
 def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
     return {
@@ -155,7 +167,7 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
             for s in sources
         ],
         "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
-        "workers": sorted(records["worker"].unique().to_list()) if records.height else [],
+        "workers": workers_of(records),
         "steps": [int(records["step"].min()), int(records["step"].max())] if records.height else None,
     }
 

@@ -89,6 +89,17 @@ def panel_capacity(views) -> float | None:
     return max((v.capacity_gib for v in views if v.capacity_gib), default=None)
 
 
+_RANK_WORKER = re.compile(r"(?:^|[/:])rank\d+$")
+
+
+def workers_phrase_of(coverage: dict[str, Any]) -> str:
+    """How many workers the run had, as every header says it: "64 ranks" (8 nodes x 8 ranks),
+    "3 workers" (a driver and two actors). One count per (node, rank/actor) series, as charted."""
+    workers = coverage.get("workers") or []
+    noun = "rank" if workers and all(_RANK_WORKER.search(w) for w in workers) else "worker"
+    return f"{len(workers)} {noun}{'s' if len(workers) != 1 else ''}"
+
+
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 
