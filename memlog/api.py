@@ -141,6 +141,18 @@ def workers_of(records: pl.DataFrame) -> list[str]:
     return sorted(pairs["worker"].to_list())
 
 
+MAX_RESTARTS_LISTED = 100
+
+
+def restart_steps(records: pl.DataFrame) -> list[int]:
+    """The steps the run resumed at, once each however many workers restarted there (at most
+    MAX_RESTARTS_LISTED, the first ones): what reports say as "the run restarted twice (steps ...)"."""
+    if not records.height or "segment" not in records.columns:
+        return []
+    starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
+    return sorted(int(s) for s in starts["step"].unique().to_list())[:MAX_RESTARTS_LISTED]
+
+
 def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
     return {
@@ -169,6 +181,7 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
         "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
         "workers": workers_of(records),
         "steps": [int(records["step"].min()), int(records["step"].max())] if records.height else None,
+        "restarts": restart_steps(records),
     }
 
 

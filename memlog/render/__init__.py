@@ -100,6 +100,23 @@ def workers_phrase_of(coverage: dict[str, Any]) -> str:
     return f"{len(workers)} {noun}{'s' if len(workers) != 1 else ''}"
 
 
+def restarts_sentence(coverage: dict[str, Any]) -> str | None:
+    """The run's restarts, said once: "The run restarted twice (steps 4,001 and 8,001); series after
+    a restart are labelled (segment N)." None when it ran straight through."""
+    steps = coverage.get("restarts") or []
+    if not steps:
+        return None
+    times = {1: "once", 2: "twice"}.get(len(steps), f"{len(steps)} times")
+    if len(steps) >= 100:
+        times = f"at least {len(steps)} times"
+    shown = [f"{s:,}" for s in steps[:10]] + (["..."] if len(steps) > 10 else [])
+    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    return (
+        f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
+        "per stretch between restarts, labelled (segment 2), (segment 3), ..."
+    )
+
+
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from memlog import __version__
-from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, safe, workers_phrase_of
+from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, restarts_sentence, safe, workers_phrase_of
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
@@ -149,7 +149,8 @@ def _verdict(report: Report) -> str:
         f'<header class="verdict v-{tone}"><div>'
         f"<h1>memlog verdict: {esc(verdict.title)}</h1>"
         f"<p>{esc(verdict.meaning)} <span>({esc(', '.join(context))})</span></p>"
-        "</div></header>"
+        + (f"<p>{esc(restarts)}</p>" if (restarts := restarts_sentence(cov)) else "")
+        + "</div></header>"
     )
 
 

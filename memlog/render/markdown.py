@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render import buckets, by_severity, evidence_summary, safe, workers_phrase_of
+from memlog.render import buckets, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
 from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
 from memlog.render.selection import noun_of, select
 from memlog.report import Report, SeriesView, source_damage
@@ -94,7 +94,9 @@ def _verdict_line(report: Report) -> str:
         context.append(workers_phrase_of(cov))
     if cov.get("steps"):
         context.append(f"steps {cov['steps'][0]}–{cov['steps'][1]}")
-    return f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    line = f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    restarts = restarts_sentence(cov)
+    return f"{line}\n\n{md_text(restarts)}" if restarts else line
 
 
 def _findings_table(report: Report) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from memlog.render import ascii_text, by_severity, evidence_summary, safe, workers_phrase_of
+from memlog.render import ascii_text, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
 from memlog.report import Report, source_damage
 
 WIDTH = 100  # without a terminal to size by (cli._width)
@@ -29,7 +29,11 @@ def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_
     `width`: the terminal's columns; every line fits them but a single path longer than that."""
     c = COLOURS if colour else dict.fromkeys(COLOURS, "")
     _wrap = _wrapper(width)
-    out = [c["bold"] + _wrap(f"memlog verdict: {report.headline.headline}", "") + c["reset"], ""]
+    out = [c["bold"] + _wrap(f"memlog verdict: {report.headline.headline}", "") + c["reset"]]
+    restarts = restarts_sentence(report.coverage)
+    if restarts:
+        out.append(_wrap(restarts, ""))
+    out.append("")
     if chart:
         from memlog.render.chart import render_chart
 
