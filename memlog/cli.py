@@ -330,10 +330,10 @@ def plot(
             return view.matches(**chosen)
 
         if chosen and not any(only(v) for v in shown):
-            asked = ", ".join(f"{k} {v}" for k, v in chosen.items())
+            asked = " and ".join(f"{k} {v}" for k, v in chosen.items())
             labels = list(dict.fromkeys(v.label for v in shown))
             listed = ", ".join(labels[:12]) + (f" and {len(labels) - 12} more" if len(labels) > 12 else "")
-            raise MemlogError(f"no series with {asked} in the {metric or 'charted'} series (workers: {listed})")
+            raise MemlogError(f"no {asked} in the {metric or 'charted'} series (workers: {listed})")
         from memlog.render.chart import render_chart
 
         ascii_only = _ascii_only()
