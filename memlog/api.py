@@ -127,6 +127,30 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
 
 
+def workers_of(records: pl.DataFrame) -> list[str]:
+    """Every worker once, named as the series name it: `source:worker` when several files are read
+    (four per-rank files that do not name their rank are four workers, not one `main`)."""
+    if not records.height:
+        return []
+    pairs = records.select("source", "worker").unique()
+    if pairs["source"].n_unique() > 1:
+        names = pairs.select(pl.col("source") + pl.lit(":") + pl.col("worker"))
+        return sorted(names.to_series().to_list())
+    return sorted(pairs["worker"].to_list())
+
+
+MAX_RESTARTS_LISTED = 100
+
+
+def restart_steps(records: pl.DataFrame) -> list[int]:
+    """The steps the run resumed at, once each however many workers restarted there (at most
+    MAX_RESTARTS_LISTED, the first ones): what reports say as "the run restarted twice (steps ...)"."""
+    if not records.height or "segment" not in records.columns:
+        return []
+    starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
+    return sorted(int(s) for s in starts["step"].unique().to_list())[:MAX_RESTARTS_LISTED]
+
+
 def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
     return {
@@ -153,8 +177,9 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
             for s in sources
         ],
         "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
-        "workers": sorted(records["worker"].unique().to_list()) if records.height else [],
+        "workers": workers_of(records),
         "steps": [int(records["step"].min()), int(records["step"].max())] if records.height else None,
+        "restarts": restart_steps(records),
     }
 
 

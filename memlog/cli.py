@@ -115,6 +115,26 @@ def _colour() -> bool:
     return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
 
 
+# Text output fits the terminal: COLUMNS, then the size of the terminal on stdout (or stderr, when
+# stdout is piped into a pager), never below MIN_WIDTH; without a terminal (a CI log, a file),
+# DEFAULT_WIDTH. Very wide terminals get MAX_AUTO_WIDTH: a 300-column chart is no easier to read.
+MIN_WIDTH, DEFAULT_WIDTH, MAX_AUTO_WIDTH = 60, 100, 160
+
+
+def _width(explicit: int | None) -> int:
+    if explicit is not None:
+        return explicit
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return min(400, max(MIN_WIDTH, int(columns)))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            return min(MAX_AUTO_WIDTH, max(MIN_WIDTH, os.get_terminal_size(stream.fileno()).columns))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return DEFAULT_WIDTH
+
+
 def _ascii_only() -> bool:
     """stdout cannot take UTF-8 (e.g. LANG=C on an old system): box drawing and log text become ASCII."""
     encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("_", "-")
@@ -177,6 +197,7 @@ def analyze(
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
+    width: Annotated[Optional[int], typer.Option("--width", help="Text output: width in columns (default: the terminal's).", min=60, max=400)] = None,
     debug: Debug = False,
 ) -> None:
     """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
@@ -205,7 +226,7 @@ def analyze(
             attach_log_lines(report)
         options: dict = {}
         if output is Output.text:
-            options = {"colour": _colour(), "chart": chart, "ascii_only": _ascii_only()}
+            options = {"colour": _colour(), "chart": chart, "ascii_only": _ascii_only(), "width": _width(width)}
         elif output is Output.github:
             options = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
         elif output is Output.junit:
@@ -349,12 +370,18 @@ def plot(
         Optional[str],
         typer.Option("--metric", help="memory, device, host, loss, or a column name (see `memlog series`). Default: memory and loss."),
     ] = None,
-    rank: Annotated[Optional[int], typer.Option("--rank", help="Only this rank.")] = None,
+    rank: Annotated[Optional[int], typer.Option("--rank", help="Only this rank (on every node).")] = None,
+    node: Annotated[Optional[str], typer.Option("--node", help="Only this node's workers (the name or IP the log gives it).")] = None,
+    actor: Annotated[Optional[str], typer.Option("--actor", help="Only this Ray actor (its name, e.g. WorkerDict).")] = None,
+    worker: Annotated[
+        Optional[str],
+        typer.Option("--worker", help="Only this worker: its label as reports print it, or a glob ('node01/*', '*rank3*')."),
+    ] = None,
     format: FormatOpt = None,
     capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
-    width: Annotated[int, typer.Option("--width", help="Chart width in columns.", min=40, max=400)] = 100,
+    width: Annotated[Optional[int], typer.Option("--width", help="Width in columns (default: the terminal's).", min=60, max=400)] = None,
     debug: Debug = False,
 ) -> None:
     """Chart a metric per rank against step, with the knee, tail fit and capacity line the rules used."""
@@ -379,13 +406,21 @@ def plot(
         shown = [v for v in report.series if v.subject in subjects]
         if not shown:
             raise MemlogError(f"no {metric or 'memory or loss'} values in {', '.join(logs)}")
-        if rank is not None and not any(v.rank == rank for v in shown):
-            ranks = sorted({v.rank for v in shown if v.rank is not None})
-            raise MemlogError(f"no rank {rank} in the {metric or 'charted'} series (ranks: {', '.join(map(str, ranks)) or 'none'})")
+        chosen = {"rank": rank, "node": node, "actor": actor, "worker": worker}
+        chosen = {k: v for k, v in chosen.items() if v is not None}
+
+        def only(view) -> bool:
+            return view.matches(**chosen)
+
+        if chosen and not any(only(v) for v in shown):
+            asked = " and ".join(f"{k} {v}" for k, v in chosen.items())
+            labels = list(dict.fromkeys(v.label for v in shown))
+            listed = ", ".join(labels[:12]) + (f" and {len(labels) - 12} more" if len(labels) > 12 else "")
+            raise MemlogError(f"no {asked} in the {metric or 'charted'} series (workers: {listed})")
         from memlog.render.chart import render_chart
 
         ascii_only = _ascii_only()
-        drawn = render_chart(report, width=width, colour=_colour(), ascii_only=ascii_only, subjects=subjects, rank=rank)
+        drawn = render_chart(report, width=_width(width), colour=_colour(), ascii_only=ascii_only, subjects=subjects, only=only if chosen else None)
         _emit(drawn + "\n")
 
     _guard(debug, action)
@@ -496,9 +531,54 @@ def rules_explain(rule_id: Annotated[str, typer.Argument(metavar="ID")], debug: 
     _guard(debug, action)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from memlog import __version__
+
+        typer.echo(f"memlog {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print memlog's version and exit.")
+    ] = False,
+) -> None:
+    """Read large-model training logs and say whether memory is leaking, warming up, or fine."""
+
+
+def _usage_error(exc) -> None:
+    """A usage error (bad option value, missing argument, unknown option) in the one line the other
+    errors use, not click's boxed help: the README promises `memlog: error: ...` and exit 2."""
+    message = " ".join(exc.format_message().split())
+    if getattr(exc, "ctx", None) is not None:
+        message += f" (see `{exc.ctx.command_path} --help`)"
+    _fail_line(message)
+
+
+def _fail_line(message: str) -> None:
+    from memlog.render import safe
+
+    sys.stderr.write(f"memlog: error: {safe(message)}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_CANNOT_JUDGE)
+
+
 def main() -> None:
     try:
-        app()
+        # Not standalone: click would print its own (boxed, several lines) usage errors and exit.
+        code = app(standalone_mode=False, prog_name="memlog")
+        raise SystemExit(code if isinstance(code, int) else EXIT_OK)
+    except typer.Abort:
+        _fail_line("interrupted")
+    except typer.TyperException as exc:  # click's exceptions (typer vendors click)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `memlog` or `memlog rules` alone: the help
+            sys.stdout.write(exc.ctx.get_help() + "\n")
+            raise SystemExit(EXIT_CANNOT_JUDGE) from None
+        if not hasattr(exc, "format_message"):
+            raise
+        _usage_error(exc)
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error of ours.
         sys.stderr.close()

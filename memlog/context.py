@@ -116,6 +116,19 @@ class Context:
         label = self.label(series)
         return any(f.marks == mark and label in f.series for f in self.findings)
 
+    def during(self, event) -> str:
+        """When an event (an OOM, a crash) happened, at the resolution of its worker's log: "during
+        step 551", or "during steps 551-560" when that worker logs every 10 steps. "" if unknown."""
+        if event.after_step is None:
+            return ""
+        step = event.after_step + 1
+        interval = next(
+            (self.log_interval(s) for s in (*self.device_series, *self.loss_series)
+             if s.key.worker == event.worker and s.key.source == event.source and len(s) >= 2),
+            None,
+        )  # fmt: skip
+        return f"during step {step}" if not interval or interval <= 1 else f"during steps {step}-{step + interval - 1}"
+
     def log_interval(self, series: Series) -> int | None:
         """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print).
 

@@ -48,6 +48,24 @@ class SeriesView:
     knee_step: int | None = None
     fit: TailFit | None = None
     capacity_gib: float | None = None  # the capacity it runs into, when it has one (context.capacity_of)
+    worker: str = ""  # who printed it (node/rank, actor, pid), without its source or segment
+    source: str = ""
+    segment: int = 0  # 0 before the first restart, 1 after it, ...
+    machine: str | None = None  # the node its lines name (IP or host name), when they name one
+
+    def matches(self, *, rank: int | None = None, node: str | None = None, actor: str | None = None, worker: str | None = None) -> bool:
+        """Whether this is the series `memlog plot` was asked for (every given selector must hold).
+        `worker` is the label as reports print it, the worker's name, or a glob of either."""
+        import fnmatch
+
+        who = self.worker.split("/", 1)[1] if "/" in self.worker else self.worker
+        worker_node = self.worker.split("/", 1)[0] if "/" in self.worker else None
+        return (
+            (rank is None or self.rank == rank)
+            and (node is None or node in (worker_node, self.machine))
+            and (actor is None or who == actor or who.startswith(actor + " "))
+            and (worker is None or any(fnmatch.fnmatchcase(name, worker) for name in (self.label, self.worker)))
+        )
 
 
 @dataclass
@@ -140,7 +158,8 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
             if shape.fit is not None:
                 fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_x[0], shape.tail_x[-1])
         capacity = ctx.capacity_of(s)[0] if s.column in MEMORY_COLUMNS else None
-        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity)
+        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity,
+                          s.key.worker, s.key.source, s.key.segment, s.machine)
 
     views = [view("device", s) for s in ctx.device_series]
     views += [view("host", s) for s in ctx.host_series]

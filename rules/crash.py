@@ -48,8 +48,9 @@ def check(ctx, t) -> list[Finding]:
     # The most telling cause first: a named one (timeout, signal) over a bare exit code.
     first, what, memory = min(causes, key=lambda c: (c[0].kind == "child_failed", "exited with code" in c[1], c[0].line_no))
     steps = sorted({e.after_step + 1 for e in died if e.after_step is not None})
+    earliest = min((e for e in died if e.after_step is not None), key=lambda e: e.after_step, default=None)
     msg = f"{what[0].upper()}{what[1:]}"
-    msg += f" (on {workers_phrase(sorted({e.worker for e in died}))}" + (f", during step {steps[0]}" if steps else "") + f", line {first.line_no})."
+    msg += f" (on {workers_phrase(sorted({e.worker for e in died}))}" + (f", {ctx.during(earliest)}" if earliest is not None else "") + f", line {first.line_no})."
     if memory == "likely":
         msg += " Memory is probably involved: the kernel kills the process with the most memory when the host runs out."
     elif memory == "no":

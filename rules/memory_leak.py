@@ -164,8 +164,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             msg += f", {duration(soonest.seconds)} after the last logged {word}" + (f" (around {soonest.at})" if soonest.at else "")
     ooms = [e for e in ctx.tables.events if e.kind == "oom"]
     if ooms:
-        oom_steps = sorted({e.after_step + 1 for e in ooms if e.after_step is not None})
-        msg += f"; the run hit out-of-memory{f' during step {oom_steps[0]}' if oom_steps else ''}"
+        earliest = min((e for e in ooms if e.after_step is not None), key=lambda e: e.after_step, default=None)
+        msg += f"; the run hit out-of-memory{' ' + ctx.during(earliest) if earliest is not None else ''}"
     if len(all_leaking) < len(candidates):
         msg += f" ({len(candidates) - len(all_leaking)} other series do not grow)"
     msg += "."

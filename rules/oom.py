@@ -24,7 +24,7 @@ HOST_HINT = (
 )
 RAY_HINT = (
     "Ray kills the most recently scheduled worker when node memory passes RAY_memory_usage_threshold (0.95 by "
-    "default): the top consumers above say which process held the memory. Raising the threshold only moves the "
+    "default): the top consumers Ray lists in its message say which process held the memory. Raising the threshold only moves the "
     "kill to the Linux OOM killer."
 )
 MORE_LINES_HINT = (
@@ -59,12 +59,12 @@ def check(ctx, t) -> list[Finding]:
     events = list(first_per_worker.values())
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
     first = next((e for e in events if e.kind == "oom"), events[0])
+    earliest = min((e for e in events if e.after_step is not None), key=lambda e: e.after_step, default=None)
     scopes = {e.detail.get("scope", "host" if e.kind == "worker_died" else "device") for e in events}
     what = "host (system) memory" if scopes == {"host"} else "device memory" if scopes == {"device"} else "memory"
     msg = f"Out of {what} on {workers_phrase([e.worker for e in events])}"
-    if steps:
-        interval = _interval(ctx, first)
-        msg += f" during step {steps[0]}" if not interval or interval <= 1 else f" during steps {steps[0]}-{steps[0] + interval - 1}"
+    if earliest is not None:
+        msg += f" {ctx.during(earliest)}"
     msg += f": {_facts(first)}" if _facts(first) else ""
     msg += f" (line {first.line_no})."
     hints = []
@@ -87,14 +87,6 @@ def check(ctx, t) -> list[Finding]:
             lines=[(e.source, e.line_no) for e in events[:8]],
         )
     ]
-
-
-def _interval(ctx, event) -> int | None:
-    """The logging interval of the worker that died, to name the steps it died between."""
-    for series in (*ctx.device_series, *ctx.loss_series):
-        if series.key.worker == event.worker and series.key.source == event.source and len(series) >= 2:
-            return ctx.log_interval(series)
-    return None
 
 
 def _facts(event) -> str:

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BEGIN, END = "<!-- BEGIN examples -->", "<!-- END examples -->"
 
+MARKDOWN_SOURCE_LINES = 8
+README_COLUMNS = 80  # the terminal the examples are printed for (and GitHub's code blocks show without scrolling)
 TERMINAL_LOG = "sample_logs/torchtitan/fr2_logfreq_creep.log"
 CI_LOG = "sample_logs/torchtitan/fr1_pp2_ep2_leak_oom.log"
 ISSUE_LOG = "sample_logs/torchtitan/fr5_pp8_warmup_plateau.log"
@@ -43,10 +45,11 @@ GITHUB_ACTIONS = """\
 
 @contextmanager
 def _plain_environment():
-    """No colour, no CI variables: the README shows what a plain run prints."""
-    saved = {k: os.environ.get(k) for k in ("NO_COLOR", "FORCE_COLOR", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE")}
+    """No colour, no CI variables, an 80-column terminal: the README shows what a plain run prints."""
+    saved = {k: os.environ.get(k) for k in ("NO_COLOR", "FORCE_COLOR", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE", "COLUMNS")}
     cwd = os.getcwd()
     os.environ["NO_COLOR"] = "1"
+    os.environ["COLUMNS"] = str(README_COLUMNS)
     for name in ("FORCE_COLOR", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
         os.environ.pop(name, None)
     os.chdir(ROOT)
@@ -92,7 +95,11 @@ def examples() -> str:
         "The verdict comes first, then memory and loss per rank against step with what the rules saw drawn on it "
         "(the warmup knee, the fitted tail, the capacity line), then each finding with its evidence. "
         "Colour appears only on a terminal (`NO_COLOR=1` turns it off, `FORCE_COLOR=1` forces it); "
-        "`--no-chart` leaves the chart out; `memlog plot LOG [--metric NAME] [--rank N]` draws only the chart.",
+        "`--no-chart` leaves the chart out; the width follows the terminal (`COLUMNS`, then the terminal's size, at "
+        "least 60; `--width N` sets it; this example is 80 columns). With many workers the charts draw the ones "
+        "that findings name first, then the lowest, median and highest of the rest, and say how many are hidden; "
+        "`memlog plot LOG [--metric NAME] [--rank N | --node NAME | --actor NAME | --worker LABEL]` draws only the "
+        "chart, for the workers chosen.",
         "",
         fence(f"$ memlog analyze {TERMINAL_LOG}\n{terminal}\n$ echo $?\n{terminal_rc}"),
         "",
@@ -124,6 +131,12 @@ def examples() -> str:
         markdown.rstrip(),
         "",
         "---",
+        "",
+        "<details><summary>The markdown source of its first lines</summary>",
+        "",
+        fence("\n".join(markdown.splitlines()[:MARKDOWN_SOURCE_LINES]) + "\n…", "markdown"),
+        "",
+        "</details>",
         "",
         "### HTML report",
         "",

@@ -89,6 +89,34 @@ def panel_capacity(views) -> float | None:
     return max((v.capacity_gib for v in views if v.capacity_gib), default=None)
 
 
+_RANK_WORKER = re.compile(r"(?:^|[/:])rank\d+$")
+
+
+def workers_phrase_of(coverage: dict[str, Any]) -> str:
+    """How many workers the run had, as every header says it: "64 ranks" (8 nodes x 8 ranks),
+    "3 workers" (a driver and two actors). One count per (node, rank/actor) series, as charted."""
+    workers = coverage.get("workers") or []
+    noun = "rank" if workers and all(_RANK_WORKER.search(w) for w in workers) else "worker"
+    return f"{len(workers)} {noun}{'s' if len(workers) != 1 else ''}"
+
+
+def restarts_sentence(coverage: dict[str, Any]) -> str | None:
+    """The run's restarts, said once: "The run restarted twice (steps 4,001 and 8,001); series after
+    a restart are labelled (segment N)." None when it ran straight through."""
+    steps = coverage.get("restarts") or []
+    if not steps:
+        return None
+    times = {1: "once", 2: "twice"}.get(len(steps), f"{len(steps)} times")
+    if len(steps) >= 100:
+        times = f"at least {len(steps)} times"
+    shown = [f"{s:,}" for s in steps[:10]] + (["..."] if len(steps) > 10 else [])
+    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    return (
+        f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
+        "per stretch between restarts, labelled (segment 2), (segment 3), ..."
+    )
+
+
 def safe(text: str) -> str:
     return _UNSAFE.sub("?", text)
 

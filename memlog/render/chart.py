@@ -12,15 +12,18 @@ import contextlib
 import io
 import math
 import re
+import textwrap
+from collections.abc import Callable
 
 from memlog.render import CAPACITY_IN_VIEW, ascii_text, buckets, panel_capacity, safe
+from memlog.render.selection import MAX_LINES, Selection, select
 from memlog.report import Report, SeriesView
 from memlog.rulekit import workers_phrase
 
 WIDTH = 100
 MEMORY_HEIGHT = 20
 LOSS_HEIGHT = 12
-MAX_SERIES = 8  # more lines than this is a scribble; the legend says what was left out
+MAX_SERIES = MAX_LINES  # the legend says what was left out
 # Without colour, ranks are told apart by their marker; with colour, by colour (braille dots are finer).
 MARKERS = ("•", "+", "o", "#", "*", "%", "=", "@")
 ASCII_MARKERS = ("*", "o", "#", "%", "@", "&", "$", "~")  # not + - | = : (the frame and lines)
@@ -44,9 +47,10 @@ def render_chart(
     colour: bool = False,
     ascii_only: bool = False,
     subjects: tuple[str, ...] = ("device", "host", "loss"),
-    rank: int | None = None,
+    only: Callable[[SeriesView], bool] | None = None,
 ) -> str:
-    """The panels for `subjects` that have series, stacked; "" when there is nothing to draw."""
+    """The panels for `subjects` that have series, stacked; "" when there is nothing to draw.
+    `only`: draw just the series it accepts (`memlog plot --rank/--node/--actor/--worker`)."""
     import plotext as plt
 
     plt.terminal.limit(False, False)  # size by our width, not by the terminal (or its absence)
@@ -56,16 +60,19 @@ def render_chart(
     # says): a chart only returns text.
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for subject in subjects:
-            views = [v for v in report.series if v.subject == subject and (rank is None or v.rank == rank)]
+            views = [v for v in report.series if v.subject == subject and (only is None or only(v))]
             if not views:
                 continue
-            panels.append(_panel(plt, subject, views, panel_capacity(views), sentinel if subject == "loss" else set(), width, colour, ascii_only))
+            marked = sentinel if subject == "loss" else set()
+            selection = select(report, [v for v in views if v.label not in marked], subject, MAX_SERIES)
+            placeholders = [v for v in views if v.label in marked][:MAX_SERIES]
+            panels.append(_panel(plt, subject, selection, placeholders, panel_capacity(views), width, colour, ascii_only))
     return "\n\n".join(panels)
 
 
-def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -> str:
+def _panel(plt, subject, selection: Selection, sentinel_views: list[SeriesView], capacity, width, colour, ascii_only) -> str:
     markers = ASCII_MARKERS if ascii_only else MARKERS
-    drawn, left_out = views[:MAX_SERIES], views[MAX_SERIES:]
+    drawn = selection.views + sentinel_views
     fig = plt.figure
     fig.clear()
     fig.theme("colorless")
@@ -82,15 +89,15 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
         xs = [view.fit.from_step, view.fit.to_step]
         fig.draw(fig.segment(xs, [view.fit.at(x) for x in xs], marker=marker("." if ascii_only else FIT_MARKER, 244)))
 
-    sentinel_views = [v for v in drawn if v.label in sentinel]
-    for i, view in enumerate(v for v in drawn if v.label not in sentinel):
-        steps, values = points[id(view)]
+    for i, pick in enumerate(selection.picks):
+        steps, values = points[id(pick.view)]
         if not steps:
             continue
         code = COLOURS[i % len(COLOURS)]
         symbol = "braille" if colour else markers[i % len(markers)]
         fig.draw(fig.signal(steps, values, marker=marker(symbol, code)).lines())
-        legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, safe(view.label)))
+        why = f" ({pick.why})" if pick.why else ""
+        legend.append(("⠶" if colour and not ascii_only else markers[i % len(markers)], code, safe(pick.view.label) + why))
     for view in sentinel_views:
         steps, values = points[id(view)]
         fig.draw(fig.signal(steps, values, marker=marker(SENTINEL_MARKER, 244)))
@@ -120,33 +127,42 @@ def _panel(plt, subject, views, capacity, sentinel, width, colour, ascii_only) -
         fig.ruler("x").ticks(ticks, [f"{t:,}" for t in ticks])
     chart = fig.build().string(colorless=not colour)
     chart = _BACKGROUND.sub("", chart)
-    if left_out:
-        legend.append((" ", None, f"+{len(left_out)} more not drawn (memlog plot --rank N)"))
-    lines = [_title(subject, drawn, colour), chart.rstrip("\n"), *_legend(legend, width, colour)]
+    if selection.hidden:
+        legend.append((" ", None, selection.hidden_note()))
+    lines = [_title(subject, drawn, width, colour), chart.rstrip("\n"), *_legend(legend, width, colour)]
     text = "\n".join(line.rstrip() for line in "\n".join(lines).splitlines())
     return ascii_text(text) if ascii_only else text
 
 
-def _title(subject: str, views: list[SeriesView], colour: bool) -> str:
+def _title(subject: str, views: list[SeriesView], width: int, colour: bool) -> str:
     metric = views[0].metric
     unit = "GiB" if metric.endswith("_gib") else ""
     what = PANEL_TITLES[subject] or metric
     per = "per rank" if any(v.rank is not None for v in views) else "per worker"
     title = f"{what} {per} vs step ({metric}{', ' + unit if unit else ''})"
+    title = textwrap.fill(title, width, break_on_hyphens=False, subsequent_indent="  ")
     return f"\x1b[1m{title}\x1b[0m" if colour else title
 
 
 def _legend(entries: list[tuple[str, int | None, str]], width: int, colour: bool) -> list[str]:
     lines, current = [], ""
     for symbol, code, text in entries:
-        if len(text) > width - 6:  # one entry never overflows the chart's width
-            text = text[: width - 7] + "…"
+        painted = f"\x1b[38;5;{code}m{symbol}\x1b[0m" if colour and code is not None else symbol
+        if len(text) > width - 4 - len(symbol):
+            # A long entry gets lines of its own (at most two; a label longer than that is cut).
+            chunks = textwrap.wrap(text, width - 4 - len(symbol), break_on_hyphens=False) or [""]
+            if len(chunks) > 2:
+                chunks = [chunks[0], chunks[1][: width - 5 - len(symbol)] + "…"]
+            if current:
+                lines.append(current)
+            lines += [f"  {painted} {chunks[0]}", *(f"  {' ' * len(symbol)} {chunk}" for chunk in chunks[1:])]
+            current = ""
+            continue
         item = f"{symbol} {text}"
-        shown = f"\x1b[38;5;{code}m{symbol}\x1b[0m {text}" if colour and code is not None else item
         if current and len(_plain(current)) + 3 + len(item) > width:
             lines.append(current)
             current = ""
-        current = f"{current}   {shown}" if current else f"  {shown}"
+        current = f"{current}   {painted} {text}" if current else f"  {painted} {text}"
     return [*lines, current] if current else lines
 
 

@@ -9,9 +9,9 @@ The charts are drawn by pygal (pure Python, SVG out, imported only here, so only
 its ~45 ms import): memory and loss per worker against step, with what the text chart draws (see
 memlog.render.chart): the fitted tail of each drawn series (dashed), the warmup knee (dotted
 vertical), the capacity line when the data reaches half of it, and the pipeline-parallel
-placeholder losses as grey marks. At most MAX_SERIES workers per chart, chosen as the Mermaid
-chart of the issue markdown chooses them (the workers that findings name first, then the
-lowest, median and highest of the rest); the caption says what is left out.
+placeholder losses as grey marks. At most MAX_SERIES workers per chart, chosen as every chart
+chooses them (memlog.render.selection: the workers that findings name first, then the lowest,
+median and highest of the rest); the caption says what is left out.
 
 Everything from a log (worker labels, file names, log lines, messages that quote them) is
 escaped with html.escape after `safe()`; inside the SVG, pygal writes text through ElementTree,
@@ -27,13 +27,14 @@ import re
 from typing import Any
 
 from memlog import __version__
-from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, safe
+from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, restarts_sentence, safe, workers_phrase_of
 from memlog.render.chart import _nice_ticks
-from memlog.render.mermaid import PALETTE, chart_subject, choose, named_by_findings
+from memlog.render.mermaid import PALETTE, chart_subject
+from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
 from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
 
-MAX_SERIES = 8
+MAX_SERIES = MAX_LINES
 CHART_WIDTH = 960
 MEMORY_HEIGHT = 420
 LOSS_HEIGHT = 300
@@ -140,17 +141,16 @@ def _verdict(report: Report) -> str:
         tone = "error" if worst == "error" or not verdict.calm else "warning"
     cov = report.coverage
     context = [", ".join(cov.get("formats") or {}) or "no format"]
-    if cov.get("ranks"):
-        context.append(f"{len(cov['ranks'])} rank{'s' if len(cov['ranks']) != 1 else ''}")
-    elif cov.get("workers"):
-        context.append(f"{len(cov['workers'])} worker{'s' if len(cov['workers']) != 1 else ''}")
+    if cov.get("workers"):
+        context.append(workers_phrase_of(cov))
     if cov.get("steps"):
         context.append(f"steps {cov['steps'][0]:,}–{cov['steps'][1]:,}")
     return (
         f'<header class="verdict v-{tone}"><div>'
         f"<h1>memlog verdict: {esc(verdict.title)}</h1>"
         f"<p>{esc(verdict.meaning)} <span>({esc(', '.join(context))})</span></p>"
-        "</div></header>"
+        + (f"<p>{esc(restarts)}</p>" if (restarts := restarts_sentence(cov)) else "")
+        + "</div></header>"
     )
 
 
@@ -196,10 +196,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
 
     placeholders = [v for v in views if v.label in sentinel]
     real = [v for v in views if v.label not in sentinel]
-    if subject == "loss":
-        drawn = [(v, "") for v in real[:MAX_SERIES]]
-    else:
-        drawn = choose(real, named_by_findings(report, real, subject)) if len(real) > MAX_SERIES else [(v, "") for v in real]
+    drawn = [(pick.view, pick.why) for pick in select(report, real, subject, MAX_SERIES).picks]
     hidden = len(real) - len(drawn)
     metric = ", ".join(sorted({v.metric for v, _ in drawn} or {views[0].metric}))
     unit = "GiB" if all(v.metric.endswith("_gib") for v in views) else ""
@@ -319,7 +316,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
             drawn_text += f": {', '.join(named)} named by findings"
         if reps:
             drawn_text += f"{';' if named else ':'} {', '.join(reps)} of the rest by mean level"
-        how = " (<code>memlog plot LOG --rank N</code> draws one)" if per == "rank" else ""
+        how = f" (<code>{SHOW_COMMAND}</code> draws one)"
         caption.append(f"{drawn_text}; {hidden} not drawn{how}.")
     if fits:
         caption.append("Dashed: the straight line the rules fitted to each drawn series' tail.")
@@ -472,9 +469,8 @@ def _environment(report: Report) -> str:
     if len(sources) > 50:
         listed.append(f"and {len(sources) - 50:,} more")
     rows.append(("sources", "<br>".join(listed) or "none"))
-    workers = cov.get("workers") or []
     steps = f", steps {cov['steps'][0]:,}–{cov['steps'][1]:,}" if cov.get("steps") else ""
-    who = f"{len(workers)} worker(s)"
+    who = workers_phrase_of(cov)
     if cov.get("ranks"):
         who += f" ({esc(workers_phrase([f'rank{r}' for r in cov['ranks']]))})"
     rows.append(("read", f"{cov.get('lines_read', 0):,} lines, {cov.get('records', 0):,} step records, {who}{steps}"))

@@ -19,8 +19,9 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render import buckets, by_severity, evidence_summary, safe
+from memlog.render import buckets, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
 from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
+from memlog.render.selection import noun_of, select
 from memlog.report import Report, SeriesView, source_damage
 from memlog.rulekit import workers_phrase
 
@@ -89,14 +90,13 @@ def _verdict_line(report: Report) -> str:
     name, meaning = report.headline.title, report.headline.meaning
     cov = report.coverage
     context = [", ".join(cov["formats"]) or "no format"]
-    workers = cov.get("workers") or []
-    if cov.get("ranks"):
-        context.append(f"{len(cov['ranks'])} rank{'s' if len(cov['ranks']) != 1 else ''}")
-    elif workers:
-        context.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''}")
+    if cov.get("workers"):
+        context.append(workers_phrase_of(cov))
     if cov.get("steps"):
         context.append(f"steps {cov['steps'][0]}–{cov['steps'][1]}")
-    return f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    line = f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    restarts = restarts_sentence(cov)
+    return f"{line}\n\n{md_text(restarts)}" if restarts else line
 
 
 def _findings_table(report: Report) -> str:
@@ -137,37 +137,40 @@ def _charts(report: Report) -> str:
         views = [v for v in report.series if v.subject == subject]
         if not views:
             continue
-        rows = _spark_rows(views, sentinel if subject == "loss" else set())
+        rows = _spark_rows(report, subject, views, sentinel if subject == "loss" else set())
         steps = [s for v in views for s in v.steps]
         unit = " GiB" if views[0].metric.endswith("_gib") else ""
         blocks.append(
-            f"{title} per rank, steps {_num(min(steps))}–{_num(max(steps))} (`{views[0].metric}`{', ' + unit.strip() if unit else ''}; "
+            f"{title} per {noun_of(views)}, steps {_num(min(steps))}–{_num(max(steps))} (`{views[0].metric}`{', ' + unit.strip() if unit else ''}; "
             "first value, shape, last value, lowest–highest reading; one scale for all rows, each mark the mean of its "
             "stretch of steps):\n\n" + code_block(rows)
         )
     return "\n\n".join(blocks)
 
 
-def _spark_rows(views: list[SeriesView], sentinel: set[str]) -> list[str]:
+def _spark_rows(report: Report, subject: str, views: list[SeriesView], sentinel: set[str]) -> list[str]:
     real = [v for v in views if v.label not in sentinel]
-    shown = [(v, buckets(None, v.values, SPARK_WIDTH)) for v in real[:MAX_SPARK_ROWS]]
-    shown = [(v, b) for v, b in shown if b.height]
+    selection = select(report, real, subject, MAX_SPARK_ROWS)
+    shown = [(p, buckets(None, p.view.values, SPARK_WIDTH)) for p in selection.picks]
+    shown = [(p, b) for p, b in shown if b.height]
     # The marks share one scale, from the lowest to the highest bucket mean; the range column
     # gives the readings' own extremes, which a mean can hide.
     low = min((b["mean"].min() for _, b in shown), default=0.0)
     high = max((b["mean"].max() for _, b in shown), default=0.0)
-    width = max((len(v.label) for v, _ in shown), default=0)
+    width = max((len(p.view.label) for p, _ in shown), default=0)
     rows = []
-    for view, bucket in shown:
+    for pick, bucket in shown:
+        view = pick.view
         marks = _sparkline(bucket["mean"].to_list(), low, high)
         gib = view.metric.endswith("_gib")
         first, last, lowest, highest = (
             (f"{x:.2f}" if gib else _num(x)) for x in (bucket["first"][0], bucket["last"][-1], bucket["low"].min(), bucket["high"].max())
         )
         knee = f"  knee at step {view.knee_step}" if view.knee_step is not None else ""
-        rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last:<7}  {lowest}–{highest}{knee}")
-    if len(real) > MAX_SPARK_ROWS:
-        rows.append(f"… and {len(real) - MAX_SPARK_ROWS} more")
+        why = f"  ({pick.why})" if pick.why else ""
+        rows.append(f"{view.label:<{width}}  {first:>7} {marks} {last:<7}  {lowest}–{highest}{knee}{why}")
+    if selection.hidden:
+        rows.append(selection.hidden_note())
     placeholders = [v for v in views if v.label in sentinel]
     if placeholders:
         value = placeholders[0].values[0] if placeholders[0].values else -1
@@ -208,9 +211,8 @@ def _environment(report: Report) -> str:
     if len(sources) > MAX_SOURCES_LISTED:
         listed.append(f"and {len(sources) - MAX_SOURCES_LISTED} more")
     ranks = cov.get("ranks") or []
-    workers = cov.get("workers") or []
     steps = f", steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else ""
-    who = f"{len(workers)} worker(s){f' ({_ranks(ranks)})' if ranks else ''}{steps}"
+    who = f"{workers_phrase_of(cov)}{f' ({_ranks(ranks)})' if ranks else ''}{steps}"
     capacity = cov.get("capacity") or {}
     caps = []
     if capacity.get("device_gib"):

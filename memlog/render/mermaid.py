@@ -3,8 +3,9 @@ issues, pull requests and job summaries (elsewhere it shows as code; the sparkli
 
 What is drawn: the device memory series (host memory when the log has no device series), at most
 MAX_LINES of them, plus the capacity line when the data comes near it (the rule of the text chart):
-first the workers that error and warning findings name (the leaking or out-of-memory ranks),
-then, when not every worker fits, the lowest, median and highest of the rest by mean level. The
+chosen as every chart chooses (memlog.render.selection): first the workers that error and warning
+findings name (the leaking or out-of-memory ranks), then, when not every worker fits, the lowest,
+median and highest of the rest by mean level. The
 sentence under the chart names the lines in the order drawn, with their colours (xychart has no
 legend on GitHub), and says how many workers are not drawn.
 
@@ -29,11 +30,10 @@ import re
 from dataclasses import dataclass
 
 from memlog.render import CAPACITY_IN_VIEW, grid_means, panel_capacity, safe
+from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
 from memlog.report import Report, SeriesView
 
-MAX_LINES = 8  # worker lines; the capacity line comes on top
 MAX_POINTS = 60
-REPRESENTATIVES = 3  # of the workers no finding names: lowest, median, highest
 MAX_LABEL = 40
 # (name, colour) in the order lines take them; the capacity line is grey. Mid tones, readable on
 # GitHub's light and dark themes.
@@ -111,7 +111,8 @@ def chart_data(report: Report) -> Chart | None:
     if subject is None:
         return None
     views = [v for v in report.series if v.subject == subject and any(math.isfinite(x) for x in v.values)]
-    chosen = choose(views, named_by_findings(report, views, subject))
+    selection = select(report, views, subject, MAX_LINES)
+    chosen = [(pick.view, pick.why) for pick in selection.picks]
     steps = [s for view, _ in chosen for s, x in zip(view.steps, view.values) if math.isfinite(x)]
     if not steps or max(steps) <= min(steps):
         return None
@@ -125,61 +126,7 @@ def chart_data(report: Report) -> Chart | None:
     highest = max(max(line.values) for line in lines)
     if not capacity or highest < CAPACITY_IN_VIEW * capacity:
         capacity = None
-    noun = "rank" if all(v.rank is not None for v in views) else "worker"
-    return Chart(subject, low, width, count, lines, capacity, len(views) - len(lines), noun)
-
-
-def named_by_findings(report: Report, views: list[SeriesView], subject: str) -> dict[str, str]:
-    """label -> the rule of the most severe error or warning finding about this memory (or about
-    the run, as an out-of-memory crash is) that names the series (a finding about worker `W` names
-    its `W [floor]` and `W [peak]` series too)."""
-    from memlog.render import by_severity
-
-    named: dict[str, str] = {}
-    for finding in by_severity(report):
-        if finding.severity not in ("error", "warning") or finding.subject not in (subject, "run"):
-            continue
-        for name in finding.series:
-            for view in views:
-                if view.label == name or view.label.startswith(name + " ["):
-                    named.setdefault(view.label, finding.rule)
-    return named
-
-
-def choose(views: list[SeriesView], named: dict[str, str]) -> list[tuple[SeriesView, str]]:
-    """At most MAX_LINES series: the named ones first (spread over their levels when too many),
-    then every other one if all fit, else the lowest, median and highest of the rest."""
-    if len(views) <= MAX_LINES:
-        first = [(v, named[v.label]) for v in views if v.label in named]
-        return first + [(v, "") for v in views if v.label not in named]
-    flagged = [v for v in views if v.label in named]
-    rest = [v for v in views if v.label not in named]
-    if len(flagged) > MAX_LINES:
-        return [(v, named[v.label]) for v in spread(flagged, MAX_LINES)]
-    picked = [(v, named[v.label]) for v in flagged]
-    room = MAX_LINES - len(picked)
-    if len(rest) <= room:
-        return picked + [(v, "") for v in rest]
-    # A series with one reading would be a flat line across the chart: prefer those with more.
-    reps = spread([v for v in rest if len(v.values) > 1] or rest, min(room, REPRESENTATIVES))
-    names = {1: ["median"], 2: ["lowest", "highest"], 3: ["lowest", "median", "highest"]}.get(len(reps), [""] * len(reps))
-    return picked + list(zip(reps, names))
-
-
-def spread(views: list[SeriesView], k: int) -> list[SeriesView]:
-    """k series spread evenly over the levels (mean value), lowest to highest."""
-    if k <= 0:
-        return []
-    ordered = sorted(views, key=level)
-    if k == 1:
-        return [ordered[(len(ordered) - 1) // 2]]
-    picks = sorted({round(i * (len(ordered) - 1) / (k - 1)) for i in range(k)})
-    return [ordered[i] for i in picks]
-
-
-def level(view: SeriesView) -> float:
-    finite = [x for x in view.values if math.isfinite(x)]
-    return sum(finite) / len(finite) if finite else 0.0
+    return Chart(subject, low, width, count, lines, capacity, len(views) - len(lines), selection.noun)
 
 
 def step_grid(low: float, high: float, max_points: int, whole: bool = True) -> tuple[float, float, int]:
@@ -261,8 +208,7 @@ def describe(chart: Chart, text) -> str:
     sentence += "."
     if chart.hidden:
         plural = "s" if chart.hidden != 1 else ""
-        how = " (`memlog plot LOG --rank N` draws one)" if chart.noun == "rank" else ""
-        sentence += f" {chart.hidden} more {chart.noun}{plural} not drawn{how}."
+        sentence += f" {chart.hidden} more {chart.noun}{plural} not drawn (`{SHOW_COMMAND}` draws one)."
     if chart.width == 1:
         sentence += " One point per step (the mean of the readings at it)"
     else:

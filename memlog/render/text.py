@@ -5,25 +5,39 @@ from __future__ import annotations
 
 import textwrap
 
-from memlog.render import ascii_text, by_severity, evidence_summary, safe
+from memlog.render import ascii_text, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
 from memlog.report import Report, source_damage
 
-WIDTH = 100
+WIDTH = 100  # without a terminal to size by (cli._width)
 COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "bold": "\x1b[1m", "reset": "\x1b[0m"}
 
 
-def _wrap(text: str, indent: str) -> str:
-    return textwrap.fill(safe(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+def _wrapper(width: int):
+    """Wraps at spaces only: a path (`multinode/gpu-node-01.rank1.log:6`) is never cut at a hyphen
+    or inside, so it stays copyable (a path longer than the width gets a line of its own)."""
+
+    def wrap(text: str, indent: str) -> str:
+        return textwrap.fill(
+            safe(text), width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False
+        )
+
+    return wrap
 
 
-def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_only: bool = False) -> str:
-    """`ascii_only`: the stdout encoding is not UTF-8 (box drawing and log text become ASCII)."""
+def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_only: bool = False, width: int = WIDTH) -> str:
+    """`ascii_only`: the stdout encoding is not UTF-8 (box drawing and log text become ASCII).
+    `width`: the terminal's columns; every line fits them but a single path longer than that."""
     c = COLOURS if colour else dict.fromkeys(COLOURS, "")
-    out = [c["bold"] + textwrap.fill(f"memlog verdict: {report.headline.headline}", WIDTH, subsequent_indent="  ") + c["reset"], ""]
+    _wrap = _wrapper(width)
+    out = [c["bold"] + _wrap(f"memlog verdict: {report.headline.headline}", "") + c["reset"]]
+    restarts = restarts_sentence(report.coverage)
+    if restarts:
+        out.append(_wrap(restarts, ""))
+    out.append("")
     if chart:
         from memlog.render.chart import render_chart
 
-        drawn = render_chart(report, width=WIDTH, colour=colour, ascii_only=ascii_only)
+        drawn = render_chart(report, width=width, colour=colour, ascii_only=ascii_only)
         if drawn:
             out += [drawn, ""]
     for f in by_severity(report):
@@ -46,7 +60,7 @@ def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_
     out.append(
         _wrap(
             f"read {cov['lines_read']:,} lines from {len(cov['sources'])} source(s); {cov['records']:,} step records "
-            f"[{formats}], {len(cov['workers'])} worker(s){steps}, {cov['events']} event(s)",
+            f"[{formats}], {workers_phrase_of(cov)}{steps}, {cov['events']} event(s)",
             "",
         )
     )
