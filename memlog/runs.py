@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from memlog.errors import MemlogError
 from memlog.inputs import identity_of, is_log_name, natural_key
 from memlog.remote import filesystem, is_url, url_of
 
@@ -155,6 +156,8 @@ def find_runs(paths: list[str], run_glob: str | None = None) -> list[Run]:
     that does not exist is a run of its own (its row says it cannot be read)."""
     runs: list[Run] = []
     for spec in paths:
+        if spec == "-":
+            raise MemlogError("memlog scan reads paths, not standard input: use memlog analyze - for a log on stdin")
         tree = _Remote(spec) if is_url(spec) else _Local()
         kind = tree.kind(spec)
         if kind != "dir":

@@ -231,3 +231,29 @@ def test_url_without_fsspec_is_one_line(monkeypatch, tree):
     result = runner.invoke(app, ["scan", "s3://bucket/runs"])
     assert result.exit_code == 2
     assert result.stderr == "memlog: error: s3://bucket/runs: reading URLs needs fsspec (pip install fsspec, and s3fs for s3://, gcsfs for gs://)\n"
+
+
+@pytest.mark.parametrize("output", ["text", "json", "markdown", "csv", "github"])
+def test_every_output_is_inert_and_valid(tmp_path, output):
+    """Escape sequences and markup in file names and in the log lines findings quote stay text."""
+    from tests.test_output_safety import assert_inert, assert_valid, hostile_log
+
+    folder = tmp_path / "fleet\x1b[2J\u202e"
+    folder.mkdir()
+    hostile_log(folder / "run\x1b]0;pwned\x07\u202eexe.log")
+    (folder / "bad\x1b[31m|`x`.log").write_bytes(b"")
+    result = runner.invoke(app, ["scan", str(folder), "-o", output, "--jobs", "1"], env={"NO_COLOR": None, "FORCE_COLOR": None})
+    assert result.exit_code == 1, result.stderr
+    assert_inert(result.stdout, output)
+    assert_inert(result.stderr, output + " stderr")
+    assert_valid(output, result.stdout)
+    if output == "csv":
+        assert len(list(csv.reader(io.StringIO(result.stdout)))) == 3
+    if output == "markdown":
+        table = [line for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        assert all(line.count(" | ") == table[-1].count(" | ") for line in table[-3:])  # no cell split by a pipe
+
+
+def test_stdin_is_not_a_fleet():
+    result = runner.invoke(app, ["scan", "-"])
+    assert result.exit_code == 2 and "memlog analyze -" in result.stderr
