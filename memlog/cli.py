@@ -157,12 +157,17 @@ def _write_step_summary(report) -> None:
     """In GitHub Actions, the markdown report goes to the job summary too (appended, as GitHub expects)."""
     from memlog.render.markdown import render_markdown
 
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        _append_step_summary(render_markdown(report))
+
+
+def _append_step_summary(markdown: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
     try:
         with open(path, "a", encoding="utf-8") as summary:
-            summary.write(render_markdown(report) + "\n")
+            summary.write(markdown + "\n")
     except OSError as exc:
         typer.echo(f"memlog: warning: cannot write GITHUB_STEP_SUMMARY ({exc.strerror or exc})", err=True)
 
@@ -275,8 +280,7 @@ def scan(
             rendering = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
         _emit(render_fleet(fleet, output.value, **rendering))
         if output is ScanOutput.github and os.environ.get("GITHUB_STEP_SUMMARY"):
-            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
-                summary.write(render_fleet(fleet, "markdown") + "\n")
+            _append_step_summary(render_fleet(fleet, "markdown"))
         if not fleet.readable:
             raise MemlogError(f"none of the {len(fleet.rows)} run(s) could be read (first: {fleet.rows[0]['run']}: {fleet.rows[0]['error']})")
         return fleet

@@ -33,7 +33,7 @@ from typing import Any
 
 from memlog.errors import MemlogError
 from memlog.inputs import identity_of, is_log_name, natural_key
-from memlog.remote import filesystem, is_url, url_of
+from memlog.remote import filesystem, is_url
 
 TORCHRUN_ATTEMPT = re.compile(r"^attempt_\d+$")
 RAY_SESSION = re.compile(r"^session_")

@@ -47,7 +47,6 @@ def limit_threads() -> None:
 
 def judge(run: Run, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
     """The row of one run. Never raises for a bad run: what stopped it is the row's `error`."""
-    base: dict[str, Any] = {"run": run.name, "path": run.path}
     try:
         from memlog.api import analyze
 
@@ -59,7 +58,7 @@ def judge(run: Run, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
 
         message = str(exc) if isinstance(exc, MemlogError) else f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return judge_failed(run, message)
-    return {**base, **row_of(report)}
+    return {"run": run.name, "path": run.path, **row_of(report)}
 
 
 def judge_failed(run: Run, error: str) -> dict[str, Any]:

@@ -38,9 +38,9 @@ def _import_ray():
 
 
 def _task(run: Run, options: ScanOptions) -> dict[str, Any]:
-    if "polars" not in __import__("sys").modules:  # a fresh worker: one engine thread, as locally
-        limit_threads()
-    os.environ["MEMLOG_THREADS"] = "1"
+    # One engine thread per task, as in a local worker (polars' own pool is set only if this
+    # worker has not loaded polars yet; MEMLOG_THREADS is read at every run).
+    limit_threads()
     return judge(run, options)
 
 
