@@ -66,9 +66,7 @@ def parse_sources(
     record_frames, event_frames = [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
         _read_source(chunks, parser, keep, progress, record_frames, event_frames)
-    records = build_records(record_frames)  # takes the frames out of the list as it copies them
-    events, dropped = build_events(event_frames, records)
-    return Tables(records, events + _restart_events(records), dropped), sources
+    return tables_of(record_frames, event_frames), sources
 
 
 def _read_source(
@@ -183,6 +181,24 @@ def analyze(
     # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events.
     if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
         raise NoRecordsError(nothing_found(sources, specs))
+    return judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric)
+
+
+def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame]) -> Tables:
+    """The tables of the sources read: each frame one source's compact records or events.
+    `record_frames` is emptied as the records are copied out of it (build_records), so that the
+    frames are freed; a caller that reads on (memlog/watch.py) passes a copy of its list."""
+    records = build_records(record_frames)
+    events, dropped = build_events(event_frames, records)
+    return Tables(records, events + _restart_events(records), dropped)
+
+
+def judge(
+    tables: Tables, sources: list[Source], *, config: Config | None = None, capacity_gib: float | None = None,
+    chart_metric: str | None = None,
+) -> Report:
+    """Run every rule over the tables read from `sources`: the Report."""
+    config = config or Config()
     ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: compute them up front on all cores
     # (their pairwise-slope work runs in polars, outside the GIL).

@@ -289,6 +289,89 @@ def scan(
     raise typer.Exit(EXIT_FINDING if any(fails(row, fail_on.value) for row in fleet.rows) else EXIT_OK)
 
 
+class WatchOutput(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+    github = "github"
+
+
+class ExitOn(str, Enum):
+    leak = "leak"
+    error = "error"
+    never = "never"
+
+
+@app.command()
+def watch(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, directories or globs to follow (need not exist yet); - for a pipe.")],
+    output: Annotated[WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")] = WatchOutput.text,
+    exit_on: Annotated[ExitOn, typer.Option("--exit-on", help="Exit 1 as soon as a leak (or any error finding) is found.")] = ExitOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
+    format: FormatOpt = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
+    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
+    formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Follow growing logs (like tail -F) and judge the run as steps arrive; warn before the OOM."""
+    from memlog.watch import run_watch
+
+    def action():
+        return run_watch(
+            logs, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval, format=format,
+            config=config, capacity_gib=capacity, formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
+            write=_emit, terminal=sys.stdout.isatty() and os.environ.get("TERM") != "dumb", ascii_only=_ascii_only(),
+            notice=lambda message: typer.echo(f"memlog: {_safe(message)}", err=True),
+        )
+
+    raise typer.Exit(_guard(debug, action))
+
+
+def _safe(text: str) -> str:
+    from memlog.render import safe
+
+    return safe(text)
+
+
+class CompareOutput(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+
+
+@app.command()
+def compare(
+    base: Annotated[str, typer.Argument(metavar="BASE", help="The reference run: a log file, a directory of logs, or a quoted glob.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="The run to judge against it, the same way.")],
+    output: Annotated[CompareOutput, typer.Option("-o", "--output", help="Output format (markdown: to paste into a PR).")] = CompareOutput.text,
+    fail_on_increase: Annotated[Optional[float], typer.Option("--fail-on-increase", metavar="PCT", help="Exit 1 when a rank's plateau level or peak rises by more than PCT% (default 3).", min=0, max=1000)] = None,
+    format: FormatOpt = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides (compare: {...}), capacity.")] = None,
+    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the logs do not say.", min=0.001, max=1e6)] = None,
+    formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Memory regression between two runs: per rank level, peak, growth, steps to capacity; exit 1 on a regression."""
+    from memlog.compare import compare as run_compare
+    from memlog.config import load_config
+    from memlog.render.compare import render_comparison
+
+    def action():
+        comparison = run_compare(
+            [base], [new], config=load_config(config), fail_on_increase=fail_on_increase, format=format, capacity_gib=capacity,
+            formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
+        )
+        _emit(render_comparison(comparison, output.value))
+        return comparison
+
+    comparison = _guard(debug, action)
+    raise typer.Exit(EXIT_FINDING if comparison.fails() else EXIT_OK)
+
+
 @app.command()
 def series(
     log: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files; - for stdin.")],

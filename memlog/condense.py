@@ -76,6 +76,11 @@ class Condenser:
         self.first_line = first_line if self.first_line is None else self.first_line
         return self.finish(open_since) if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS else []
 
+    def held(self) -> list[pl.DataFrame]:
+        """The records of the batch not yet full, as read (not binned): what a reader that judges
+        before the end of its input (memlog/watch.py) adds to the records already returned."""
+        return list(self.pending)
+
     def finish(self, open_since: int | None) -> list[pl.DataFrame]:
         """The held records, binned; `open_since` as in add() (call before the source's last blocks)."""
         pending, event_lines, first_line = self.pending, self.event_lines, self.first_line

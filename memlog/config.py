@@ -4,6 +4,7 @@
       memory-leak: {min_growth_gib: 0.2}
     capacity_gib: 80
     formats_dirs: [./my_formats]
+    compare: {fail_on_increase_pct: 5}     # memlog compare's thresholds (memlog/compare.py)
 
 Read with yaml.safe_load only: a config can never construct Python objects.
 """
@@ -19,7 +20,7 @@ import yaml
 
 from memlog.errors import ConfigError
 
-KEYS = {"rules", "capacity_gib", "formats_dirs"}
+KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Config:
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     capacity_gib: float | None = None
     formats_dirs: list[Path] = field(default_factory=list)
+    compare: dict[str, Any] = field(default_factory=dict)
 
 
 def load_config(path: str | None) -> Config:
@@ -59,5 +61,8 @@ def load_config(path: str | None) -> Config:
     dirs = raw.get("formats_dirs") or []
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError(f"{path}: formats_dirs must be a list of paths")
+    compare = raw.get("compare") or {}
+    if not isinstance(compare, dict):
+        raise ConfigError(f"{path}: `compare` maps threshold names to values")
     base = Path(path).parent
-    return Config(rules=rules, capacity_gib=capacity, formats_dirs=[base / d for d in dirs])
+    return Config(rules=rules, capacity_gib=capacity, formats_dirs=[base / d for d in dirs], compare=compare)

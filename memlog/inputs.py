@@ -64,7 +64,8 @@ def is_log_name(path: PurePath) -> bool:
     return not path.suffix or path.suffix in LOG_SUFFIXES or any(s in LOG_SUFFIXES for s in suffixes)
 
 
-def _directory(root: Path) -> list[Source]:
+def directory_sources(root: Path) -> list[Source]:
+    """The log files under `root`, in natural order, each with its path identity (none: [])."""
     files = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
@@ -72,13 +73,19 @@ def _directory(root: Path) -> list[Source]:
             path = Path(folder) / name
             if path.is_file() and is_log_name(path):
                 files.append(path)
-    if not files:
+    return [Source(str(p), identity=identity_of(p.relative_to(root).as_posix())) for p in sorted(files, key=lambda p: natural_key(p.as_posix()))]
+
+
+def _directory(root: Path) -> list[Source]:
+    sources = directory_sources(root)
+    if not sources:
         raise InputError(f"{root}: a directory with no log files in it")
-    sources = []
-    for path in sorted(files, key=lambda p: natural_key(p.as_posix())):
-        relative = path.relative_to(root).as_posix()
-        sources.append(Source(str(path), identity=identity_of(relative)))
     return sources
+
+
+def file_source(path: str) -> Source:
+    """A file named on its own (or by a glob): its identity from its folder and name."""
+    return Source(path, identity=identity_of("/".join(Path(path).parts[-2:])))
 
 
 def _remote(spec: str) -> list[Source]:
@@ -114,7 +121,7 @@ def expand(inputs: list[str]) -> list[Source]:
             files = [m for m in matches if os.path.isfile(m)]
             if not files:
                 raise InputError(f"{spec}: no file matches this pattern")
-            sources += [Source(m, identity=identity_of("/".join(Path(m).parts[-2:]))) for m in files]
+            sources += [file_source(m) for m in files]
         else:
-            sources.append(Source(spec, identity=identity_of("/".join(Path(spec).parts[-2:]))))
+            sources.append(file_source(spec))
     return sources

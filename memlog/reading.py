@@ -138,35 +138,52 @@ class Piece:
     stats: ReadStats  # what cutting it saw (lines, an over-long line); to_frame adds the rest
 
 
-def _whole_lines(blocks: Iterator[bytes]) -> Iterator[Piece]:
-    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail."""
-    carry = b""
-    dropping = False  # inside an over-long line whose start was already kept
-    next_line = 1
-    for block in blocks:
-        if dropping:
+class LineCutter:
+    """Blocks of bytes re-cut into pieces of whole lines, numbered on from block to block; the
+    unfinished last line is carried to the next block, and cut at MAX_LINE_BYTES."""
+
+    def __init__(self, next_line: int = 1) -> None:
+        self.carry = b""
+        self.dropping = False  # inside an over-long line whose start was already kept
+        self.next_line = next_line
+
+    def feed(self, block: bytes) -> Iterator[Piece]:
+        if self.dropping:
             cut = block.find(b"\n")
             if cut < 0:
-                continue
+                return
             block = block[cut + 1 :]
-            dropping = False
-        data = carry + block if carry else block
+            self.dropping = False
+        data = self.carry + block if self.carry else block
         cut = data.rfind(b"\n")
         if cut >= 0:
-            carry = data[cut + 1 :]
+            self.carry = data[cut + 1 :]
             n_lines = data.count(b"\n", 0, cut + 1)
-            yield Piece(data[: cut + 1], next_line, ReadStats(lines=n_lines))
-            next_line += n_lines
+            yield Piece(data[: cut + 1], self.next_line, ReadStats(lines=n_lines))
+            self.next_line += n_lines
         else:
-            carry = data
-        if len(carry) > MAX_LINE_BYTES:
+            self.carry = data
+        if len(self.carry) > MAX_LINE_BYTES:
             # Keep the start of the line, drop the rest up to the next newline.
-            cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=next_line)
-            yield Piece(carry[:MAX_LINE_BYTES] + b"\n", next_line, cut_stats)
-            next_line += 1
-            carry, dropping = b"", True
-    if carry:
-        yield Piece(carry + b"\n", next_line, ReadStats(lines=1))  # a truncated last line is still a line
+            cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=self.next_line)
+            yield Piece(self.carry[:MAX_LINE_BYTES] + b"\n", self.next_line, cut_stats)
+            self.next_line += 1
+            self.carry, self.dropping = b"", True
+
+    def finish(self) -> Iterator[Piece]:
+        """The end of the input: an unfinished last line is still a line."""
+        if self.carry:
+            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=1))
+            self.next_line += 1
+            self.carry = b""
+
+
+def _whole_lines(blocks: Iterator[bytes]) -> Iterator[Piece]:
+    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail."""
+    cutter = LineCutter()
+    for block in blocks:
+        yield from cutter.feed(block)
+    yield from cutter.finish()
 
 
 def to_frame(piece: Piece) -> pl.DataFrame:

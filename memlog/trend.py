@@ -204,6 +204,13 @@ class _Tails:
         self.labels = labels if labels is not None else tuple(int(s) for s in steps)
         self._fits: dict[int, stats.SlopeFit | None] = {}
         self._trends: dict[int, stats.TrendTest | None] = {}
+        self._saturations: dict[int, tuple | None] = {}
+
+    def saturation(self, start: int) -> tuple[float, float, list[float], list[float], list[int]] | None:
+        """_saturation of the tail from `start` (the warmup search and the shape ask for the same one)."""
+        if start not in self._saturations:
+            self._saturations[start] = _saturation(self.steps[start:], self.values[start:])
+        return self._saturations[start]
 
     def fit(self, start: int) -> stats.SlopeFit | None:
         if start not in self._fits:
@@ -268,7 +275,7 @@ def _warmup_end(tails: _Tails) -> int:
         return start
     # Still rising after the knees: caches filling towards a cap since the first step (judged on the
     # whole series, where the curve shows), or since the last knee.
-    return max(_saturated(tails.steps, tails.values, start), _saturated(tails.steps, tails.values, 0) if start else 0)
+    return max(_saturated(tails, start), _saturated(tails, 0) if start else 0)
 
 
 def _still_rising(tails: _Tails, start: int) -> bool:
@@ -276,15 +283,15 @@ def _still_rising(tails: _Tails, start: int) -> bool:
     return trend is not None and trend.p_increasing <= TAIL_TREND_P
 
 
-def _saturated(steps: tuple[int, ...], values: tuple[float, ...], start: int) -> int:
+def _saturated(tails: _Tails, start: int) -> int:
     """A tail that still rises may be the end of a saturating warmup (caches filling towards a
     cap). When a curve approaching a cap, y = cap - c * exp(-step / tau), explains the tail much
     better than a straight line (BIC, SATURATION_BIC) and the data reach that cap within noise,
     the warmup runs to where they do. A steady leak is a line (or a cap far above the data)."""
-    n = len(values) - start
+    n = len(tails.values) - start
     if n < 2 * MIN_TAIL_POINTS + 2:
         return start
-    found = _saturation(steps[start:], values[start:])
+    found = tails.saturation(start)
     if found is None or found[0] < SATURATION_BIC:
         return start
     _, cap, fitted, ys, edges = found
@@ -411,7 +418,7 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         stairs = stats.find_stairs(steps[start:], values[start:])
     bend = None
     if warmup and onset is None and not stairs and not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
-        found = _saturation(steps[start:], values[start:])
+        found = tails.saturation(start)
         bend = found[0] if found else None
     return _split_shape(
         tails,

@@ -132,10 +132,13 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     patterns = sorted({sh.pattern for sh in shapes})
 
     word = step_word(s for s, *_ in leaking)
-    per_1k = f" ({gib(slope * 1000)} per 1k {word}s)" if slope < 0.1 else ""
+    # A rate too small to print per step (under 0.1 MiB) is given per 1k steps only.
+    rate = f"{gib(slope * 1000)} per 1k {word}s" if slope * 1024 < 0.1 else f"{gib(slope)}/{word}"
+    if slope < 0.1 and slope * 1024 >= 0.1:
+        rate += f" ({gib(slope * 1000)} per 1k {word}s)"
     msg = (
         f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises "
-        f"{gib(slope)}/{word}{per_1k} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
+        f"{rate} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
     )
     msg += _pattern_text(typical, slope, word)
     if typical.running_max:

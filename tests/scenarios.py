@@ -775,18 +775,32 @@ class Outcome:
     verdict: str
     fired: dict[str, dict]  # rule -> {"ranks": [...], "subject": ..., "pattern": ...}
     problems: list[str]
+    condensed_differs: str | None = None  # how the report read in full (every step held) differs, if it does
 
     @property
     def verdict_ok(self) -> bool:
         return self.verdict == self.scenario.expect.verdict
 
 
-def judge(s: Scenario, directory: Path) -> Outcome:
+def _gist(report) -> list[tuple]:
+    """What a reader of the report acts on: the verdict and each finding's rule, severity, series and
+    pattern. (Numbers may move by a bin: a condensed run's onset or rate is measured on its bins.)"""
+    return [report.verdict] + [(f.rule, f.severity, tuple(f.series), f.evidence.get("pattern")) for f in report.findings]
+
+
+def judge(s: Scenario, directory: Path, compare_full: bool = False) -> Outcome:
+    """`compare_full`: also judge the log with every step held (condense=False) and note any difference
+    from the condensed report (memlog/condense.py must not change what a report says)."""
     from memlog.api import analyze
 
     path = directory / (s.name.replace("/", "__") + ".log")
     path.write_text(s.render())
     report = analyze([str(path)], formats_dirs=[FORMATS_DIR])
+    differs = None
+    if compare_full:
+        condensed, full = _gist(report), _gist(analyze([str(path)], formats_dirs=[FORMATS_DIR], condense=False))
+        if condensed != full:
+            differs = next(f"condensed {a!r} / full {b!r}" for a, b in zip(condensed + [None], full + [None]) if a != b)
     fired: dict[str, dict] = {}
     for f in report.findings:
         entry = fired.setdefault(f.rule, {"ranks": set(), "subjects": set(), "patterns": set()})
@@ -808,30 +822,30 @@ def judge(s: Scenario, directory: Path) -> Outcome:
     if leak and e.leak_pattern and e.leak_pattern not in leak["patterns"]:
         problems.append(f"memory-leak pattern {sorted(leak['patterns'])}, expected {e.leak_pattern}")
     path.unlink()
-    return Outcome(s, report.verdict, fired, problems)
+    return Outcome(s, report.verdict, fired, problems, differs)
 
 
-def judge_all(items: list[Scenario] | None = None, workers: int = 2) -> list[Outcome]:
+def judge_all(items: list[Scenario] | None = None, workers: int = 2, compare_full: bool = False) -> list[Outcome]:
     """Judge scenarios in `workers` processes (each writes its logs to its own temporary folder)."""
     items = ALL if items is None else items
     if workers <= 1:
-        return _judge_chunk(items)
+        return _judge_chunk(items, compare_full)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     chunks = [items[i::workers] for i in range(workers)]
     # Spawned, not forked: polars' thread pool may hold a lock at fork time and deadlock the child.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = [o for part in pool.map(_judge_chunk, chunks) for o in part]
+        results = [o for part in pool.map(_judge_chunk, chunks, [compare_full] * workers) for o in part]
     order = {s.name: i for i, s in enumerate(items)}
     return sorted(results, key=lambda o: order[o.scenario.name])
 
 
-def _judge_chunk(items: list[Scenario]) -> list[Outcome]:
+def _judge_chunk(items: list[Scenario], compare_full: bool = False) -> list[Outcome]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        return [judge(s, Path(tmp)) for s in items]
+        return [judge(s, Path(tmp), compare_full) for s in items]
 
 
 if __name__ == "__main__":

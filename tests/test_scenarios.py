@@ -23,7 +23,7 @@ NEVER_A_LEAK = {"stable", "plateau", "plateau-short", "sawtooth-flat", "ratchets
 
 @pytest.fixture(scope="module")
 def outcomes():
-    return judge_all(ALL, workers=2)
+    return judge_all(ALL, workers=2, compare_full=True)
 
 
 def test_the_grid_is_large_seeded_and_varied():
@@ -54,6 +54,12 @@ def test_every_leak_at_the_target_rate_is_found(outcomes):
     ]
     assert len(targets) >= 40
     assert [o.scenario.name for o in targets if "memory-leak" not in o.fired] == []
+
+
+def test_condensing_changes_no_report(outcomes):
+    """Every scenario judged condensed (the default) and with every step held: the same verdict and
+    the same findings (rule, severity, series, pattern)."""
+    assert [f"{o.scenario.name}: {o.condensed_differs}" for o in outcomes if o.condensed_differs] == []
 
 
 def test_expected_findings_ranks_and_patterns(outcomes):

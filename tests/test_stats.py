@@ -501,7 +501,7 @@ def sane_series(draw, min_size: int = 2, max_size: int = 60):
     return x, y
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(wild_series())
 def test_nothing_raises_on_arbitrary_finite_input(series):
     x, y = series
@@ -531,7 +531,7 @@ def test_nothing_raises_on_arbitrary_finite_input(series):
         project_crossing(a, b, c, d)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(sane_series())
 def test_theil_sen_interval_brackets_slope(series):
     x, y = series
@@ -547,7 +547,7 @@ def _slope_tol(x, y, extra: float = 0.0) -> float:
     return 1e-9 * scale / min_gap
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(sane_series(), moderate)
 def test_theil_sen_slope_invariant_to_offset(series, c):
     x, y = series
@@ -557,7 +557,7 @@ def test_theil_sen_slope_invariant_to_offset(series, c):
     assert b.slope == pytest.approx(a.slope, abs=_slope_tol(x, y, c))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(sane_series(), st.floats(min_value=-1e3, max_value=1e3, allow_nan=False))
 def test_theil_sen_slope_scales_with_y(series, k):
     x, y = series
@@ -567,7 +567,7 @@ def test_theil_sen_slope_scales_with_y(series, k):
     assert b.slope == pytest.approx(k * a.slope, abs=_slope_tol(x, y) * (abs(k) + 1.0))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(finite, max_size=60))
 def test_mann_kendall_p_values_in_unit_interval(y):
     t = mann_kendall(y)
@@ -580,7 +580,7 @@ def test_mann_kendall_p_values_in_unit_interval(y):
     assert t.p_two_sided == pytest.approx(2 * min(t.p_increasing, 1 - t.p_increasing), abs=1e-12)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(sane_series(min_size=4))
 def test_knee_sse_two_never_exceeds_sse_one(series):
     x, y = series

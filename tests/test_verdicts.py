@@ -294,3 +294,39 @@ def test_readings_without_a_step_are_named_readings_in_messages(tmp_path):
     assert memory
     for finding in memory:
         assert "reading" in finding.message and not re.search(r"\bsteps?\b \d", finding.message), finding.message
+
+
+def test_memory_blocks_denser_than_step_lines_all_count(tmp_path):
+    """DeepSpeed with memory_breakdown: see_memory_usage blocks at every micro-step (3 per step),
+    `step=` lines only every 5 steps (steps_per_print). Reserved memory grows, allocated is flat: the
+    33 steps of readings are judged as readings, not collapsed to the 7 logged steps."""
+    from memlog.logwriters import deepspeed as ds
+
+    lines = []
+    for step in range(1, 34):
+        ts = f"2024-08-14 09:{12 + step // 60:02d}:{step % 60:02d},000"
+        for micro in range(3):
+            allocated = 24.3 + (9.2 if micro == 1 else 0.0)  # forward peak, back down after the step
+            reserved = 38.0 + 0.35 * step
+            lines.append(ds.log_line(ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.4, ca=reserved, max_ca=reserved),
+                                     ts=ts, where="utils.py:782:see_memory_usage"))
+            lines.append(ds.log_line(ds.cpu_virtual_memory(used_gib=96.3, percent=9.6), ts=ts, where="utils.py:789:see_memory_usage"))
+        if step % 5 == 0:
+            lines.append(ds.log_line(ds.progress(step=step, skipped=0, lr=[2e-5], mom=[(0.9, 0.999)]), ts=ts,
+                                     where="logging.py:96:log_dist"))
+    path = tmp_path / "breakdown.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    assert report.verdict == "fragmentation", [f.message for f in report.findings]
+    (finding,) = findings_of(report, "fragmentation")
+    assert finding.evidence["observed"]["reserved_growth_gib"] > 9.0  # 0.35 GiB a step over the 28+ steps read
+    assert "memory-leak" not in {f.rule for f in report.findings}
+
+
+@pytest.mark.parametrize("points", [30, 40, 60])
+def test_a_few_wiggles_before_a_long_rise_are_no_sawtooth(tmp_path, points):
+    """Flat with a period-3 wiggle of 0.01 GiB, then a steady 0.4 GiB/step rise (the wiggle goes on):
+    the cycles stop at the onset, so the rise is judged as a leak, not as a bounded sawtooth."""
+    values = [round(20 + 0.4 * max(0, i - 9) + 0.01 * (i % 3), 2) for i in range(points)]
+    report = analyze([str(titan_log(tmp_path / "wiggle.log", {0: values}, list(range(1, points + 1))))])
+    assert report.verdict == "leak", [f.message for f in report.findings]

@@ -35,19 +35,23 @@ def annotation_path(source: str, workspace: str | None) -> str:
     return source
 
 
+def annotation(f, workspace: str | None = None) -> str:
+    """One finding as a workflow command, on the file and line of its first evidence line."""
+    props = []
+    if f.lines and f.lines[0][0] != "<stdin>":
+        source, line = f.lines[0]
+        props += [f"file={escape_property(annotation_path(source, workspace))}", f"line={line}"]
+    props.append(f"title={escape_property(f'memlog {f.rule}')}")
+    body = [safe(f.message)]
+    evidence = evidence_summary(f.evidence)
+    if evidence:
+        body.append(f"Evidence: {safe(evidence)}")
+    if len(f.lines) > 1:
+        body.append("Also at: " + ", ".join(f"{safe(s)}:{n}" for s, n in f.lines[1:]))
+    return f"::{LEVEL[f.severity]} {','.join(props)}::{escape_data(chr(10).join(body))}"
+
+
 def render_github(report: Report, workspace: str | None = None) -> str:
     out = [f"memlog verdict: {report.headline.headline}"]
-    for f in by_severity(report):
-        props = []
-        if f.lines and f.lines[0][0] != "<stdin>":
-            source, line = f.lines[0]
-            props += [f"file={escape_property(annotation_path(source, workspace))}", f"line={line}"]
-        props.append(f"title={escape_property(f'memlog {f.rule}')}")
-        body = [safe(f.message)]
-        evidence = evidence_summary(f.evidence)
-        if evidence:
-            body.append(f"Evidence: {safe(evidence)}")
-        if len(f.lines) > 1:
-            body.append("Also at: " + ", ".join(f"{safe(s)}:{n}" for s, n in f.lines[1:]))
-        out.append(f"::{LEVEL[f.severity]} {','.join(props)}::{escape_data(chr(10).join(body))}")
+    out += [annotation(f, workspace) for f in by_severity(report)]
     return "\n".join(out) + "\n"

@@ -1,4 +1,4 @@
-"""Statistics for memory-vs-step series: estimators (slopes, trend tests, noise, projections) and
+"""Statistics for memory-vs-step series: estimators (slopes, trend tests), noise and projections, and
 pattern detectors (knee, onset, sawtooth, stairs). Light on dependencies (the standard library,
 and polars for the pairwise work of long series), robust, and total: degenerate data gives None or
 a sensible value, never an exception. See each module's docstring."""
@@ -10,19 +10,14 @@ from memlog.stats.estimators import (
     _bin_medians,
     _pairwise_slopes,
     _sorted_between,
-    adjusted_p_increasing,
-    autocorrelation,
     mann_kendall,
     median,
     ols,
     ols_slope_interval,
-    project_crossing,
-    mad_sigma,
-    residual_sigma,
-    robust_sigma,
     student_t_quantile,
     theil_sen,
 )
+from memlog.stats.noise import adjusted_p_increasing, autocorrelation, mad_sigma, project_crossing, residual_sigma, robust_sigma
 from memlog.stats.patterns import Knee, Onset, Period, Stairs, find_knee, find_onset, find_sawtooth, find_stairs
 
 __all__ = [

@@ -221,7 +221,9 @@ def find_sawtooth(
     in x (coefficient of variation of the spacing <= 0.35); a rise before
     each drop (median rise from a cycle's floor to its pre-drop value >= half
     the median drop), which rejects falling staircases; cycles of at least 3
-    readings (median), which rejects allocator spikes; and drops that reset
+    readings (median), which rejects allocator spikes; cycles that go on to the end (at most two
+    cycles' worth of points after the last drop), which rejects a few wiggles before a long rise;
+    and drops that reset
     the level (median of up to 3 points before minus up to 3 after >= half the
     drop, in the median over drops), which rejects the one-sample dips that
     pure noise produces at 4 sigma about 3 times per 100k points.
@@ -250,8 +252,11 @@ def find_sawtooth(
     gaps = [xs[b] - xs[a] for a, b in zip(drops, drops[1:])]
     if _cv(gaps) > 0.35:
         return None
-    if median([float(b - a) for a, b in zip(drops, drops[1:])]) < 3:
+    cycle = median([float(b - a) for a, b in zip(drops, drops[1:])])
+    if cycle < 3:
         return None  # a climb takes at least two readings: up-and-down spikes are no cycles
+    if n - drops[-1] > 2 * cycle:
+        return None  # the cycles stopped long before the end: what follows is another shape
 
     starts = [0] + drops[:-1]
     ends = drops[1:] + [n]

@@ -1,0 +1,5 @@
+"""`python -m memlog ...`: the same command line as the `memlog` script."""
+
+from memlog.cli import main
+
+main()

@@ -1,0 +1,124 @@
+"""`memlog compare`'s outputs: text, JSON, markdown (to paste into an upgrade PR), GitHub
+annotations. They format a Comparison (memlog/compare.py) and compute nothing of their own."""
+
+from __future__ import annotations
+
+import json
+
+from memlog.compare import Comparison, Pair
+from memlog.render import safe, safe_json
+from memlog.render.github import escape_data, escape_property
+from memlog.render.json_out import finite
+from memlog.rulekit import gib
+
+HEADLINES = {
+    "regression": "REGRESSION: NEW uses more memory than BASE",
+    "improvement": "IMPROVEMENT: NEW uses less memory than BASE",
+    "same": "SAME: memory is the same within the thresholds",
+}
+LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else gib(value)
+
+
+def _pct(change: float, of: float) -> str:
+    return f"{100 * change / of:+.1f}%" if of else "-"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{gib(value * 1000)}/1k"
+
+
+def _to_capacity(value: float | None) -> str:
+    return "never" if value is None else f"~{value:,.0f}"
+
+
+def _row(p: Pair) -> list[str]:
+    b, n = p.base, p.new
+    return [
+        p.worker + ("" if p.subject == "device" else f" ({p.subject})"),
+        f"{_g(b.level_gib)} -> {_g(n.level_gib)} ({_pct(p.level_change_gib, b.level_gib)})",
+        f"{_g(b.peak_gib)} -> {_g(n.peak_gib)} ({_pct(p.peak_change_gib, b.peak_gib)})",
+        f"{_rate(b.rate_gib_per_step)} -> {_rate(n.rate_gib_per_step)}",
+        f"{_to_capacity(b.steps_to_capacity)} -> {_to_capacity(n.steps_to_capacity)}",
+        f"{b.warmup_until_step if b.warmup_until_step is not None else '-'} -> {n.warmup_until_step if n.warmup_until_step is not None else '-'}",
+        f"{'leak' if b.leaks else 'no'} -> {'leak' if n.leaks else 'no'}",
+    ]
+
+
+COLUMNS = ["worker", "plateau level", "peak", "growth rate", "steps to capacity", "warmup until step", "leak"]
+
+
+def _runs(c: Comparison) -> list[str]:
+    out = []
+    for name, report, inputs in (("BASE", c.base, c.base_inputs), ("NEW", c.new, c.new_inputs)):
+        cov = report.coverage
+        steps = f"steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else "no steps"
+        out.append(f"{name}: {', '.join(inputs)}: {report.verdict}, {len(cov['workers'])} worker(s), {steps}")
+    return out
+
+
+def _loss(c: Comparison) -> str | None:
+    if c.loss is None:
+        return "loss: not logged by both runs"
+    verdict = "same work" if c.loss["same_work"] else "different work?"
+    return f"loss over the common steps: BASE {c.loss['base_mean']}, NEW {c.loss['new_mean']} ({c.loss['diff_pct']:+}%: {verdict})"
+
+
+def render_compare_text(c: Comparison) -> str:
+    out = [f"memlog compare: {HEADLINES[c.verdict]}", ""]
+    out += _runs(c)
+    out.append(f"compared on steps {c.common_steps[0]}-{c.common_steps[1]}, {len(c.pairs)} worker(s)")
+    out.append("")
+    rows = [COLUMNS] + [_row(p) for p in c.pairs[:64]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    if len(c.pairs) > 64:
+        out.append(f"... and {len(c.pairs) - 64} more workers (see -o json)")
+    out.append("")
+    for f in c.findings:
+        out.append(f"{f.severity.upper():<7} {f.rule}: {f.message}")
+    out += [f"note: {n}" for n in c.notes]
+    out.append(_loss(c))
+    return safe("\n".join(out)) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Markdown table cell: log-derived text made inert (pipes, HTML, backticks)."""
+    return safe(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+
+
+def render_compare_markdown(c: Comparison) -> str:
+    out = [f"### memlog compare: {HEADLINES[c.verdict]}", ""]
+    out += [f"- {_cell(line)}" for line in _runs(c)]
+    out.append(f"- compared on steps {c.common_steps[0]}-{c.common_steps[1]}, {len(c.pairs)} worker(s)")
+    out.append(f"- {_cell(_loss(c))}")
+    out.append("")
+    out.append("| " + " | ".join(COLUMNS) + " |")
+    out.append("|" + "---|" * len(COLUMNS))
+    out += ["| " + " | ".join(_cell(cell).replace("->", "→") for cell in _row(p)) + " |" for p in c.pairs[:64]]
+    if c.findings or c.notes:
+        out.append("")
+    out += [f"- **{f.severity}** `{f.rule}`: {_cell(f.message)}" for f in c.findings]
+    out += [f"- note: {_cell(n)}" for n in c.notes]
+    thresholds = ", ".join(f"`{k}={v:g}`" for k, v in c.thresholds.items())
+    out += ["", f"<sub>thresholds: {thresholds} (override: `compare:` in `--config`, `--fail-on-increase`)</sub>"]
+    return "\n".join(out) + "\n"
+
+
+def render_compare_github(c: Comparison) -> str:
+    out = [f"memlog compare: {HEADLINES[c.verdict]}"]
+    for f in c.findings:
+        out.append(f"::{LEVEL[f.severity]} title={escape_property(f'memlog compare {f.rule}')}::{escape_data(f.message)}")
+    return "\n".join(out) + "\n"
+
+
+def render_compare_json(c: Comparison) -> str:
+    return safe_json(json.dumps(finite(c.to_json()), indent=2, allow_nan=False, ensure_ascii=False)) + "\n"
+
+
+def render_comparison(c: Comparison, output: str) -> str:
+    return {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown,
+            "github": render_compare_github}[output](c)

@@ -1,0 +1,263 @@
+"""`memlog watch`: a writer (thread or process) appends to a file or a pipe while watch follows it.
+
+Each test runs watch as its own process (as users do: Ctrl-C, pipes, exit codes) over lines written
+by memlog.logwriters (tests/synthetic.py). Writers write slowly enough that "before the writer
+finishes" means something: a leak is evident after a few dozen steps, the writer writes hundreds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memlog.errors import InputError
+from memlog.formats import load_specs
+from memlog.watch import Watcher
+from tests.synthetic import torchtitan_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPACITY = 79.11
+
+
+def noise(i: int) -> float:
+    """Small irregular noise, the same on every run (no period for a sawtooth detector to find)."""
+    return 0.02 * ((i * 7919) % 13) / 13
+
+
+def leak_lines(n: int, rank: int = 0, start: float = 20.0) -> list[str]:
+    """Flat for 10 steps, then +0.1 GiB per step (capacity line first)."""
+    memory = [start + (0.0 if i < 10 else 0.1 * (i - 9)) + noise(i) for i in range(n)]
+    return torchtitan_lines({rank: memory}, capacity=CAPACITY)
+
+
+def flat_lines(n: int, rank: int = 0, first_step: int = 1) -> list[str]:
+    memory = [30.0 + noise(i) for i in range(n)]
+    return torchtitan_lines({rank: memory}, steps=list(range(first_step, first_step + n)), capacity=CAPACITY)
+
+
+def start_watch(*args: str, stdin=None) -> subprocess.Popen:
+    """watch in its own process; its output goes to files (a pipe it never drains could block it)."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlog.cli", "watch", *args, "--interval", "0.2"],
+        cwd=ROOT, stdin=stdin, stdout=out, stderr=err, text=True,
+    )
+    proc.outputs = (out, err)
+    return proc
+
+
+def wait_for(proc: subprocess.Popen, text: str, *, stream: int = 0, timeout: float = 60) -> None:
+    """Wait until watch has printed `text` (stream 0: stdout, 1: stderr): it has started, or judged."""
+    handle = proc.outputs[stream]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        handle.seek(0)
+        if text in handle.read():
+            return
+        assert proc.poll() is None, "watch ended early"
+        time.sleep(0.1)
+    raise AssertionError(f"watch did not print {text!r} within {timeout} s")
+
+
+class SlowWriter(threading.Thread):
+    """Appends lines to a file (or writes them to a pipe) a few at a time, then sets `done`."""
+
+    def __init__(self, lines: list[str], path: Path | None = None, pipe=None, pause: float = 0.03, batch: int = 2):
+        super().__init__(daemon=True)
+        self.lines, self.path, self.pipe, self.pause, self.batch = lines, path, pipe, pause, batch
+        self.done = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for i in range(0, len(self.lines), self.batch):
+                if self.stop.is_set():
+                    return
+                text = "".join(line + "\n" for line in self.lines[i : i + self.batch])
+                if self.pipe is not None:
+                    self.pipe.write(text)
+                    self.pipe.flush()
+                else:
+                    with open(self.path, "a") as handle:
+                        handle.write(text)
+                time.sleep(self.pause)
+            self.done.set()
+        except (BrokenPipeError, ValueError, OSError):
+            return  # watch exited and closed the pipe: the point of --exit-on
+
+
+def finish(proc: subprocess.Popen, writer: SlowWriter | None = None, timeout: float = 90) -> tuple[int, str, str]:
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if writer is not None:
+            writer.stop.set()
+        if proc.poll() is None:
+            proc.kill()
+    texts = []
+    for handle in proc.outputs:
+        handle.seek(0)
+        texts.append(handle.read())
+        handle.close()
+    return proc.returncode, texts[0], texts[1]
+
+
+def json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_leak_in_a_growing_file_exits_1_before_the_writer_finishes(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("")
+    writer = SlowWriter(leak_lines(600), path=log)
+    proc = start_watch(str(log), "--exit-on", "leak", "-o", "jsonl")
+    writer.start()
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    assert not writer.done.is_set(), "watch should stop before the writer finishes"
+    objects = json_lines(out)
+    assert objects[-1]["watch"]["event"] == "final" and objects[-1]["watch"]["ended"] == "stopped"
+    leak = next(o for o in objects if o["verdict"] == "leak")
+    finding = next(f for f in leak["findings"] if f["rule"] == "memory-leak")
+    assert {"rule", "severity", "subject", "message", "evidence", "hints", "lines"} <= set(finding)
+    warning = leak["watch"]["early_warning"][0]  # the capacity step, and a clock time (the log has timestamps)
+    assert warning["capacity_step"] > leak["coverage"]["steps"][1] and warning["capacity_at"]
+    assert "--exit-on leak" in err
+
+
+def test_leak_from_a_pipe_exits_1_before_the_writer_finishes():
+    proc = start_watch("-", "--exit-on", "leak", stdin=subprocess.PIPE)
+    writer = SlowWriter(leak_lines(600), pipe=proc.stdin)
+    writer.start()
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    assert not writer.done.is_set()
+    assert "verdict leak" in out and "+ error memory-leak" in out  # piped text: a line per change
+
+
+def test_healthy_run_keeps_being_followed_and_ctrl_c_prints_the_verdict(tmp_path):
+    log = tmp_path / "train.log"
+    proc = start_watch(str(log), "--exit-on", "leak", "-o", "jsonl")  # the file does not exist yet
+    wait_for(proc, "waiting for it", stream=1)
+    writer = SlowWriter(flat_lines(80), path=log, pause=0.01)
+    writer.start()
+    writer.join(30)
+    assert writer.done.is_set()
+    wait_for(proc, '"verdict": "stable"')
+    time.sleep(2.0)
+    assert proc.poll() is None, "a healthy run is followed on"
+    with open(log, "a") as handle:  # and still read: more steps of the same run
+        handle.write("\n".join(flat_lines(20, first_step=81)[1:]) + "\n")
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 0, err
+    final = json_lines(out)[-1]
+    assert final["watch"]["ended"] == "interrupted"
+    assert final["verdict"] == "stable" and final["coverage"]["steps"] == [1, 100]
+
+
+def test_ctrl_c_exit_code_follows_fail_on(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(leak_lines(60)) + "\n")
+    proc = start_watch(str(log))  # --exit-on never: watch goes on after the leak
+    wait_for(proc, "verdict leak")
+    time.sleep(1.0)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    code, out, _ = finish(proc)
+    assert code == 1 and "memlog verdict: LEAK" in out
+    proc = start_watch(str(log), "--fail-on", "never")
+    wait_for(proc, "verdict leak")
+    proc.send_signal(signal.SIGINT)
+    assert finish(proc)[0] == 0
+
+
+def test_rotation_is_followed_into_the_new_file(tmp_path):
+    log = tmp_path / "train.log"
+    lines = leak_lines(200)
+    log.write_text("\n".join(lines[:8]) + "\n")  # the capacity line and flat steps
+    proc = start_watch(str(log), "--exit-on", "leak", "-o", "jsonl")
+    wait_for(proc, '"verdict"')  # judged: the first file was read
+    os.rename(log, tmp_path / "train.log.1")  # logrotate's create: a new file under the name
+    writer = SlowWriter(lines[8:], path=log)
+    writer.start()
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    final = json_lines(out)[-1]
+    assert final["watch"]["rotations"] == 1
+    assert final["coverage"]["steps"][0] == 1  # the steps before the rotation are part of the run judged
+
+
+def test_truncation_reads_the_file_again_from_its_start(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(flat_lines(60)) + "\n")
+    proc = start_watch(str(log), "--exit-on", "leak", "-o", "jsonl")
+    wait_for(proc, '"verdict": "stable"')
+    log.write_text("")  # truncated in place (copytruncate), then a restarted run leaks
+    time.sleep(1.0)  # as for tail -F: a file cut and regrown past its old size before a poll looks like growth
+    writer = SlowWriter(leak_lines(400), path=log)
+    writer.start()
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    final = json_lines(out)[-1]
+    assert final["watch"]["truncations"] == 1
+    assert any(f["rule"] == "memory-leak" for f in final["findings"])
+
+
+def test_a_rank_file_appearing_in_a_watched_directory_is_picked_up(tmp_path):
+    (tmp_path / "rank0.log").write_text("\n".join(flat_lines(60, rank=0)) + "\n")
+    proc = start_watch(str(tmp_path), "--exit-on", "leak", "-o", "jsonl")
+    wait_for(proc, '"verdict": "stable"')
+    writer = SlowWriter(leak_lines(600, rank=1), path=tmp_path / "rank1.log")
+    writer.start()
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    final = json_lines(out)[-1]
+    assert final["coverage"]["ranks"] == [0, 1]
+    leak = next(f for f in final["findings"] if f["rule"] == "memory-leak")
+    assert leak["evidence"]["ranks"] == [1]
+
+
+def test_a_poll_reads_only_the_appended_bytes(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(flat_lines(3000)) + "\n")
+    watcher = Watcher([str(log)], list(load_specs().values()))
+    follower = next(iter(watcher.followers.values()))
+    watcher.poll()
+    read = follower.source.stats.bytes_read
+    assert read == log.stat().st_size
+    extra = "\n".join(flat_lines(5, first_step=3001)[1:]) + "\n"
+    partial = flat_lines(1, first_step=3006)[1]
+    with open(log, "a") as handle:
+        handle.write(extra + partial[:20])  # a line still being written
+    watcher.poll()
+    assert follower.source.stats.bytes_read - read == len(extra) + 20
+    report = watcher.judge()
+    assert report.coverage["steps"] == [1, 3005]  # the unfinished line waits for its end
+    with open(log, "a") as handle:
+        handle.write(partial[20:] + "\n")
+    watcher.poll()
+    assert watcher.judge().coverage["steps"] == [1, 3006]
+    watcher.close()
+
+
+def test_gzip_is_refused_with_one_line(tmp_path):
+    import gzip
+
+    log = tmp_path / "train.log.gz"
+    log.write_bytes(gzip.compress(b"hello\n"))
+    with pytest.raises(InputError, match="gzip"):
+        Watcher([str(log)], list(load_specs().values()))
+    proc = start_watch(str(log))
+    code, out, err = finish(proc)
+    assert code == 2 and err.strip().startswith("memlog: error:") and "Traceback" not in err
