@@ -13,6 +13,8 @@ The layouts users have are directories, and their paths name the writer:
 - Ray session logs: `worker-<id>-<job>-<pid>.out` (the pid; the actor names itself on
   `:actor_name:` lines inside, see parsers/wrappers/ray.yaml).
 What a path says fills in what a line does not (a line's own prefix wins).
+
+A URL (`s3://bucket/run/`, `gs://...`) is read the same way through fsspec (memlog/remote.py).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from __future__ import annotations
 import glob
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 
 from memlog.errors import InputError
 from memlog.reading import Source
+from memlog.remote import filesystem, is_url, url_of
 
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".jsonl", ".json", ".csv", ".gz"}
 NOT_LOGS = re.compile(r"\.(?:pt|pth|bin|safetensors|ckpt|npy|npz|parquet|arrow|pkl|pickle|png|jpe?g|gif|svg|pdf|so|pyc|zip|tar|whl|db|sqlite|h5|onnx|yaml|yml|py|sh|md)$", re.I)
@@ -34,7 +37,7 @@ NODE_IN_PATH = re.compile(r"(?:^|[^a-z0-9])(?P<node>node[-_]?\d+)(?![0-9])", re.
 RAY_WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-[0-9a-f]+-(?:[0-9a-f]+-)?(?P<pid>\d+)\.(?:out|err|log)$")
 
 
-def _natural(path: str) -> list:
+def natural_key(path: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
@@ -54,7 +57,7 @@ def identity_of(relative: str) -> dict[str, object]:
     return found
 
 
-def _is_log_name(path: Path) -> bool:
+def is_log_name(path: PurePath) -> bool:
     if path.name.startswith(".") or NOT_LOGS.search(path.name):
         return False
     suffixes = path.suffixes[-2:]
@@ -68,9 +71,9 @@ def directory_sources(root: Path) -> list[Source]:
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             path = Path(folder) / name
-            if path.is_file() and _is_log_name(path):
+            if path.is_file() and is_log_name(path):
                 files.append(path)
-    return [Source(str(p), identity=identity_of(p.relative_to(root).as_posix())) for p in sorted(files, key=lambda p: _natural(p.as_posix()))]
+    return [Source(str(p), identity=identity_of(p.relative_to(root).as_posix())) for p in sorted(files, key=lambda p: natural_key(p.as_posix()))]
 
 
 def _directory(root: Path) -> list[Source]:
@@ -85,16 +88,36 @@ def file_source(path: str) -> Source:
     return Source(path, identity=identity_of("/".join(Path(path).parts[-2:])))
 
 
+def _remote(spec: str) -> list[Source]:
+    """A URL: a folder (a prefix) read whole, a glob, or one object, as for local paths."""
+    fs, root = filesystem(spec)
+    if any(c in root for c in "*?["):
+        files = sorted((p for p in fs.glob(root) if fs.isfile(p)), key=natural_key)
+        if not files:
+            raise InputError(f"{spec}: no file matches this pattern")
+        return [Source(url_of(fs, p), identity=identity_of("/".join(PurePosixPath(p).parts[-2:]))) for p in files]
+    if fs.isdir(root):
+        base = root.rstrip("/") + "/"
+        relative = {p: p[len(base):] for p in fs.find(root) if p.startswith(base)}
+        files = [p for p, rel in relative.items() if not any(part.startswith(".") for part in rel.split("/")) and is_log_name(PurePosixPath(p))]
+        if not files:
+            raise InputError(f"{spec}: a directory with no log files in it")
+        return [Source(url_of(fs, p), identity=identity_of(relative[p])) for p in sorted(files, key=natural_key)]
+    return [Source(spec, identity=identity_of("/".join(PurePosixPath(root).parts[-2:])))]
+
+
 def expand(inputs: list[str]) -> list[Source]:
     """The sources of the inputs, in the order given (a directory's files in natural order)."""
     sources: list[Source] = []
     for spec in inputs:
         if spec == "-":
             sources.append(Source(spec))
+        elif is_url(spec):
+            sources += _remote(spec)
         elif os.path.isdir(spec):
             sources += _directory(Path(spec))
         elif not os.path.exists(spec) and any(c in spec for c in "*?["):
-            matches = sorted(glob.glob(spec, recursive=True), key=_natural)
+            matches = sorted(glob.glob(spec, recursive=True), key=natural_key)
             files = [m for m in matches if os.path.isfile(m)]
             if not files:
                 raise InputError(f"{spec}: no file matches this pattern")

@@ -20,6 +20,7 @@ from typing import BinaryIO
 import polars as pl
 
 from memlog.errors import InputError
+from memlog.remote import is_url, open_url
 
 GZIP_MAGIC = b"\x1f\x8b"
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
@@ -74,6 +75,8 @@ class Source:
 def _open(spec: str) -> BinaryIO:
     if spec == "-":
         return sys.stdin.buffer
+    if is_url(spec):
+        return open_url(spec)
     if os.path.isdir(spec):
         raise InputError(f"{spec}: is a directory, not a log file")
     try:

@@ -39,7 +39,7 @@ from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.errors import InputError, MemlogError
 from memlog.formats import FormatSpec
-from memlog.inputs import _natural, directory_sources, file_source
+from memlog.inputs import directory_sources, file_source, natural_key
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Matches
 from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, to_frame
@@ -297,7 +297,7 @@ class Watcher:
                         continue
                     self._follow(source)
             elif not os.path.exists(spec) and any(c in spec for c in "*?["):
-                for path in sorted(glob.glob(spec, recursive=True), key=_natural):
+                for path in sorted(glob.glob(spec, recursive=True), key=natural_key):
                     if os.path.isfile(path) and not _is_gzip(path):
                         self._follow(file_source(path))
             else:

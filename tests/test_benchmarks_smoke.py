@@ -66,3 +66,12 @@ def test_memory_stages_prints_a_peak_per_stage(capsys):
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "stage" not in line}
     assert {"read, scan, compact records", "build the records table", "series", "rules"} <= set(rows)
     assert all(int(peak) > 0 for peak in rows.values())
+
+
+def test_scan_benchmark_prints_its_table(tmp_path, capsys):
+    """benchmarks/scan.py on a handful of tiny runs, without Ray (its figures are not asserted)."""
+    from benchmarks import scan
+
+    assert scan.main(["--runs", "4", "--size", "16k", "--no-ray", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| one process, one run at a time |" in out and "rows identical in every mode: yes" in out
