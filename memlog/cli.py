@@ -33,6 +33,18 @@ app.add_typer(rules_app, name="rules")
 EXIT_OK, EXIT_FINDING, EXIT_CANNOT_JUDGE = 0, 1, 2
 
 
+def _finite(value: float | None) -> float | None:
+    """typer's range check lets NaN through (every comparison with it is false)."""
+    if value is not None and value != value:
+        raise typer.BadParameter(f"{value} is not a number of GiB")
+    return value
+
+
+# One --capacity for analyze, scan and plot.
+CapacityOption = Annotated[Optional[float], typer.Option(
+    "--capacity", help="Device memory capacity in GiB, where the log does not say.", min=0.001, max=1e6, callback=_finite)]
+
+
 class Output(str, Enum):
     text = "text"
     json = "json"
@@ -199,7 +211,7 @@ def analyze(
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
+    capacity: CapacityOption = None,
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
@@ -274,7 +286,7 @@ def scan(
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Judge the runs as Ray tasks (pip install 'memlog[ray]'); ADDRESS: auto, ray://head:10001, head:6379; none: ray.init()'s default.")] = None,
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the logs do not say.", min=0.001, max=1e6)] = None,
+    capacity: CapacityOption = None,
     debug: Debug = False,
 ) -> None:
     """Judge every run under the paths, one row per run, worst first (memlog/runs.py: what a run is)."""
@@ -331,7 +343,7 @@ def watch(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
+    capacity: CapacityOption = None,
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
     debug: Debug = False,
@@ -371,7 +383,7 @@ def compare(
     fail_on_increase: Annotated[Optional[float], typer.Option("--fail-on-increase", metavar="PCT", help="Exit 1 when a rank's plateau level or peak rises by more than PCT% (default 3).", min=0, max=1000)] = None,
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides (compare: {...}), capacity.")] = None,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the logs do not say.", min=0.001, max=1e6)] = None,
+    capacity: CapacityOption = None,
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
     debug: Debug = False,
@@ -447,7 +459,7 @@ def plot(
         typer.Option("--worker", help="Only this worker: its label as reports print it, or a glob ('node01/*', '*rank3*')."),
     ] = None,
     format: FormatOpt = None,
-    capacity: Annotated[Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, if the log does not say.", min=0.001, max=1e6)] = None,
+    capacity: CapacityOption = None,
     formats_dir: FormatsDir = None,
     plugins_dir: PluginsDir = None,
     width: Annotated[Optional[int], typer.Option("--width", help="Width in columns (default: the terminal's).", min=60, max=400)] = None,

@@ -115,3 +115,11 @@ def test_series_csv_has_a_header_and_one_row_per_record(leaking):
     header = out[0].split(",")
     assert {"source", "worker", "step", "mem_peak_reserved_gib", "loss"} <= set(header)
     assert len(out) == 1 + 8
+
+
+@pytest.mark.parametrize("command", ["analyze", "plot", "scan"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_capacity_that_is_no_size_is_a_usage_error(flat, command, value):
+    result = runner.invoke(app, [command, "--capacity", value, str(flat)])
+    assert result.exit_code == 2, result.output
+    assert "--capacity" in result.output
