@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from memlog.events import EVENT_KINDS, Event
+from memlog.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 
 # Of a series' readings, more than this share above its own capacity means the capacity is wrong
 # for it (a unit, a mistyped --capacity), not the readings.
@@ -134,6 +135,9 @@ def find_capacities(records: pl.DataFrame, events: list[Event], override_gib: fl
             fatal = e.kind in EVENT_KINDS and EVENT_KINDS[e.kind].fatal
             origin = "node memory total in the out-of-memory message" if fatal else "node memory total in the log"
             host.append(Known(float(e.detail["host_total_gib"]), origin, e.source, None, e.detail.get("node_ip") or e.machine))
+    # A number beyond any device or node (1e21 GiB from an absurd reading and its percentage) is no capacity.
+    device = [k for k in device if 0 < k.gib <= MAX_DEVICE_GIB]
+    host = [k for k in host if 0 < k.gib <= MAX_HOST_GIB]
     return Capacities(device, host, override_gib)
 
 

@@ -34,10 +34,11 @@ def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | pl.Exp
     if column not in MEMORY_COLUMNS:
         return None
     physical = MAX_HOST_GIB if MEMORY_COLUMNS[column].is_host else MAX_DEVICE_GIB
+    # A capacity never lifts the physical bound (a percentage of an absurd reading gives an absurd one).
     if isinstance(capacity_gib, pl.Expr):
-        limit = pl.coalesce(capacity_gib * CAPACITY_SLACK, pl.lit(physical))
+        limit = pl.min_horizontal(pl.coalesce(capacity_gib * CAPACITY_SLACK, pl.lit(physical)), pl.lit(physical))
     else:
-        limit = pl.lit(capacity_gib * CAPACITY_SLACK if capacity_gib else physical)
+        limit = pl.lit(min(capacity_gib * CAPACITY_SLACK, physical) if capacity_gib else physical)
     reasons = [(value.is_nan() | value.is_infinite(), "not a number"), (value < 0, "negative"), (value > limit, "above capacity")]
     why = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
     for condition, reason in reasons[1:]:

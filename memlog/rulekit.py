@@ -293,6 +293,8 @@ def workers_phrase(labels: list[str]) -> str:
 
 
 def gib(value: float) -> str:
+    if abs(value) >= 1e9:  # only an absurd reading is this large: say it without 300 digits
+        return f"{value:.3g} GiB"
     return f"{value:.2f} GiB" if abs(value) >= 0.1 or value == 0 else f"{value * 1024:.1f} MiB"
 
 

@@ -330,3 +330,15 @@ def test_a_few_wiggles_before_a_long_rise_are_no_sawtooth(tmp_path, points):
     values = [round(20 + 0.4 * max(0, i - 9) + 0.01 * (i % 3), 2) for i in range(points)]
     report = analyze([str(titan_log(tmp_path / "wiggle.log", {0: values}, list(range(1, points + 1))))])
     assert report.verdict == "leak", [f.message for f in report.findings]
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e154, 1e300])
+def test_absurd_finite_readings_are_corrupt_never_a_leak_nor_a_crash(tmp_path, scale):
+    """Readings far beyond any device, with a percentage that would make an equally absurd capacity."""
+    lines = titan_step_lines(None, range(1, 40)).splitlines()
+    lines = [line.replace("  tps:", f"  memory: {scale * i:.2f}GiB(40.00%)  tps:") for i, line in enumerate(lines, 1)]
+    path = tmp_path / "absurd.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    assert report.verdict != "leak" and findings_of(report, "corrupt-readings")
+    assert all(len(f.message) < 2000 for f in report.findings)
