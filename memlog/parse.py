@@ -108,6 +108,7 @@ class ChunkParser:
                     records.append(hits.drop("text", "_row").with_columns(
                         format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
                         inherited=pl.lit(pattern.inherit_step), ordinal_step=pl.lit(pattern.ordinal_step),
+                        interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
                     ))
             for pattern in spec.events:
                 hits = pattern.extract(unwrapped) if pattern.literal in present else absent
