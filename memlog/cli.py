@@ -362,6 +362,26 @@ def formats_check(
     _guard(debug, action)
 
 
+@formats_app.command("guess")
+def formats_guess(
+    log: Annotated[str, typer.Argument(metavar="LOG", help="A log no format reads; - for stdin.")],
+    name: Annotated[Optional[str], typer.Option("--name", help="The new format's name (default: guessed-<file name>).")] = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Print the format spec the generic reader guesses for LOG (YAML with samples), to edit and keep."""
+    from memlog.formats import load_specs
+    from memlog.generic.reader import guess_spec_text
+    from memlog.render import safe
+    from memlog.wrappers import load_wrappers
+
+    def action():
+        specs = list(load_specs(formats_dir or ()).values())
+        sys.stdout.write(safe(guess_spec_text(log, specs, load_wrappers(tuple(formats_dir or ())), name)))
+
+    _guard(debug, action)
+
+
 @formats_app.command("test")
 def formats_test(
     folder: Annotated[Path, typer.Argument(metavar="DIR", help="A folder of format specs (and wrappers/ specs).")],

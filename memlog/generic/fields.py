@@ -99,7 +99,7 @@ def fields(text: str) -> list[Field]:
         before = text[boundary : match.start()]
         cut = max((m.end() for m in _SEPARATOR.finditer(before)), default=0)
         # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
-        quoted_key = re.search(r"(['\"])([^'\"]{1,80})\1\s*:\s*['\"]?$", before)
+        quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
         if quoted_key:
             key, quote, form = quoted_key.group(2), quoted_key.group(1), "quoted"
         else:

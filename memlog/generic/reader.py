@@ -110,3 +110,67 @@ class SourceGuesser:
                 return [], Guessed(self.source, GENERIC, "", weak=self.guess.weak, keys=sorted(set(self.guess.keys_seen))[:12])
             return [], None
         return frames, Guessed(self.source, GENERIC, self.guess.describe(), self.guess.mapping())
+
+
+def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | None = None) -> str:
+    """`memlog formats guess LOG`: the spec the generic reader would read LOG with, as YAML with
+    sample lines taken from the log (each with the record it yields), ready to edit and load."""
+    import re
+
+    import yaml
+
+    from memlog.errors import MemlogError
+    from memlog.parse import parse_line
+    from memlog.reading import Source, read_chunks
+
+    source = Source(log)
+    guesser = SourceGuesser(source.name, specs, wrappers)
+    spec_parser = ChunkParser(specs, wrappers=wrappers)
+    raw: list[tuple[int, str]] = []
+    for chunk in read_chunks(source):
+        matches = spec_parser(chunk)
+        if matches.records:
+            formats = sorted({f for frame in matches.records for f in frame["format"].unique().to_list()})
+            raise MemlogError(f"{source.name}: already read by format {', '.join(formats)}; nothing to guess")
+        if len(raw) < SAMPLE_LINES:
+            raw += list(zip(chunk["line_no"].to_list(), chunk["text"].to_list()))[: SAMPLE_LINES - len(raw)]
+        skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
+        guesser.feed(chunk, skip)
+        if guesser.guess is not None or guesser.structured is not None:
+            break
+    if guesser.structured is not None:
+        raise MemlogError(f"{source.name}: a trainer_state.json document, read as it is (no spec needed)")
+    if guesser.guess is None:
+        guesser._decide()
+    result = guesser.guess
+    if result is None or not result.ok:
+        why = result.weak if result is not None and result.weak else "no memory or loss values in a repeating line shape"
+        raise MemlogError(f"{source.name}: nothing to guess: {why}")
+    stem = re.sub(r"[^a-z0-9]+", "-", source.name.rsplit("/", 1)[-1].lower().rsplit(".", 1)[0]).strip("-")
+    name = name or f"guessed-{stem or 'log'}"
+    mapping = to_spec(result, name)
+    spec = spec_from_mapping(mapping, spec_path(name))
+    samples: list[dict] = []
+    taken: dict[str, int] = {}
+    for _, text in raw:
+        if len(samples) >= 3 * len(spec.records):
+            break
+        records, _ = parse_line([spec, *specs], text)
+        if not records or not text.isprintable():
+            continue
+        record = records[0]
+        pattern = str(record.get("pattern", "")).split("/", 1)[-1]
+        if taken.get(pattern, 0) >= 3:
+            continue
+        taken[pattern] = taken.get(pattern, 0) + 1
+        expected = {k: v for k, v in record.items() if v is not None and (k in ("loss", "grad_norm", "lr") or k.endswith(("_gib", "_pct")))}
+        if record.get("step") is not None and not record.get("inherited"):
+            expected = {"step": record["step"], **expected}
+        samples.append({"line": text, "record": expected})
+    mapping["samples"] = samples
+    header = (
+        f"# Guessed by `memlog formats guess` from {source.name}.\n"
+        "# Check the mapping (which key is which column, its unit), edit the regexes to taste, then\n"
+        "# `memlog formats test DIR` and `memlog analyze --formats-dir DIR LOG`.\n"
+    )
+    return header + yaml.safe_dump(mapping, sort_keys=False, allow_unicode=False, width=4096)
