@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.capacity import find_capacities
@@ -96,7 +97,7 @@ def _read_source(
         # The sink is also told of a chunk's events when it has no records: they cut condensed runs.
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
-        if matches.records:
+        if _read_values(matches.records):
             guesser, guessed_rows = None, []  # a spec reads this source: the guess steps aside
         if guesser is not None:
             skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
@@ -108,7 +109,7 @@ def _read_source(
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
         records.append(compact_records(source.name, last.records, keep, source.identity))
-        guesser = None
+        guesser = None if _read_values(last.records) else guesser
     events += last.events
     guessed = None
     if guesser is not None:
@@ -118,11 +119,20 @@ def _read_source(
         for frame in guessed_rows:
             records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
         records += guessed_sink.finish(None)
+        if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
+            records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or _read_values([frame])]
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
     if events:
         event_frames.append(source_frame(source.name, events, source.identity))
     return guessed
+
+
+def _read_values(frames: list[pl.DataFrame]) -> bool:
+    """Whether a spec read a value from the chunk: a pattern that matched without reading any
+    (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
+    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
+               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))
 
 
 def _restart_events(records: pl.DataFrame) -> list[Event]:

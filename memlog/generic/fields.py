@@ -54,7 +54,7 @@ def counter_step(index: int, text: str) -> tuple[int, int, int] | None:
     step = int(groups["step"])
     if groups.get("epoch") is not None and groups.get("epoch_len") is not None:
         step += int(groups["epoch"]) * int(groups["epoch_len"])
-    return step, match.start("step") if groups.get("epoch") is None else match.start(), match.end()
+    return step, match.start(), match.end()
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,11 @@ def _head(text: str, start: int) -> str:
     return head[:HEAD_CHARS].lstrip()
 
 
+def _first_digit(text: str) -> int:
+    found = re.search(r"\d", text)
+    return found.start() if found else len(text)
+
+
 def _common_prefix(heads: list[str]) -> str:
     first, last = min(heads), max(heads)
     i = 0
@@ -215,7 +220,7 @@ def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
 
 
 def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
-    cells = [c.strip() for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
+    cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
     if len(cells) < n or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) for c in cells):
         return None
     return cells
@@ -225,7 +230,9 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
     rows = [(i, t) for i, t in enumerate(sample) if i > at and _row_cells(t, sep, len(header)) is not None]
     if len(rows) < MIN_REPEATS:
         return None
-    counter = next((j for j, h in enumerate(header) if words(h) and words(h)[0] in ("step", "iter", "iteration", "epoch", "global")), None)
+    names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
+    ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
+    counter = ranked[0][1] if ranked else None
     if counter is None and re.fullmatch(r"\d+(?:/\d+)?", _row_cells(rows[0][1], sep, len(header))[0]):
         counter = 0
     columns: dict[str, tuple[tuple, Column]] = {}
@@ -296,7 +303,7 @@ def guess(sample: list[str]) -> Guess:
         if not found:
             continue
         result.keys_seen.extend(f.key for f in found)
-        shapes[_head(text, found[0].start)].append(i)
+        shapes[_head(text, _first_digit(text))].append(i)
     # A head that another head starts with is the same line shape printed with more words.
     merged: dict[str, list[int]] = defaultdict(list)
     for head in sorted(shapes, key=len):
@@ -309,7 +316,7 @@ def guess(sample: list[str]) -> Guess:
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
         columns = _columns(texts, [parsed[i] for i in idx], spans)
-        common = _common_prefix([_head(sample[i], parsed[i][0].start) for i in idx]) if idx else ""
+        common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
             if starts and min(starts) <= len(common):
@@ -408,6 +415,11 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                     if p.interleaved:
                         entry["interleaved"] = p.interleaved
             entry["fields"] = [_field_regex(c) for c in p.columns]
+            texts = [t for _, t in p.lines]
+            if p.counter is not None and p.columns and not all(p.columns[0].key in t for t in texts):
+                # Lines of this shape without its values (`Step 6: reward 0.4`) are not readings.
+                key = next((c.key for c in p.columns if all(c.key in t or p.columns[0].key not in t for t in texts)), p.columns[0].key)
+                entry["regex"] += ".*?" + _loose(key)
         if units:
             entry["units"] = units
         records.append(entry)

@@ -76,7 +76,7 @@ class SourceGuesser:
         if self.parser is not None:
             return self._read(lines)
         self.held.append(lines)
-        candidates = self.unwrap(lines.filter(pl.col("text").str.contains(r"\d")).head(SAMPLE_LINES - len(self.sample)))
+        candidates = self.unwrap(lines.filter(pl.col("text").str.contains(r"\S")).head(SAMPLE_LINES - len(self.sample)))
         self.sample += candidates["text"].to_list()
         if len(self.sample) >= SAMPLE_LINES or len(self.held) >= HOLD_CHUNKS:
             return self._decide()
@@ -119,6 +119,7 @@ def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | Non
 
     import yaml
 
+    from memlog.api import _read_values
     from memlog.errors import MemlogError
     from memlog.parse import parse_line
     from memlog.reading import Source, read_chunks
@@ -129,7 +130,7 @@ def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | Non
     raw: list[tuple[int, str]] = []
     for chunk in read_chunks(source):
         matches = spec_parser(chunk)
-        if matches.records:
+        if _read_values(matches.records):
             formats = sorted({f for frame in matches.records for f in frame["format"].unique().to_list()})
             raise MemlogError(f"{source.name}: already read by format {', '.join(formats)}; nothing to guess")
         if len(raw) < SAMPLE_LINES:

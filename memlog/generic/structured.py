@@ -14,6 +14,7 @@ import math
 import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS, unit_gib
+from memlog.multiline import RECORD_SCHEMA
 from memlog.generic.mapping import meaning_of, unit_in_key
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -76,6 +77,7 @@ class StructuredFile:
         frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
             line_no=pl.int_range(1, len(rows) + 1, dtype=pl.Int64), format=pl.lit(READER), kind=pl.lit("train"),
             pattern=pl.lit(f"{READER}/log_history"), inherited=pl.lit(False), ordinal_step=pl.lit(False),
+            **{c: pl.lit(None, dtype=t) for c, t in RECORD_SCHEMA.items() if c not in ("line_no", "step", "kind")},
         ).with_columns(pl.col("step").cast(pl.Int64))
         mapping = "step from `step` of each `log_history` entry: " + ", ".join(used.values())
         columns = [{"column": c, "key": t.split("`")[1], "unit": None, "unit_guessed": False, "pattern": "log_history"} for c, t in used.items()]
