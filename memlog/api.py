@@ -235,7 +235,12 @@ def analyze(
     config = config or Config()
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs], plugins_dirs), format)
     dirs = [*config.formats_dirs, *formats_dirs, *plugins_dirs]
-    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs)
+    # A forced format is the only one read: the generic reader only guesses where nothing was forced.
+    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs,
+                                    generic=not format)
+    # Undecodable input is not a log whose values were unread: its "keys" are noise.
+    garbled = {s.name for s in sources if (s.stats.replaced_bytes + s.stats.nul_bytes) * 10 > max(s.stats.bytes_read, 1)}
+    tables.guessed = [g for g in tables.guessed if not (g.weak and g.source in garbled)]
     # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events; a log whose
     # memory values the generic reader could not turn into series is reported with why.
     if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events) and not any(g.weak for g in tables.guessed):

@@ -239,7 +239,7 @@ def series(
 
     def action():
         specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
-        tables, sources = parse_sources(log, specs)
+        tables, sources = parse_sources(log, specs, generic=not format)
         if tables.records.is_empty():
             raise NoRecordsError(nothing_found(sources, specs))
         records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
