@@ -6,11 +6,13 @@ read -> unwrap -> parse (per chunk) -> tables -> series -> rules -> Report
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+import itertools
 from itertools import groupby
 from pathlib import Path
 
 import polars as pl
 
+from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.capacity import find_capacities
@@ -18,6 +20,7 @@ from memlog.context import Context
 from memlog.errors import MemlogError, NoRecordsError
 from memlog.events import EVENT_KINDS, Event, build_events
 from memlog.formats import FormatSpec, load_specs
+from memlog.generic import Guessed, SourceGuesser
 from memlog.inputs import expand
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Scan
@@ -55,27 +58,35 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
 
 def parse_sources(
     inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None,
-    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(), wrapper_dirs: Sequence[Path] = (),
+    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(), wrapper_dirs: Sequence[Path] = (), generic: bool = True,
 ) -> tuple[Tables, list[Source]]:
     """`progress(source)` is called after each chunk (a few MB), so it costs nothing per line.
     `observe` sees every pattern's matches per chunk (ChunkParser; `memlog formats check`).
     `keep`: what of each record the caller reads (records.Keep): everything unless it says.
-    `wrapper_dirs`: user format folders, whose `wrappers/` add to the built-in wrappers."""
-    parser = ChunkParser(specs, observe, load_wrappers(tuple(wrapper_dirs)))
+    `wrapper_dirs`: user format folders, whose `wrappers/` add to the built-in wrappers.
+    `generic`: sources no spec claims a line of are read by a guess (memlog/generic)."""
+    wrappers = load_wrappers(tuple(wrapper_dirs))
+    parser = ChunkParser(specs, observe, wrappers)
     sources = expand(list(inputs))
-    record_frames, event_frames = [], []
+    record_frames, event_frames, guessed = [], [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
-        _read_source(chunks, parser, keep, progress, record_frames, event_frames)
-    return tables_of(record_frames, event_frames), sources
+        chunks = iter(chunks)
+        first = next(chunks)
+        guesser = SourceGuesser(first[0].name, specs, wrappers) if generic else None
+        found = _read_source(itertools.chain([first], chunks), parser, keep, progress, record_frames, event_frames, guesser)
+        if found is not None:
+            guessed.append(found)
+    return tables_of(record_frames, event_frames, guessed), sources
 
 
 def _read_source(
     chunks: Iterable[tuple[Source, Piece, Scan]], parser: ChunkParser, keep: Keep, progress,
-    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame],
-) -> None:
+    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guesser: SourceGuesser | None = None,
+) -> Guessed | None:
     """One source's scanned chunks absorbed in file order; its record rows (compact) and its events
-    are added to the lists, which then hold the only reference to them (build_records frees them)."""
-    records, events = [], []
+    are added to the lists, which then hold the only reference to them (build_records frees them).
+    While no spec claims a line of the source, `guesser` reads it too; returns what it guessed."""
+    records, events, guessed_rows = [], [], []
     sink: RecordSink = Condenser() if keep.condense else KeepEvery()
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
@@ -84,17 +95,42 @@ def _read_source(
         # The sink is also told of a chunk's events when it has no records: they cut condensed runs.
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
+        if _read_values(matches.records):
+            guesser, guessed_rows = None, []  # a spec reads this source: the guess steps aside
+        if guesser is not None:
+            skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
+            found = guesser.feed(scanned.lines.drop("_row"), skip)
+            guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
         if progress is not None:
             progress(source)
     records += sink.finish(parser.open_since())
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
         records.append(compact_records(source.name, last.records, keep, source.identity))
+        guesser = None if _read_values(last.records) else guesser
     events += last.events
+    guessed = None
+    if guesser is not None:
+        found, guessed = guesser.finish()
+        guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
+        guessed_sink: RecordSink = Condenser() if keep.condense else KeepEvery()
+        for frame in guessed_rows:
+            records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
+        records += guessed_sink.finish(None)
+        if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
+            records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or _read_values([frame])]
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
     if events:
         event_frames.append(source_frame(source.name, events, source.identity))
+    return guessed
+
+
+def _read_values(frames: list[pl.DataFrame]) -> bool:
+    """Whether a spec read a value from the chunk: a pattern that matched without reading any
+    (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
+    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
+               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))
 
 
 def _restart_events(records: pl.DataFrame) -> list[Event]:
@@ -151,6 +187,26 @@ def restart_steps(records: pl.DataFrame) -> list[int]:
     return sorted(int(s) for s in starts["step"].unique().to_list())[:MAX_RESTARTS_LISTED]
 
 
+def _say_guessed(ctx: Context, findings_of: list[Finding], guessed: list[Guessed]) -> None:
+    """Every finding built on a series the generic reader guessed says so in its evidence: the
+    mapping it guessed for that source."""
+    by_source = {g.source: g.mapping for g in guessed if g.mapping}
+    if not by_source:
+        return
+    labels: dict[str, str] = {}
+    for s in [*ctx.device_series, *ctx.host_series, *ctx.loss_series]:
+        if s.key.source in by_source:
+            labels[ctx.label(s)] = s.key.source
+    only_guessed = set(ctx.tables.records["source"].unique().to_list()) <= set(by_source) if ctx.tables.records.height else False
+    for finding in findings_of:
+        sources = {labels[label] for label in finding.series if label in labels}
+        sources |= {source for source, _ in finding.lines if source in by_source}
+        if not sources and only_guessed and finding.subject != "run":
+            sources = set(by_source)
+        if sources:
+            finding.evidence["guessed"] = "; ".join(f"{s}: {by_source[s]}" if len(by_source) > 1 else by_source[s] for s in sorted(sources))
+
+
 def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
     return {
@@ -202,20 +258,26 @@ def analyze(
     config = config or Config()
     specs = select_specs(load_specs([*config.formats_dirs, *formats_dirs], plugins_dirs), format)
     dirs = [*config.formats_dirs, *formats_dirs, *plugins_dirs]
-    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs)
-    # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events.
-    if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
+    # A forced format is the only one read: the generic reader only guesses where nothing was forced.
+    tables, sources = parse_sources(inputs, specs, progress, keep=Keep.judged(chart_metric, condense=condense), wrapper_dirs=dirs,
+                                    generic=not format)
+    # Undecodable input is not a log whose values were unread: its "keys" are noise.
+    garbled = {s.name for s in sources if (s.stats.replaced_bytes + s.stats.nul_bytes) * 10 > max(s.stats.bytes_read, 1)}
+    tables.guessed = [g for g in tables.guessed if not (g.weak and g.source in garbled)]
+    # A paste of a crash alone (an OOM traceback, a Ray kill) is judged from its events; a log whose
+    # memory values the generic reader could not turn into series is reported with why.
+    if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events) and not any(g.weak for g in tables.guessed):
         raise NoRecordsError(nothing_found(sources, specs))
     return judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric)
 
 
-def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame]) -> Tables:
+def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None) -> Tables:
     """The tables of the sources read: each frame one source's compact records or events.
     `record_frames` is emptied as the records are copied out of it (build_records), so that the
     frames are freed; a caller that reads on (memlog/watch.py) passes a copy of its list."""
     records = build_records(record_frames)
     events, dropped = build_events(event_frames, records)
-    return Tables(records, events + _restart_events(records), dropped)
+    return Tables(records, events + _restart_events(records), dropped, guessed or [])
 
 
 def judge(
@@ -244,6 +306,9 @@ def judge(
             continue
         ctx.findings.extend(found)
     cov = coverage(tables, sources)
+    if tables.guessed:
+        cov["guessed"] = [g.to_json() for g in tables.guessed]
+        _say_guessed(ctx, findings_of=ctx.findings, guessed=tables.guessed)
     (device_gib, device_from), (host_gib, host_from) = ctx.capacity.summary(host=False), ctx.capacity.summary(host=True)
     cov["capacity"] = {"device_gib": device_gib, "device_from": device_from, "host_gib": host_gib, "host_from": host_from}
     findings = ordered(ctx.findings)

@@ -424,7 +424,7 @@ def series(
 
     def action():
         specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
-        tables, sources = parse_sources(log, specs)
+        tables, sources = parse_sources(log, specs, generic=not format)
         if tables.records.is_empty():
             raise NoRecordsError(nothing_found(sources, specs))
         records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
@@ -557,6 +557,26 @@ def formats_check(
     def action():
         specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
         sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
+
+    _guard(debug, action)
+
+
+@formats_app.command("guess")
+def formats_guess(
+    log: Annotated[str, typer.Argument(metavar="LOG", help="A log no format reads; - for stdin.")],
+    name: Annotated[Optional[str], typer.Option("--name", help="The new format's name (default: guessed-<file name>).")] = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Print the format spec the generic reader guesses for LOG (YAML with samples), to edit and keep."""
+    from memlog.formats import load_specs
+    from memlog.generic.reader import guess_spec_text
+    from memlog.render import safe
+    from memlog.wrappers import load_wrappers
+
+    def action():
+        specs = list(load_specs(formats_dir or ()).values())
+        sys.stdout.write(safe(guess_spec_text(log, specs, load_wrappers(tuple(formats_dir or ())), name)))
 
     _guard(debug, action)
 

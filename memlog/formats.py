@@ -30,7 +30,10 @@ from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 # printed the line when the line itself says it (Megatron's `[Rank N]`), which wins over a prefix's.
 # A value group `X` may be followed by a group `X_unit` holding its printed unit (`MiB`, `GB`).
 IDENTITY_GROUPS = {"rank": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64}
-RECORD_KEYS = ("step", *IDENTITY_GROUPS)
+# A step counted within an epoch (`Epoch [3][1200/7330]`) is made global by the epoch and the
+# epoch's length: step = epoch * epoch_len + step, so the counter never goes back at an epoch end.
+EPOCH_GROUPS = ("epoch", "epoch_len")
+RECORD_KEYS = ("step", *EPOCH_GROUPS, *IDENTITY_GROUPS)
 UNIT_SUFFIX = "_unit"
 # Number text as frameworks print it: `1,341.26`, `np.float64(0.12)`, `'1.234'` (HF 5.x), `N/A`.
 _NUMPY_WRAPPER = r"^np\.(?:float|int)\d*\((.*)\)$"
@@ -70,6 +73,9 @@ class LinePattern:
     ordinal_step: bool = False
     # Event patterns: detail every match carries (`detail: {scope: host}`), besides what it captures.
     detail: tuple[tuple[str, str], ...] = ()
+    # Ordinal lines written in turn by this many processes that no tag tells apart (ranks printing
+    # the same untagged line): the k-th line is writer (k mod N)'s reading k // N (records._fill_steps).
+    interleaved: int | None = None
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -113,7 +119,11 @@ class LinePattern:
             # A printed step that is no integer (overflow, garbage) is damage, not a line without
             # a step: it must not take a neighbour's step (records.build_records) and its values.
             step = self._value("step", hits["step"])
+            if all(g in hits.columns for g in EPOCH_GROUPS):
+                epoch, length = (self._value("step", hits[g]) for g in EPOCH_GROUPS)
+                step = pl.select(pl.when(epoch.is_not_null() & length.is_not_null()).then(epoch * length + step).otherwise(step)).to_series().alias("step")
             hits = hits.with_columns(step).filter(hits["step"].is_null() | step.is_not_null())
+        hits = hits.drop(*EPOCH_GROUPS, strict=False)
         values = [self._value(group, hits[group], hits[group + UNIT_SUFFIX] if group + UNIT_SUFFIX in hits.columns else None)
                   for group in numbers if group != "step"]
         return hits.with_columns(values).drop([g for g in hits.columns if g.endswith(UNIT_SUFFIX)])
@@ -198,6 +208,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
         ordinal_step=bool(raw.get("ordinal_step", False)),
         detail=tuple((str(k), str(v)) for k, v in (raw.get("detail") or {}).items()),
+        interleaved=raw.get("interleaved"),
     )
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
@@ -217,6 +228,9 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             raise FormatSpecError(f"{where}: `ordinal_step` must be true or false")
         if pattern.ordinal_step and not pattern.inherit_step:
             raise FormatSpecError(f"{where}: `ordinal_step: true` needs `inherit_step: true`")
+        if pattern.interleaved is not None and (not isinstance(pattern.interleaved, int) or isinstance(pattern.interleaved, bool)
+                                                or not 2 <= pattern.interleaved <= 64 or not pattern.ordinal_step):
+            raise FormatSpecError(f"{where}: `interleaved` is a number of writers from 2 to 64, on an `ordinal_step: true` pattern")
     elif not pattern.event:
         raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
     elif pattern.event not in EVENT_KINDS:
@@ -243,6 +257,11 @@ def load_spec(path: Path, plugins: bool = False) -> FormatSpec:
             raw = yaml.safe_load(text)  # the pure loader decides, so errors read as they always did
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FormatSpecError(f"{path}: cannot read format spec ({str(exc).splitlines()[0]})") from None
+    return spec_from_mapping(raw, path, plugins)
+
+
+def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec:
+    """A spec from its YAML mapping, checked as a file's would be (the generic reader's guesses)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise FormatSpecError(f"{path}: a format spec is a mapping with at least `name:`")
     unknown = set(raw) - SPEC_KEYS

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from memlog.columns import MEMORY_COLUMNS
+from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
@@ -111,6 +111,7 @@ class ChunkParser:
                     records.append(hits.drop("text", "_row").with_columns(
                         format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
                         inherited=pl.lit(pattern.inherit_step), ordinal_step=pl.lit(pattern.ordinal_step),
+                        interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
                     ))
             for pattern in spec.events:
                 hits = pattern.extract(unwrapped) if pattern.literal in present else absent
@@ -196,7 +197,11 @@ def _memory_unread(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -
     as `memory_unread` events: a run with steps and no memory reading can then say why. Only the
     first few such lines per chunk are looked at, so a log without memory costs nothing."""
     read = [c for c in hits.columns if c in MEMORY_COLUMNS]
-    unread = hits.filter(pl.all_horizontal(pl.col(read).is_null())) if read else hits
+    values = [c for c in hits.columns if c in ALL_VALUE_COLUMNS and c not in MEMORY_COLUMNS]
+    if not values:
+        return None  # a pattern that reads no value (a bare `{"step": N`) claims nothing to explain
+    unread = hits.filter(pl.any_horizontal(pl.col(values).is_not_null()))
+    unread = unread.filter(pl.all_horizontal(pl.col(read).is_null())) if read else unread
     unread = unread.head(UNREAD_SAMPLES_PER_CHUNK).with_columns(
         fragment=pl.col("text").str.extract(_MEMORY_FIELD, 0)
     ).drop_nulls("fragment")

@@ -195,10 +195,24 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
     stepless = pl.col("step").is_null().all().over(worker)
     # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order (HF
     # Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then inherit.
+    nth_ordinal = ordinal_pattern.cast(pl.Int64).cum_sum().over(worker)
+    interleaved = "interleaved" in frame.columns and frame["interleaved"].is_not_null().any()
+    turns = pl.col("interleaved").fill_null(1) if interleaved else pl.lit(1)
     frame = frame.with_columns(
         _ordinal=stepless & ordinal_pattern.any().over(worker),
-        step=pl.when(stepless & ordinal_pattern).then(ordinal_pattern.cast(pl.Int64).cum_sum().over(worker)).otherwise(pl.col("step")),
+        _turns=stepless & ordinal_pattern & (turns > 1),
+        step=pl.when(stepless & ordinal_pattern).then(nth_ordinal).otherwise(pl.col("step")),
     )
+    if interleaved:
+        # Untagged writers taking turns (LinePattern.interleaved): the k-th ordinal line is writer
+        # k mod N's reading k // N; the writers are named like collided copies (`main#2`).
+        taking_turns = pl.col("_turns")
+        frame = frame.with_columns(
+            worker=pl.when(taking_turns).then(pl.col("worker").cast(pl.String) + pl.lit("#") + ((pl.col("step") - 1) % turns + 1).cast(pl.String))
+            .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+            step=pl.when(taking_turns).then((pl.col("step") - 1) // turns + 1).otherwise(pl.col("step")),
+        )
+        worker = group_key(frame, ["source", "worker"])
     # Lines without a step of their own belong to the step the worker logged last (or, before its
     # first step line, to the first one). A worker that never logs a step itself (a Ray WorkerDict,
     # whose steps the driver-side TaskRunner prints) takes the step the source logged last.
@@ -211,7 +225,7 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
         ordinal=pl.col("_ordinal") | pl.col("step").is_null(),
         step=pl.col("step").fill_null(nth.cast(pl.Int64)),
-    ).drop("_ordinal", "ordinal_step", strict=False)
+    ).drop("_ordinal", "_turns", "ordinal_step", "interleaved", strict=False)
 
 
 def _sort_value(frame: pl.DataFrame) -> pl.Expr:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -16,6 +16,8 @@ class Tables:
     records: pl.DataFrame
     events: list[Event]
     events_dropped: dict[str, int]
+    # What the generic reader guessed, per source it read (memlog/generic: Guessed).
+    guessed: list = field(default_factory=list)
 
     def events_of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]

@@ -10,7 +10,7 @@ from memlog.excerpt import attach_log_lines
 from memlog.report import Report
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file())
+SAMPLE_LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
 SAMPLE_IDS = [p.relative_to(ROOT / "sample_logs").as_posix() for p in SAMPLE_LOGS]
 
 

@@ -227,6 +227,8 @@ def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity
 def example_log(example) -> str:
     """A rule file's Example (memlog.rulekit.Example) as a torchtitan-format log."""
     columns = {c: {r: list(v) for r, v in per.items()} for c, per in example.columns.items()}
+    if not columns and not example.memory and not example.loss:
+        return "\n".join(example.lines) + "\n"  # a log of raw lines only (no format memlog reads)
     if example.memory:
         columns["mem_peak_reserved_gib"] = {r: list(v) for r, v in example.memory.items()}
     ranks = sorted({r for per in columns.values() for r in per} | set(example.loss))

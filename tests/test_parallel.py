@@ -13,7 +13,7 @@ from memlog.formats import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
 
-SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file())
+SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
 
 
 def test_results_come_in_input_order_whatever_finishes_first():

@@ -27,7 +27,8 @@ def test_text_with_chart_fits_100_columns(log):
     text = render_text(sample_report(log))
     lines = text.splitlines()
     assert lines[0].startswith("memlog verdict: ")
-    assert re.search(r"(Device|Host) memory per (rank|worker) vs step", text) and "┤" in text
+    # A log that prints only a loss (sample_logs/generic/epoch_loss_nan.log) charts the loss.
+    assert re.search(r"(Device|Host) memory per (rank|worker) vs step|Loss per (rank|worker) vs step", text) and "┤" in text
     assert max(len(line) for line in lines) <= 100
     assert ESC not in text
 
@@ -36,7 +37,7 @@ def test_text_with_chart_fits_100_columns(log):
 def test_ascii_fallback_is_pure_ascii(log):
     text = render_text(sample_report(log), ascii_only=True)
     assert text.isascii()
-    assert re.search(r"(Device|Host) memory per (rank|worker) vs step", text) and "+" in text and "|" in text
+    assert re.search(r"(Device|Host) memory per (rank|worker) vs step|Loss per (rank|worker) vs step", text) and "+" in text and "|" in text
 
 
 def test_chart_draws_knee_fit_and_capacity():

@@ -15,7 +15,7 @@ from memlog.keys import group_key
 from memlog.records import Keep, build_records, compact_records, with_seconds
 
 SPECS = list(load_specs().values())
-SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file())
+SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
 IDENTITY = ["source", "worker", "kind", "segment", "step", "line_no", "rank", "actor", "pid", "ip", "format", "repeated"]
 
 

@@ -142,6 +142,8 @@ def evidence_summary(evidence: dict[str, Any]) -> str | None:
     parts = [f"{k}={v}" for k, v in observed.items() if v is not None and not isinstance(v, (dict, list))]
     if evidence.get("capacity_gib"):
         parts.append(f"capacity={evidence['capacity_gib']} GiB ({evidence.get('capacity_from')})")
+    if evidence.get("guessed"):
+        parts.append(f"read by a guess: {evidence['guessed']}")
     return ", ".join(parts) if parts else None
 
 

@@ -232,6 +232,9 @@ def _environment(report: Report) -> str:
         damage = source_damage(source)
         if damage:
             lines.append(f"damaged     {source['name']}: {damage}")
+    for guessed in cov.get("guessed", ())[:MAX_SOURCES_LISTED]:
+        said = guessed.get("mapping") or f"not read: {guessed.get('weak')}"
+        lines.append(f"guessed     {guessed['source']} ({guessed['reader']} reader): {said}")
     for rule_id, values in report.thresholds.items():
         if values:
             lines.append(f"thresholds  {rule_id}: " + " ".join(f"{k}={v:g}" for k, v in values.items()))

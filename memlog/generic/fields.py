@@ -1,0 +1,131 @@
+"""What one line holds: its step counter and its numeric fields, as the generic reader learns them.
+
+Learning runs in Python on a bounded sample of a source's lines (guess.SAMPLE_LINES); reading the
+whole log is done by the format spec the guess becomes (polars, linear time). So every regex here
+that ends up in a spec is written in the dialect both Python's `re` and Rust's `regex` share: no
+look-around, no back-references, scoped flags `(?i:...)`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A printed number (the spec's value groups use the same text).
+NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf)"
+# A unit printed after a value: sizes (`MB`, `GiB`, `bytes`), bare suffixes (`9.3G`, `433M`), `%`.
+UNIT = r"(?:[KMGTP]i?B|bytes|[KMGTP]|%)"
+_NUMBER = re.compile(rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?![A-Za-z]{{2}})(?:[ \t]?{UNIT}(?![A-Za-z]))?")
+_NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
+# Where one field ends and the next begins.
+_SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\)\s")
+_KEY_CHARS = re.compile(r"[^\w()./%-]+")
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A way a line states its step, tried in this order (the first that fits a shape wins)."""
+
+    name: str  # how coverage names it
+    regex: str  # with a `step` group, and `epoch` + `epoch_len` for a step within an epoch
+
+
+COUNTERS = (
+    Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
+    Counter("`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"),
+    Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
+    Counter("`iteration`", r"(?:^|[^\w/-])['\"]?(?i:iteration)['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
+    Counter("`iter`", r"(?:^|[^\w/-])['\"]?(?i:iter)['\"]?\s*[:=_]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$|_)"),
+    Counter("`it`", r"(?:^|[^\w/-])(?i:it)\s*[:=]?\s*(?P<step>\d+)(?:[^\w.]|$)"),
+    Counter("`[i/N]`", r"\[\s*(?P<step>\d+)\s*/\s*\d+\s*\]"),
+    Counter("the leading `N/M` column", r"^\s*(?P<step>\d+)/\d+(?:\s|$)"),
+    Counter("`epoch`", r"(?:^|[^\w/-])['\"]?(?i:epoch)['\"]?\s*[:=]?\s*(?P<step>\d+)(?:[^\w.]|$)"),
+    Counter("the leading integer column", r"^\s*(?P<step>\d+)(?:\s|$)"),
+)
+COMPILED = [re.compile(c.regex) for c in COUNTERS]
+
+
+def counter_step(index: int, text: str) -> tuple[int, int, int] | None:
+    """(global step, match start, match end) of counter `index` in `text`, or None."""
+    match = COMPILED[index].search(text)
+    if match is None:
+        return None
+    groups = match.groupdict()
+    step = int(groups["step"])
+    if groups.get("epoch") is not None and groups.get("epoch_len") is not None:
+        step += int(groups["epoch"]) * int(groups["epoch_len"])
+    return step, match.start(), match.end()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One numeric field as printed: `key` (its words as written), the value, its printed unit."""
+
+    key: str
+    value: float
+    unit: str | None
+    start: int  # where the value is in the line
+    end: int
+    form: str  # "kv": key then value; "vk": value then key (`4.21 loss`); "quoted": `'key': value`
+    quoted: str = ""  # the quote character around a quoted key
+
+
+def _clean_key(text: str) -> tuple[str, str]:
+    """The key words at the end of the text before a value, and the quote around them if any."""
+    text = text.rstrip(" \t:=")
+    quote = text[-1] if text.endswith(("'", '"')) else ""
+    if quote:
+        opening = text.rfind(quote, 0, len(text) - 1)
+        return (text[opening + 1 : -1], quote) if opening >= 0 else ("", "")
+    text = text.rstrip(" \t:=[(")
+    key = _KEY_CHARS.sub(" ", text).strip(" ./_-")
+    key = " ".join(key.split()[-4:])  # a key is a few words: `Host RSS Memory`, `max mem`
+    return key.lstrip("(").rstrip(")") if key.count("(") != key.count(")") else key, ""
+
+
+def fields(text: str) -> list[Field]:
+    """Every number of the line with the key it belongs to (module docstring of mapping.py)."""
+    found: list[Field] = []
+    boundary = 0
+    numbers = list(_NUMBER.finditer(text))
+    for i, match in enumerate(numbers):
+        parts = _NUMBER_PARTS.match(match.group(0))
+        if parts is None:
+            continue
+        try:
+            value = float(parts["num"])
+        except ValueError:
+            continue
+        before = text[boundary : match.start()]
+        cut = max((m.end() for m in _SEPARATOR.finditer(before)), default=0)
+        # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
+        quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
+        if quoted_key:
+            key, quote, form = quoted_key.group(2), quoted_key.group(1), "quoted"
+        else:
+            key, quote = _clean_key(before[cut:])
+            form = "kv"
+        unit = parts["unit"]
+        end = match.end()
+        if not key or not re.search(r"[A-Za-z]", key):
+            # `4.21 loss`, `1454.57 GB used`: the words after the value name it.
+            nxt = numbers[i + 1].start() if i + 1 < len(numbers) else len(text)
+            after = text[end:nxt]
+            words = re.match(r"[ \t]+([A-Za-z][A-Za-z_ ]{0,30}?)\s*(?:[,|;]|$|\s{2,})", after)
+            if not words:
+                boundary = end
+                continue
+            key, form = words.group(1).strip(), "vk"
+        found.append(Field(key, value, unit, match.start(), end, form, quote))
+        boundary = end
+    return found
+
+
+# Logger prefixes no built-in spec strips, tried on the sample: a timestamp with a level, in the
+# shapes Python's logging, loguru, absl and Paddle's loggers print.
+GENERIC_PREFIXES = (
+    r"\[?\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s*(?:[-|]\s*)?(?:(?:[\w.]+\s+)?(?:\[\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*\]|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL))\s*(?:[-|:]\s*)?)?",
+    r"\d\d/\d\d \d\d:\d\d:\d\d - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR) - ",
+    r"\[\d\d/\d\d \d\d:\d\d:\d\d\] [\w.]+ (?:DEBUG|INFO|WARNING|ERROR): ",
+    r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.]+:\d+\] ",
+)
