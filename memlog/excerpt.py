@@ -9,6 +9,9 @@ Standard input cannot be read twice: there the text of the parsed events stands 
 
 from __future__ import annotations
 
+import os
+import stat
+
 import polars as pl
 
 from memlog.errors import MemlogError
@@ -37,7 +40,9 @@ def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int 
     event_text = {(e.source, e.line_no): e.text for e in report.events}
     for name, lines in by_source.items():
         found: dict[int, str] = {}
-        if name != "<stdin>":
+        # Only a regular file can be read a second time: a FIFO or a device would block (or give
+        # other bytes); there the lines the parse kept (event texts) are all there is.
+        if name != "<stdin>" and _regular_file(name):
             try:
                 found = _read_lines(name, lines)
             except (MemlogError, OSError):
@@ -46,6 +51,13 @@ def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int 
             text = found.get(line, event_text.get((name, line)))
             if text is not None:
                 report.log_lines[(name, line)] = _cut(text, max_chars)
+
+
+def _regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:

@@ -801,3 +801,21 @@ def test_a_loss_that_is_never_finite(tmp_path, loss):
     report = report_of(result)
     assert report["verdict"] not in ("leak", "pp-sentinel-loss")
     assert report["coverage"]["records"] == len(lines) - 1
+
+
+@pytest.mark.parametrize("output", ["markdown", "github", "html"])
+def test_a_fifo_is_read_once_and_never_hangs(tmp_path, output):
+    """Quoting evidence lines must not open the input a second time: a FIFO would block forever."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    fifo = tmp_path / "train.fifo"
+    os.mkfifo(fifo)
+    log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    writer = threading.Thread(target=lambda: fifo.write_bytes(log.read_bytes()), daemon=True)
+    writer.start()
+    result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(fifo), "-o", output],
+                            capture_output=True, timeout=120)
+    assert result.returncode == 1, result.stderr
