@@ -240,3 +240,31 @@ def test_charts_print_nothing_of_their_own(tmp_path, loss):
     assert "plotext" not in result.stderr
     assert_inert(result.stdout, "text with chart")
     assert_inert(result.stderr, "stderr")
+
+
+def test_no_workflow_command_survives_in_text_json_github_or_stderr(tmp_path):
+    """An actor named like a workflow command, in a file named like one: no output line may start
+    (after blanks) with `::` except memlog's own annotations, and `##[` never appears raw."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from memlog.render import no_workflow_commands
+
+    assert no_workflow_commands("a\n  ::add-mask::x ##[error]y") == "a\n  : :add-mask::x # #[error]y"
+    name = tmp_path / "::warning::run ##[error]x.log"
+    name.write_text("".join(
+        f"(WorkerDict ##[error]x ::add-mask::secret pid=4242) step:{i} - actor/pg_loss:0.5 - "
+        f"perf/max_memory_allocated_gb:{30 + 0.001 * i:.3f}\n" for i in range(1, 30)))
+    for output in ("text", "json", "github", "markdown"):
+        for width in ("60", "200"):
+            result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(name), "-o", output],
+                                    capture_output=True, text=True, env={"COLUMNS": width, "PATH": "/usr/bin:/bin"})
+            assert result.returncode in (0, 1), result.stderr
+            for line in (result.stdout + result.stderr).splitlines():
+                assert "##[" not in line, (output, line)
+                if re.match(r"\s*::", line):
+                    assert output == "github" and re.match(r"::(error|warning|notice) ", line), (output, line)
+            if output == "json":
+                assert "##[error]x" in json.dumps(json.loads(result.stdout))  # the data itself is unchanged

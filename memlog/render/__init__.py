@@ -117,14 +117,27 @@ def restarts_sentence(coverage: dict[str, Any]) -> str | None:
     )
 
 
+# GitHub's runner reads workflow commands from every line a job prints: `::command::` after leading
+# blanks, and the legacy `##[command]` anywhere. Log text (an actor named `x ::add-mask::y`), file
+# names and wrapped message lines must never form one.
+_LEGACY_COMMAND = re.compile(r"##\[")
+_COMMAND_AT_LINE_START = re.compile(r"(?m)^([ \t]*):(?=:)")
+
+
+def no_workflow_commands(text: str) -> str:
+    return _COMMAND_AT_LINE_START.sub(r"\1: ", _LEGACY_COMMAND.sub("# #[", text))
+
+
 def safe(text: str) -> str:
-    return _UNSAFE.sub("?", text)
+    """Text for a terminal or a CI log: no control characters, no workflow commands."""
+    return no_workflow_commands(_UNSAFE.sub("?", text))
 
 
 def safe_json(text: str) -> str:
     """Serialized JSON with every unsafe character written as a \\uXXXX escape: the data is
-    unchanged, and nothing in it acts on a terminal (json.dumps leaves DEL, C1 and bidi raw)."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    unchanged, and nothing in it acts on a terminal (json.dumps leaves DEL, C1 and bidi raw) or on
+    a CI runner (`##[` becomes `#\\u0023[`)."""
+    return _LEGACY_COMMAND.sub("#\\\\u0023[", _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def ascii_text(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from memlog.render import ascii_text, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
+from memlog.render import ascii_text, by_severity, evidence_summary, no_workflow_commands, restarts_sentence, safe, workers_phrase_of
 from memlog.report import Report, source_damage
 
 WIDTH = 100  # without a terminal to size by (cli._width)
@@ -17,9 +17,10 @@ def _wrapper(width: int):
     or inside, so it stays copyable (a path longer than the width gets a line of its own)."""
 
     def wrap(text: str, indent: str) -> str:
-        return textwrap.fill(
+        wrapped = textwrap.fill(
             safe(text), width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False
         )
+        return no_workflow_commands(wrapped)  # a wrap may start a line with `::`
 
     return wrap
 
