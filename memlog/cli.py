@@ -18,6 +18,7 @@ import typer
 import typer.core
 
 from memlog.errors import MemlogError
+from memlog.names import shown
 
 app = typer.Typer(
     add_completion=False,
@@ -176,7 +177,7 @@ def _command_line(command: str, args: list[str], options: dict[str, object]) -> 
         values = value if isinstance(value, list) else [value]
         for v in values:
             parts += [flag] if v is True else [flag, str(v.value if isinstance(v, Enum) else v)]
-    return shlex.join(parts)
+    return shown(shlex.join(parts))
 
 
 def _progress(logs: list[str]):

@@ -20,6 +20,7 @@ from typing import BinaryIO
 import polars as pl
 
 from memlog.errors import InputError
+from memlog.names import shown
 from memlog.remote import is_url, open_url
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -69,7 +70,10 @@ class Source:
 
     @property
     def name(self) -> str:
-        return "<stdin>" if self.spec == "-" else self.spec
+        """The name every report shows: text, so a file name that is not UTF-8 (its bytes reach
+        Python as surrogates) is shown with U+FFFD where it cannot be decoded; `spec` opens it."""
+        return "<stdin>" if self.spec == "-" else shown(self.spec)
+
 
 
 def _open(spec: str) -> BinaryIO:

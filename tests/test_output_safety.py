@@ -268,3 +268,22 @@ def test_no_workflow_command_survives_in_text_json_github_or_stderr(tmp_path):
                     assert output == "github" and re.match(r"::(error|warning|notice) ", line), (output, line)
             if output == "json":
                 assert "##[error]x" in json.dumps(json.loads(result.stdout))  # the data itself is unchanged
+
+
+def test_a_file_name_that_is_not_utf8_gives_valid_documents_on_a_strict_stdout(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path as P
+
+    log = P(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    name = os.path.join(os.fsencode(tmp_path), b"run\xff\xfe.log")
+    with open(name, "wb") as out:
+        out.write(log.read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    for output in ("text", "json", "sarif", "junit", "markdown", "github", "html"):
+        result = subprocess.run([os.fsencode(sys.executable), b"-m", b"memlog", b"analyze", name, b"-o", output.encode()],
+                                capture_output=True, env=env)
+        assert result.returncode == 1, (output, result.stderr)
+        text = result.stdout.decode("utf-8")  # strictly valid UTF-8
+        assert "\ufffd" in text or output == "github", output
