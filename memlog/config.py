@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from memlog.yamlfile import YamlFileError, read_yaml
+
 from memlog.errors import ConfigError
 
 KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
@@ -35,7 +37,9 @@ def load_config(path: str | None) -> Config:
     if path is None:
         return Config()
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = read_yaml(path)
+    except YamlFileError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except (OSError, UnicodeDecodeError) as exc:

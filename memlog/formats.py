@@ -25,6 +25,7 @@ from memlog.content import content_dir
 from memlog.errors import FormatSpecError, regex_problem
 from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
+from memlog.yamlfile import YamlFileError, read_yaml
 
 # Named groups a record pattern may use besides the canonical value columns: the step, and who
 # printed the line when the line itself says it (Megatron's `[Rank N]`), which wins over a prefix's.
@@ -250,12 +251,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
 def load_spec(path: Path, plugins: bool = False) -> FormatSpec:
     """`plugins`: the spec's folder is trusted, its block parser may be a Python file there."""
     try:
-        text = path.read_text(encoding="utf-8")
-        try:  # libyaml when PyYAML has it: ~10x faster, a large share of start-up
-            raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError:
-            raw = yaml.safe_load(text)  # the pure loader decides, so errors read as they always did
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raw = read_yaml(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlFileError) as exc:
         raise FormatSpecError(f"{path}: cannot read format spec ({str(exc).splitlines()[0]})") from None
     return spec_from_mapping(raw, path, plugins)
 

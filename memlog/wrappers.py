@@ -27,6 +27,7 @@ import yaml
 
 from memlog.content import content_dir
 from memlog.errors import FormatSpecError, regex_problem
+from memlog.yamlfile import YamlFileError, read_yaml
 
 # Who or when a wrapper can say, and the column type each becomes.
 WRAPPER_FIELDS: dict[str, pl.DataType] = {
@@ -73,8 +74,8 @@ def _fields(regex: str) -> tuple[str, ...]:
 
 def load_wrapper(path: Path) -> WrapperSpec:
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raw = read_yaml(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlFileError) as exc:
         raise FormatSpecError(f"{path}: cannot read wrapper spec ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise FormatSpecError(f"{path}: a wrapper spec is a mapping with at least `name:`")

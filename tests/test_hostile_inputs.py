@@ -819,3 +819,22 @@ def test_a_fifo_is_read_once_and_never_hangs(tmp_path, output):
     result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(fifo), "-o", output],
                             capture_output=True, timeout=120)
     assert result.returncode == 1, result.stderr
+
+
+def test_yaml_bombs_and_endless_configs_fail_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr5_two_points.log"
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("rules:\n  memory-leak: &a {x: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n"
+                    + "".join(f"k{i}: &k{i} [*{'a' if i == 0 else f'k{i - 1}'}, *{'a' if i == 0 else f'k{i - 1}'}]\n" for i in range(150)))
+    specs = tmp_path / "formats"
+    specs.mkdir()
+    (specs / "big.yaml").write_text("name: big\n" + "#" * (2 * 1024 * 1024) + "\n")
+    for args, why in ((["--config", "/dev/zero"], "larger than"), (["--config", str(bomb)], "aliases"),
+                      (["--formats-dir", str(specs)], "larger than")):
+        result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, str(log)], capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 2 and why in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
