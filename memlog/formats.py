@@ -132,9 +132,11 @@ class LinePattern:
     def _value(self, group: str, raw: pl.Series, unit: pl.Series | None = None) -> pl.Series:
         """A group's printed numbers as values: a step as an integer; a memory size in GiB, by the
         unit the line printed (`X_unit`), else the spec's `units:` for it, else as GiB."""
-        value = to_number(raw)
         if group == "step":
-            return value.cast(pl.Int64, strict=False)
+            # Parsed as an integer, never through a float: steps above 2**53 stay apart.
+            exact = raw.str.strip_chars().str.replace_all(r"[,']", "").cast(pl.Int64, strict=False)
+            return exact.fill_null(to_number(raw).cast(pl.Int64, strict=False))
+        value = to_number(raw)
         static = unit_gib(self.units[group]) if group in self.units else 1.0
         if unit is not None:
             printed = unit.str.strip_chars().str.to_uppercase().replace_strict(UNIT_GIB, default=None, return_dtype=pl.Float64)

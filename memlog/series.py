@@ -73,10 +73,14 @@ class Series:
     conflict: Conflict | None = None  # readings above `limit` that were kept
     readings: bool = False  # some steps hold several readings
     collided: bool = False  # a copy of a worker the log does not tell apart from another (records.py)
+    x_origin: int = 0  # the step x counts from: 0, or the first step when steps pass 2**53
 
     def __post_init__(self) -> None:
         if not self.x:
-            self.x = [float(s) for s in self.steps]
+            # A float holds every integer only up to 2**53: larger steps are placed from the first
+            # one, so neighbouring steps stay apart (x + x_origin is the step).
+            self.x_origin = _x_origin(self.steps)
+            self.x = [float(s - self.x_origin) for s in self.steps]
 
     @property
     def unit(self) -> str:
@@ -157,7 +161,7 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
         out.append(
             Series(
                 SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get(group, []), times=times[start:end], x=xs[start:end],
+                corrupt=corrupt.get(group, []), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
                 ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
                 machine=found, limit=limits.get(group), conflict=conflicts.get(group),
             )
@@ -206,19 +210,28 @@ def _only(rows: pl.DataFrame, condition: pl.Expr) -> pl.DataFrame:
     return rows if passes.all() else rows.filter(passes)
 
 
+def _x_origin(steps: list[int]) -> int:
+    """The step a series' x counts from (_positioned): its first, when its steps pass 2**53."""
+    return steps[0] if steps and max(abs(steps[0]), abs(steps[-1])) > 2**53 else 0
+
+
 def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows` with `_x`, where each point sits in steps: its step, or, for the readings of a step that
     holds several, spread evenly from that step to the series' next logged step (the last step of a
     series by its usual interval), in reading order."""
     readings_at = pl.len().over("_series", "step")
+    # A float holds every integer only up to 2**53: a series with larger steps is placed from its
+    # first step (Series.x_origin), so neighbouring steps stay apart.
+    origin = pl.when(pl.col("step").abs().max().over("_series") > 2**53).then(pl.col("step").min().over("_series")).otherwise(0)
+    rows = rows.with_columns(_origin=origin)
     if not rows.select((readings_at > 1).any()).item():
-        return rows.with_columns(_x=pl.col("step").cast(pl.Float64))
+        return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
     logged = rows.select("_series", "step").unique(maintain_order=True)
     gap = pl.col("step").shift(-1).over("_series") - pl.col("step")
     logged = logged.with_columns(_gap=gap).with_columns(_gap=pl.col("_gap").fill_null(pl.col("_gap").median().over("_series")).fill_null(1))
     rows = rows.join(logged, on=["_series", "step"], how="left", maintain_order="left")
     within = pl.int_range(pl.len()).over("_series", "step")
-    return rows.with_columns(_x=pl.col("step") + within / readings_at * pl.col("_gap")).drop("_gap")
+    return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64) + within / readings_at * pl.col("_gap")).drop("_gap")
 
 
 def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -550,7 +550,7 @@ def project(series: Series, shape: Shape, capacity_gib: float | None) -> Project
         if last_time is not None and math.isfinite(seconds) and seconds < 1e10:
             moment = datetime.fromtimestamp(last_time, tz=timezone.utc) + timedelta(seconds=seconds)
             at = moment.strftime("%Y-%m-%d %H:%M")
-    return Projection(capacity_gib, step, last_step, seconds, at)
+    return Projection(capacity_gib, step + series.x_origin, last_step + series.x_origin, seconds, at)
 
 
 def seconds_per_step(series: Series) -> float | None:

@@ -58,8 +58,8 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "confidence": {
                 "points_min": min(sh.n for _, sh in stable),
                 "slope_ci_gib_per_step": [
-                    rounded(min(sh.fit.low for _, sh in stable if sh.fit), 6),
-                    rounded(max(sh.fit.high for _, sh in stable if sh.fit), 6),
+                    rounded(min((sh.fit.low for _, sh in stable if sh.fit), default=None), 6),
+                    rounded(max((sh.fit.high for _, sh in stable if sh.fit), default=None), 6),
                 ],
             },
             "series": [

@@ -342,3 +342,18 @@ def test_absurd_finite_readings_are_corrupt_never_a_leak_nor_a_crash(tmp_path, s
     report = analyze([str(path)])
     assert report.verdict != "leak" and findings_of(report, "corrupt-readings")
     assert all(len(f.message) < 2000 for f in report.findings)
+
+
+@pytest.mark.parametrize("first", [2**60, 2**63 - 100])
+def test_steps_beyond_float_precision_stay_apart_and_are_judged(tmp_path, first):
+    """Steps are 64-bit integers end to end: 60 steps near 2**60 are 60 records (not one), steps
+    near 2**63 are kept, and a leak over them is found."""
+    lines = titan_step_lines(None, range(60)).splitlines()
+    lines = [line.replace(f"step: {i}  ", f"step: {first + i}  ").replace("  tps:", f"  memory: {30 + 0.3 * i:.2f}GiB(40.00%)  tps:")
+             for i, line in enumerate(lines)]
+    path = tmp_path / "huge-steps.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    assert report.coverage["records"] == 60 and report.coverage["steps"] == [first, first + 59]
+    assert report.verdict == "leak", [f.message for f in report.findings]
+    assert f"from step {first} to {first + 59}" in findings_of(report, "memory-leak")[0].message
