@@ -12,8 +12,9 @@ from memlog.api import parse_sources
 from memlog.formats import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
+from tests.samples import sample_logs
 
-SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file())
+SAMPLES = [str(p) for p in sample_logs()]
 
 
 def test_results_come_in_input_order_whatever_finishes_first():
