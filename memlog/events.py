@@ -81,6 +81,19 @@ EVENT_KINDS: dict[str, EventKind] = {
 }  # fmt: skip
 
 
+def ray_death_cause(event: "Event") -> str | None:
+    """What a Ray worker death's exit detail says about memory: "killed" when Ray's memory monitor
+    killed it ("Task was killed due to the node running low on memory"), "possible" when the process
+    just vanished and Ray lists the Linux OOM killer among its *possible* root causes (its text for
+    any unexpected exit, so it mentions memory without saying memory did it), else None."""
+    if event.kind != "worker_died":
+        return None
+    text = str(event.detail.get("exit_detail", "")).lower()
+    if "oom killer" in text or "potential root causes" in text:
+        return "possible"
+    return "killed" if "memory" in text else None
+
+
 def size_gib(text: str) -> float | None:
     """'79.11 GiB' -> 79.11, '896.00 MiB' -> 0.875, '48112044kB'-style units too; a bare number is GiB."""
     match = _SIZE.match(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memlog.events import ray_death_cause
 from memlog.rulekit import Example, Finding, Rule, Verdict, workers_phrase
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
@@ -26,6 +27,9 @@ def _cause(event) -> tuple[str, str]:
         return "a process aborted (SIGABRT): often the NCCL watchdog taking the process down", "no"
     if signal:
         return f"a process died of signal {signal} ({SIGNALS.get(signal, d.get('signal_name', '?'))})", "unknown"
+    if ray_death_cause(event) == "possible":
+        return (f"a Ray worker process died unexpectedly ({d.get('exit_type', '?')}, connection lost): Ray lists the Linux "
+                "OOM killer first among the possible causes", "likely")
     if event.kind == "worker_died":
         return f"a Ray worker died ({d.get('exit_type', '?')}: {d.get('exit_detail', 'no detail')})", "unknown"
     if isinstance(code, int):
@@ -41,7 +45,7 @@ def check(ctx, t) -> list[Finding]:
         if e.kind in ("crash", "child_failed", "worker_died")
         or (e.kind == "process_exit" and (e.detail.get("signal") or e.detail.get("return_code", 0) != 0))
     ]
-    died = [e for e in died if not (e.kind == "worker_died" and "memory" in str(e.detail.get("exit_detail", "")).lower())]
+    died = [e for e in died if ray_death_cause(e) != "killed"]  # the oom rule explains those
     if not died:
         return []
     causes = [(e, *_cause(e)) for e in died]

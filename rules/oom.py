@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from memlog.events import ray_death_cause
 from memlog.rulekit import Example, Finding, Rule, Verdict, gib, workers_phrase
 
 FRAGMENTATION_HINT = (
@@ -39,12 +40,16 @@ STEP_HINT = (
 
 
 def _memory_kill(event) -> bool:
-    """A Ray worker death whose exit detail says memory killed it."""
-    return event.kind == "worker_died" and "memory" in str(event.detail.get("exit_detail", "")).lower()
+    """A Ray worker death whose exit detail says memory killed it (not one that only lists the OOM killer
+    among possible causes: the crash rule says that)."""
+    return ray_death_cause(event) == "killed"
 
 
 def check(ctx, t) -> list[Finding]:
     ooms = [e for e in ctx.tables.events if e.kind == "oom" or _memory_kill(e)]
+    # The raylet's count of workers it killed for memory stands in for the kill itself only when the
+    # memory monitor's own message was not read (a paste that cut or wrapped it).
+    ooms = ooms or [e for e in ctx.tables.events if e.kind == "oom_summary"]
     if not ooms:
         return []
     # One entry per worker; launchers repeat the same error in their failure summaries
@@ -60,7 +65,7 @@ def check(ctx, t) -> list[Finding]:
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
     first = next((e for e in events if e.kind == "oom"), events[0])
     earliest = min((e for e in events if e.after_step is not None), key=lambda e: e.after_step, default=None)
-    scopes = {e.detail.get("scope", "host" if e.kind == "worker_died" else "device") for e in events}
+    scopes = {e.detail.get("scope", "host" if e.kind in ("worker_died", "oom_summary") else "device") for e in events}
     what = "host (system) memory" if scopes == {"host"} else "device memory" if scopes == {"device"} else "memory"
     msg = f"Out of {what} on {workers_phrase([e.worker for e in events])}"
     if earliest is not None:
@@ -76,7 +81,7 @@ def check(ctx, t) -> list[Finding]:
     if detail.get("allocator"):
         hints.append(VLLM_HINT)
     if "host" in scopes:
-        hints.append(RAY_HINT if any("host_total_gib" in e.detail or e.kind == "worker_died" for e in events) else HOST_HINT)
+        hints.append(RAY_HINT if any("host_total_gib" in e.detail or e.kind in ("worker_died", "oom_summary") for e in events) else HOST_HINT)
     hints.append(STEP_HINT if not ctx.tables.records.is_empty() else MORE_LINES_HINT)
     return [
         RULE.finding(
@@ -95,6 +100,10 @@ def _facts(event) -> str:
     parts = []
     if event.kind == "worker_died":
         return f"Ray killed the worker ({d.get('exit_detail', 'memory')})"
+    if event.kind == "oom_summary":
+        where = f" on node {d['node_ip']}" if "node_ip" in d else ""
+        count = d.get("count")
+        return f"the raylet killed {count if count is not None else 'some'} worker(s){where} for memory pressure (the node's used and total memory were not read from this log)"
     if "tried" in d:
         request = f"it tried to allocate {gib(d['tried'])}"
         if "free" in d:

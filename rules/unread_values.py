@@ -12,11 +12,11 @@ def check(ctx, t) -> list[Finding]:
     for guessed in weak:
         keys = ", ".join(f"`{k}`" for k in guessed.keys[:8])
         message = (
-            f"Nothing judged in {guessed.source}: no format spec matches it, and the {guessed.reader} reader did not guess a "
+            f"No series read from {guessed.source}: no format spec reads one from it, and the {guessed.reader} reader did not guess a "
             f"series: {guessed.weak}." + (f" Keys seen: {keys}." if keys else "")
         )
         findings.append(RULE.finding(
-            t, message, subject="run", observed={"source": guessed.source, "reason": guessed.weak},
+            t, message, subject="run", observed={"reason": guessed.weak}, evidence={"source": guessed.source},
             hints=[
                 "A series needs the same line printed at least three times, ideally with a step counter "
                 "(`step N`, `iter N`, `Epoch [e][i/N]`); print one memory line per logged step.",

@@ -8,9 +8,10 @@ from pathlib import Path
 from memlog.api import analyze
 from memlog.excerpt import attach_log_lines
 from memlog.report import Report
+from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
+SAMPLE_LOGS = sample_logs()
 SAMPLE_IDS = [p.relative_to(ROOT / "sample_logs").as_posix() for p in SAMPLE_LOGS]
 
 

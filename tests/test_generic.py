@@ -17,8 +17,10 @@ from memlog.cli import app
 from memlog.generic.fields import COUNTERS, counter_step, fields
 from memlog.generic.mapping import meaning_of
 
+from tests.samples import sample_logs
+
 ROOT = Path(__file__).resolve().parent.parent
-GENERIC = sorted(p for p in (ROOT / "sample_logs" / "generic").iterdir() if p.suffix != ".md")
+GENERIC = [p for p in sample_logs() if p.parent.name == "generic"]
 runner = CliRunner()
 
 

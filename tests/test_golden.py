@@ -15,9 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
+from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")  # a folder may say where its logs come from
+SAMPLE_LOGS = sample_logs()
 GOLDEN = ROOT / "tests" / "golden"
 SCHEMA = json.loads((ROOT / "memlog" / "schema" / "report.schema.json").read_text())
 runner = CliRunner()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from memlog.api import parse_sources
 from memlog.formats import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
+from tests.samples import sample_logs
 
-SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
+SAMPLES = [str(p) for p in sample_logs()]
 
 
 def test_results_come_in_input_order_whatever_finishes_first():

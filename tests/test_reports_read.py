@@ -21,8 +21,10 @@ from memlog.render.markdown import render_markdown
 from memlog.render.text import render_text
 from tests.synthetic import torchtitan_lines
 
+from tests.samples import sample_logs
+
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "sample_logs").rglob("*") if p.is_file())
+SAMPLES = [p.relative_to(ROOT).as_posix() for p in sample_logs()]
 runner = CliRunner()
 ENV = {"NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
 
@@ -38,8 +40,8 @@ def _report(relative: str):
         os.chdir(cwd)
 
 
-# A `file:line` anchor alone on its line may be longer than a narrow terminal: it is never cut.
-_LONE_ANCHOR = re.compile(r"^\s*(?:lines: )?\S+:\d+,?$")
+# A `file:line` anchor (or a path) alone on its line may be longer than a narrow terminal: it is never cut.
+_LONE_ANCHOR = re.compile(r"^\s*(?:lines: )?\S+(?::\d+)?[,:]?$")
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])

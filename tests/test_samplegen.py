@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.samplegen import build_all, write_all
+from tests.samples import sample_logs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_LOGS = REPO_ROOT / "sample_logs"
@@ -51,7 +52,7 @@ def test_committed_log_matches_generator(sample):
 
 def hand_written() -> list[str]:
     """Sample logs the generator does not write (hand-written or real logs)."""
-    on_disk = {p.relative_to(SAMPLE_LOGS).as_posix() for p in SAMPLE_LOGS.rglob("*") if p.is_file() and p.suffix != ".md"}
+    on_disk = {p.relative_to(SAMPLE_LOGS).as_posix() for p in sample_logs()}
     return sorted(on_disk - set(IDS))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -13,9 +12,10 @@ from memlog.columns import JUDGED_COLUMNS
 from memlog.formats import load_specs
 from memlog.keys import group_key
 from memlog.records import Keep, build_records, compact_records, with_seconds
+from tests.samples import sample_logs
 
 SPECS = list(load_specs().values())
-SAMPLES = sorted(str(p) for p in Path(__file__).parent.parent.joinpath("sample_logs").rglob("*") if p.is_file() and p.suffix != ".md")
+SAMPLES = [str(p) for p in sample_logs()]
 IDENTITY = ["source", "worker", "kind", "segment", "step", "line_no", "rank", "actor", "pid", "ip", "format", "repeated"]
 
 
