@@ -155,6 +155,8 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     read = sum(s.stats.bytes_read for s in sources)
     if read == 0:
         return f"no training-step records found in {names}: {'it is' if len(sources) == 1 else 'they are'} empty"
+    if sum(s.stats.nul_bytes for s in sources) == read:
+        return f"no training-step records found in {names}: all {read:,} bytes are NUL (a zeroed or preallocated file, not a log)"
     garbage = sum(s.stats.replaced_bytes + s.stats.nul_bytes for s in sources)
     if garbage * 10 > read:
         return f"no training-step records found in {names}: not a text log ({100 * garbage // read}% of the bytes are undecodable or NUL)"

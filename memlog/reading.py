@@ -96,10 +96,30 @@ def _open(spec: str) -> BinaryIO:
 def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
     """Detect gzip by its magic bytes, not by the file name."""
     buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-    if buffered.peek(2)[:2] == GZIP_MAGIC:
+    head = buffered.peek(10)[:10]
+    if head[:2] == GZIP_MAGIC:
         stats.gzip = True
         return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+    # The other compressors logs are kept in: the standard library reads bzip2 and xz; zstd it
+    # cannot, and says so (as damage: reading never raises).
+    if len(head) == 10 and head[:3] == b"BZh" and head[3:4].isdigit() and head[4:] == b"1AY&SY":
+        import bz2
+
+        return bz2.BZ2File(buffered)  # type: ignore[return-value]
+    if head[:6] == b"\xfd7zXZ\x00":
+        import lzma
+
+        return lzma.LZMAFile(buffered)  # type: ignore[return-value]
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        stats.damaged = "a zstd-compressed file, which memlog cannot read: decompress it first (`zstd -d FILE`, or `zstdcat FILE | memlog analyze -`)"
+        return io.BytesIO(b"")  # type: ignore[return-value]
     return buffered
+
+
+def _lzma_error() -> type[Exception]:
+    import lzma
+
+    return lzma.LZMAError
 
 
 def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[bytes]:
@@ -114,7 +134,7 @@ def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[by
     while True:
         try:
             block = read(step)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        except (EOFError, gzip.BadGzipFile, zlib.error, _lzma_error()) as exc:
             stats.damaged = f"compressed stream is truncated or corrupt ({exc or type(exc).__name__})"
             break
         except OSError as exc:

@@ -838,3 +838,27 @@ def test_yaml_bombs_and_endless_configs_fail_in_one_line(tmp_path):
                                 text=True, timeout=60)
         assert result.returncode == 2 and why in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_other_compressors_are_read_or_named(tmp_path):
+    """bzip2 and xz are read like gzip (standard library); zstd is named with what to do; a file
+    of NUL bytes is named as such."""
+    import bz2
+    import lzma
+    import subprocess
+    import sys
+
+    log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    (tmp_path / "run.log.bz2").write_bytes(bz2.compress(log.read_bytes()))
+    (tmp_path / "run.log.xz").write_bytes(lzma.compress(log.read_bytes()))
+    (tmp_path / "run.log.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 64)
+    (tmp_path / "zero.log").write_bytes(b"\x00" * 4096)
+
+    def run(name):
+        return subprocess.run([sys.executable, "-m", "memlog", "analyze", str(tmp_path / name)], capture_output=True, text=True)
+
+    for name in ("run.log.bz2", "run.log.xz"):
+        assert run(name).returncode == 1  # the leak, read through the decompressor
+    zst, zero = run("run.log.zst"), run("zero.log")
+    assert zst.returncode == 2 and "zstd-compressed" in zst.stderr and len(zst.stderr.splitlines()) == 1
+    assert zero.returncode == 2 and "bytes are NUL" in zero.stderr
