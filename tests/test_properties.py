@@ -157,7 +157,8 @@ SGR = st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b[38;2;54;234;195m", "\x1b[1;3
 
 @FAST
 @given(
-    body=st.text(BODY_CHARS, min_size=1, max_size=80).filter(lambda b: not b[0].isspace()),
+    # Not starting with a blank or `>`: a line `>` is itself a markdown-quote wrapper (an empty quoted line).
+    body=st.text(BODY_CHARS, min_size=1, max_size=80).filter(lambda b: not b[0].isspace() and b[0] != ">"),
     colours=st.lists(st.tuples(st.integers(0, 80), SGR), max_size=4),
     rank=st.none() | st.integers(0, 4095),
     actor_pid_ip=st.none() | st.tuples(st.from_regex(r"[A-Z][A-Za-z]{0,20}", fullmatch=True) | st.none(), st.integers(1, 4_000_000), st.ip_addresses(v=4).map(str)),
