@@ -19,7 +19,7 @@ from typing import Any
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
-from memlog.generic.mapping import Meaning, loss_rank, meaning_of, memory_rank, unit_in_key, words
+from memlog.generic.mapping import Meaning, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
 MIN_REPEATS = 3  # a line shape seen fewer times is not a series
@@ -77,7 +77,9 @@ class Guess:
         """The mapping in one sentence: "step from `iter`, device memory from `max mem` in MiB ..."."""
         parts = []
         for p in self.patterns:
-            if p.counter is not None:
+            if p.counter is not None and p.table is not None:  # a table's counter is a column index
+                step = f"step from column `{p.table[1][p.counter]}`"
+            elif p.counter is not None:
                 step = f"step from {COUNTERS[p.counter].name}"
             elif p.ordinal:
                 step = "step from reading order (the log prints no step)"
@@ -188,6 +190,7 @@ def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[t
             meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
         if meaning is None:
             continue
+        meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
         values = [f.value for _, f in seen]
         running = meaning.role == "memory" and meaning.peak and _running_max(values)
         column = meaning.column(running)
@@ -214,6 +217,9 @@ def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
             continue
         rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
         good = sum(1 for r in rows if _row_cells(r, sep, len(cells)) is not None)
+        if good < MIN_REPEATS:  # the header printed again above each row (tqdm tables, one per epoch)
+            under_copies = [sample[k + 1] for k in range(i, len(sample) - 1) if sample[k] == text]
+            good = sum(1 for r in under_copies if _row_cells(r, sep, len(cells)) is not None)
         if good >= MIN_REPEATS:
             return i, sep or " ", cells
     return None

@@ -4,7 +4,8 @@ A key is split into lower-case words (`MaxMemAllocated` -> max mem allocated, `p
 reserved_gb` -> perf max memory reserved gb), and the words decide:
 - memory or not: a memory word (`memory`, `mem`, `allocated`, `reserved`, `rss`, ...) or a memory
   unit printed with a usage word (`1454.57 GB used`);
-- where: host when a host word is there (`host`, `cpu`, `ram`, `rss`, `process`), else the device;
+- where: host when a host word is there (`host`, `cpu`, `ram`, `rss`, `process`) or the line also
+  reports swap (`on_host_line`), else the device;
 - what: reserved (`reserved`, `cached`), allocated (`allocated`, `active`), else "used";
 - when: a peak (`max`, `peak`) is a running maximum when its readings never go down and a window
   peak when they do (decided on the values, `window_of`), else the current value.
@@ -15,12 +16,13 @@ line the plainest wins (`loss` over `loss_cls`). Everything else is not read.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memlog.columns import MEMORY_COLUMNS, unit_gib
 
 MEMORY_WORDS = {"memory", "mem", "allocated", "alloc", "reserved", "cached", "rss", "ram", "vram", "ma", "ca", "memallocated",
                 "maxmemallocated", "occupied", "anon", "usage"}
+PROCESS_WORDS = {"process", "proc", "rss", "pid"}
 HOST_WORDS = {"host", "cpu", "ram", "rss", "process", "system", "sys", "virtual", "anon", "vms", "node"}
 DEVICE_WORDS = {"gpu", "cuda", "device", "vram", "npu", "xpu", "mps", "hbm", "accelerator"}
 RESERVED_WORDS = {"reserved", "cached", "cache", "reserve", "ca"}
@@ -134,6 +136,19 @@ def loss_rank(key: str) -> tuple:
 
 
 def memory_rank(meaning: Meaning, key: str) -> tuple:
-    """Which of several keys that map to one column is read: the shortest spelling, so that a
-    framework's own key (`memory`) wins over a derived one."""
-    return (len(words(key)), key)
+    """Which of several keys that map to one column is read: for host memory the process's own
+    (`current_process_memory`, `rss`) over the whole machine's (`used_memory`), since a leak is the
+    process's; then the shortest spelling, so that a framework's own key (`memory`) wins over a
+    derived one."""
+    machine_wide = meaning.host and not set(words(key)) & PROCESS_WORDS
+    return (machine_wide, len(words(key)), key)
+
+
+def on_host_line(meaning: Meaning, key: str, line_keys: set[str]) -> Meaning:
+    """A memory key that names no device, printed on a line that also reports swap, is host
+    memory: devices have no swap (mmengine's `Memory information ... used_memory: ..., swap_...`)."""
+    if meaning.role != "memory" or meaning.host or set(words(key)) & DEVICE_WORDS:
+        return meaning
+    if any(SWAP & set(words(other)) for other in line_keys if other != key):
+        return replace(meaning, host=True)
+    return meaning
