@@ -122,6 +122,19 @@ def test_memory_on_a_line_that_reports_swap_is_host_and_the_process_own_key_wins
     assert "`used_memory`" not in mapping and "device memory from `memory`" in mapping
 
 
+def test_profiler_blocks_read_the_sizes_under_the_header_not_the_rank_in_it():
+    """`[Profiled memory for rank R]:` names who printed the block (its number is no reading);
+    the sizes under it are memory because the header says so, the step comes from `iter_N_`."""
+    assert meaning_of("Profiled memory for rank", None) is None and meaning_of("local_rank", None) is None
+    report = analyze([str(ROOT / "sample_logs" / "generic" / "profiled_memory_blocks_stable.log")])
+    mapping = report.coverage["guessed"][0]["mapping"]
+    assert mapping.startswith("step from `iter`") and "from `after_backward` in MB" in mapping, mapping
+    (stable,) = [f for f in report.findings if f.rule == "stable-memory"]
+    observed = stable.evidence["observed"]
+    assert 0.70 < observed["level_gib_min"] <= observed["level_gib_max"] < 0.73
+    assert report.coverage["workers"] == ["main#1", "main#2"]  # two ranks, told apart as collided copies
+
+
 def test_a_table_whose_header_is_printed_above_each_row(tmp_path):
     """Ultralytics prints its tqdm table's header again above every epoch's row, with validation
     rows in between: the rows are read, the step from the `Epoch` column, named as such."""

@@ -12,14 +12,14 @@ at all), one `fields` regex per mapped key, units. The guess reads the log throu
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
-from memlog.generic.mapping import Meaning, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
+from memlog.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
 MIN_REPEATS = 3  # a line shape seen fewer times is not a series
@@ -166,8 +166,21 @@ def _context(text: str, f: Field) -> str:
     return text[: first.start()] if first else ""
 
 
-def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None]) -> list[Column]:
-    """Map the shape's keys to canonical columns: one key per column, the plainest."""
+def _header_of(sample: list[str], idx: list[int]) -> str | None:
+    """The line most often printed right above a shape's lines, when it is of another shape: a
+    block's header (`[Profiled memory for rank 0]:`), its digits left out."""
+    own = set(idx)
+    above = Counter(re.sub(r"\d+", " ", sample[i - 1]) for i in idx if i > 0 and i - 1 not in own)
+    if not above:
+        return None
+    header, seen = above.most_common(1)[0]
+    return header if seen >= MIN_REPEATS else None
+
+
+def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None],
+             header: str | None = None) -> list[Column]:
+    """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
+    line above the shape's lines, for sizes whose key says nothing but the header does."""
     by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
     for text, found, span in zip(lines, per_line, counter_span):
         for f in found:
@@ -188,6 +201,8 @@ def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[t
         if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
             context = _context(text0, f0)
             meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
+        if meaning is None and printed:
+            meaning = in_memory_block(key, printed[0], header)
         if meaning is None:
             continue
         meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
@@ -321,7 +336,7 @@ def guess(sample: list[str]) -> Guess:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
-        columns = _columns(texts, [parsed[i] for i in idx], spans)
+        columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
@@ -373,7 +388,8 @@ def _field_regex(col: Column) -> str:
         return f"{col.quote}{key}{col.quote}\\s*:\\s*['\"]?{value}"
     if col.form == "vk":
         return f"{value}{unit}\\s+{key}(?:\\W|$)"
-    return f"(?:^|[^\\w-]){key}\\s*[:=]?\\s*{value}{unit}"
+    # A key starts the line, follows a non-word character, or is glued to a counter (`iter_1_after_backward`).
+    return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
 def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
