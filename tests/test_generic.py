@@ -137,12 +137,13 @@ def test_profiler_blocks_read_the_sizes_under_the_header_not_the_rank_in_it():
 
 def test_a_table_whose_header_is_printed_above_each_row(tmp_path):
     """Ultralytics prints its tqdm table's header again above every epoch's row, with validation
-    rows in between: the rows are read, the step from the `Epoch` column, named as such."""
+    rows in between: the rows are read, the step from the `Epoch` column, named as such, and
+    `key= value` fields after a row's cells too."""
     lines = []
     for epoch in range(1, 13):
         lines += ["", ("%11s" * 5) % ("Epoch", "GPU_mem", "box_loss", "Instances", "Size"),
                   ("%11s" * 2 + "%11.4g" * 3) % (f"{epoch}/12", f"{4 + 0.2 * epoch:.3g}G", 1.5 - epoch / 20, 30, 640)
-                  + ": 100%|##########| 358/358 [01:44<00:00,  3.25it/s]",
+                  + f": 100%|##########| 358/358 [01:44<00:00,  3.25it/s] RAM= {10 + epoch % 2 * 0.1:.1f} GB",
                   "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%",
                   "                   all        200        495      0.505      0.455      0.505      0.354"]
     log = tmp_path / "run.log"
@@ -150,6 +151,7 @@ def test_a_table_whose_header_is_printed_above_each_row(tmp_path):
     report = analyze([str(log)])
     mapping = report.coverage["guessed"][0]["mapping"]
     assert mapping.startswith("step from column `Epoch`") and "`GPU_mem` in G" in mapping, mapping
+    assert "host memory from `RAM` in GB" in mapping  # a field the row carries after its cells
     assert report.coverage["records"] == 12
     assert report.verdict == "leak"
 

@@ -279,6 +279,12 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
         rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
         if column not in columns or rank < columns[column][0]:
             columns[column] = (rank, col)
+    if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
+        texts = [t for _, t in rows]
+        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]
+        after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
+        for col in _columns(texts, after, [None] * len(texts)):
+            columns.setdefault(col.column, ((), col))
     if not columns:
         return None
     pattern = Pattern("table-row", "", None, [c for _, c in columns.values()], rows, table=(sep, header))
@@ -395,7 +401,7 @@ def _field_regex(col: Column) -> str:
 def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
     sep, header = p.table  # type: ignore[misc]
     cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
-    by_position = {c.position: c for c in p.columns}
+    by_position = {c.position: c for c in p.columns if c.position is not None}
     cells, units = [], {}
     last = max([*by_position, p.counter if p.counter is not None else 0])
     for j in range(last + 1):
@@ -421,6 +427,8 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
+            if trailing := [_field_regex(c) for c in p.columns if c.position is None]:
+                entry["fields"] = trailing
         else:
             head = _loose(p.head)
             entry = {"name": p.name, "kind": "train", "literal": _literal(p)}
