@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 import polars as pl
 
+from memlog import hardwrap
 from memlog.errors import InputError
 from memlog.names import shown
 from memlog.remote import is_url, open_url
@@ -160,6 +161,7 @@ class Piece:
     data: bytes
     first_line_no: int
     stats: ReadStats  # what cutting it saw (lines, an over-long line); to_frame adds the rest
+    wrap: hardwrap.Wrap | None = None  # how the source was hard-wrapped, if it was
 
 
 class LineCutter:
@@ -170,6 +172,27 @@ class LineCutter:
         self.carry = b""
         self.dropping = False  # inside an over-long line whose start was already kept
         self.next_line = next_line
+        self.wrap: hardwrap.Wrap | None = None  # decided on the source's first lines
+        self.decided = False
+        self.first_lines = b""  # what it is decided on, gathered over the first pieces
+
+    def _settled(self, data: bytes, cut: int) -> int:
+        """The newline to cut at: before, not after, a line the next line continues (a hard wrap)."""
+        if not self.decided:  # once enough lines were seen (watch may see a few lines first)
+            self.first_lines += data[: min(cut + 1, hardwrap.ENOUGH_BYTES)]
+            self.wrap = hardwrap.wrap_of(self.first_lines)
+            self.decided = len(self.first_lines) >= hardwrap.ENOUGH_BYTES or self.first_lines.count(b"\n") >= hardwrap.SAMPLE_LINES
+            if self.decided:
+                self.first_lines = b""
+        settled = cut
+        while self.wrap is not None and settled >= 0:
+            start = data.rfind(b"\n", 0, settled) + 1
+            if not self.wrap.may_continue(data[start:settled]):
+                break
+            settled = start - 1
+            if cut - settled > MAX_LINE_BYTES // 4:  # no joined line is that long: cut where it was
+                return cut
+        return settled
 
     def feed(self, block: bytes) -> Iterator[Piece]:
         if self.dropping:
@@ -181,9 +204,11 @@ class LineCutter:
         data = self.carry + block if self.carry else block
         cut = data.rfind(b"\n")
         if cut >= 0:
+            cut = self._settled(data, cut)
+        if cut >= 0:
             self.carry = data[cut + 1 :]
             n_lines = data.count(b"\n", 0, cut + 1)
-            yield Piece(data[: cut + 1], self.next_line, ReadStats(lines=n_lines))
+            yield Piece(data[: cut + 1], self.next_line, ReadStats(lines=n_lines), self.wrap)
             self.next_line += n_lines
         else:
             self.carry = data
@@ -197,8 +222,9 @@ class LineCutter:
     def finish(self) -> Iterator[Piece]:
         """The end of the input: an unfinished last line is still a line."""
         if self.carry:
-            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=1))
-            self.next_line += 1
+            lines = self.carry.count(b"\n") + 1  # more than one when hard-wrapped lines were held back
+            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=lines), self.wrap)
+            self.next_line += lines
             self.carry = b""
 
 
@@ -233,6 +259,8 @@ def to_frame(piece: Piece) -> pl.DataFrame:
         # CRLF first, then bare CR as a line break of its own (tqdm progress bars).
         frame = frame.with_columns(pl.col("text").str.strip_chars_end("\r"))
         frame = frame.with_columns(pl.col("text").str.split("\r")).explode("text")
+    if piece.wrap is not None:
+        frame = piece.wrap.join(frame)
     long = frame["text"].str.len_bytes() > MAX_LINE_BYTES
     if long.any():
         stats.first_truncated_line = stats.first_truncated_line or int(frame.filter(long)["line_no"][0])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memlog import hardwrap
 from memlog.api import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,8 +61,45 @@ def _params(logs: list[Path]) -> list:
 
 @pytest.mark.parametrize("log", _params(LOGS))
 def test_a_launcher_prefix_changes_nothing(tmp_path, bare, log):
+    if hardwrap.wrap_of(log.read_bytes()) is not None:
+        pytest.skip("a hard-wrapped paste: a launcher's prefix comes before the terminal wraps a line, so "
+                    "prefixing every wrapped piece makes a log no launcher writes (wrapping: the test below)")
     lines = log.read_bytes().splitlines(keepends=True)
     for name, prefix in PREFIXES.items():
         wrapped = tmp_path / f"{name}-{log.name}"
         wrapped.write_bytes(b"".join(prefix.encode() + line for line in lines))
         assert judged(wrapped) == bare[log], name
+
+
+def _hard_wrapped(lines: list[str], width: int, padded: bool) -> str:
+    """The lines as a terminal (blank-padded) or a log viewer (not padded) breaks them at `width`."""
+    out = []
+    for line in lines:
+        pieces = [line[i : i + width] for i in range(0, len(line), width)] or [""]
+        out += [p.ljust(width) if padded else p for p in pieces]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("log", _params(LOGS))
+def test_hard_wrapping_changes_nothing(tmp_path, bare, log):
+    """Pasted from a terminal or a viewer that breaks long lines at a fixed column: the lines are
+    joined back (memlog/hardwrap.py). Widths are taken from the log's own line lengths (near its
+    60th and 80th percentiles, at least 60 columns) so that many of its lines are cut; a width that
+    is some line's own length is skipped (that line would look cut, and whether it is cannot be told
+    when what follows it only ever follows it)."""
+    if hardwrap.wrap_of(log.read_bytes()) is not None:
+        pytest.skip("the fixture is itself a hard-wrapped paste")
+    lines = log.read_text(errors="replace").splitlines()
+    lengths = sorted(len(line) for line in lines)
+    for share, padded in ((0.6, True), (0.8, False)):
+        wanted = max(60, lengths[int(share * (len(lengths) - 1))])
+        width = min((w for w in range(60, lengths[-1]) if w not in lengths), key=lambda w: abs(w - wanted), default=None)
+        if width is None:
+            continue
+        if sum(length > width for length in lengths) < 3:
+            continue  # fewer than three cut lines do not show a wrap (hardwrap.MIN_CUTS)
+        if padded and any(line[i - 1].isspace() for line in lines for i in range(width, len(line), width)):
+            continue  # a padded terminal line cut on a blank cannot be told from padding (hardwrap.py)
+        wrapped = tmp_path / f"{'padded' if padded else 'cut'}-{width}-{log.name}"
+        wrapped.write_text(_hard_wrapped(lines, width, padded))
+        assert judged(wrapped) == bare[log], (width, padded)

@@ -103,3 +103,33 @@ def test_arbitrary_bytes_never_raise_and_count_lines(tmp_path_factory, data, chu
         assert source.stats.lines == expected
         if frame.height:
             assert frame["line_no"].max() <= expected
+
+
+def test_hard_wrapped_lines_are_joined_across_chunk_boundaries(tmp_path):
+    """A line cut at a fixed width is joined back even where the cut falls at the end of a chunk:
+    the cutter never ends a chunk after a line the next one may continue (memlog/hardwrap.py).
+    (Chunks too small to show the wrap in the first one leave their first lines as they are.)"""
+    logical = [f"(TaskRunner pid=7) step:{i} - " + " - ".join(f"perf/key_{k}:{i * 1.5 + k:.3f}" for k in range(12)) for i in range(1, 200)]
+    width = 97
+    physical = [line[j : j + width] for line in logical for j in range(0, len(line), width)]
+    log = tmp_path / "wrapped.log"
+    log.write_text("\n".join(physical) + "\n")
+    for chunk_bytes in (1000, 1500, 4096, 1 << 20):
+        lines = [t for chunk in read_chunks(Source(str(log)), chunk_bytes=chunk_bytes) for t in chunk["text"].to_list()]
+        assert lines == logical, chunk_bytes
+    numbers = [n for chunk in read_chunks(Source(str(log)), chunk_bytes=1000) for n in chunk["line_no"].to_list()]
+    assert numbers[:3] == [1, 1 + -(-len(logical[0]) // width), 1 + 2 * -(-len(logical[0]) // width)]  # first physical line
+
+
+def test_lines_that_merely_share_the_longest_length_are_not_joined(tmp_path):
+    """Step lines of one length, and a longest line always followed by another kind (a memory hook
+    printing after each step line), are what the program printed: nothing is joined."""
+    constant = [f"2025-06-01 10:00:{i % 60:02d} | INFO | step {i:08d}/00001000 | loss {1 + i / 1e3:.4f} | peak-gpu-memory 57.26 GB" for i in range(300)]
+    pairs = []
+    for i in range(1, 100):
+        pairs += [f"Epoch(train) [1][{i:>3}/500]  lr: 2.0000e-02  memory: {3700 + i % 3}  loss: {1.5 - i / 500:.4f}",
+                  f"Memory information used_memory: {60000 + 300 * i:06d} MB, swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 2 * i:06d} MB"]
+    for name, lines in (("constant", constant), ("pairs", ["Checkpoints will be saved to /work_dirs.", *pairs])):
+        log = tmp_path / f"{name}.log"
+        log.write_text("\n".join(lines) + "\n")
+        assert [t for chunk in read_chunks(Source(str(log))) for t in chunk["text"].to_list()] == lines, name

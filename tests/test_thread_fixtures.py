@@ -69,9 +69,8 @@ def test_srun_nodes_printing_the_same_local_rank_stay_apart():
     assert report.verdict == "pp-sentinel-loss"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: a step line hard-wrapped at a fixed column is "
-                   "not rejoined; the keys after the wrap (perf/max_memory_reserved_gb, perf/cpu_memory_used_gb) are lost")
 def test_hard_wrapped_verl_step_lines_keep_every_key():
+    """Step lines a log viewer broke at 512 characters are joined back (memlog/hardwrap.py)."""
     tables, _ = parse_sources([str(THREADS / "verl_1208_hardwrapped_step_lines.log")], list(load_specs().values()))
     training = tables.records.filter(pl.col("step") >= 1)
     assert training.height == 24
@@ -80,9 +79,8 @@ def test_hard_wrapped_verl_step_lines_keep_every_key():
     assert training["mem_max_reserved_gib"].null_count() == 0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: Ray's memory-monitor message hard-wrapped by a terminal is not "
-                   "rejoined, so the node's used/total memory, the victim and the top-10 table are not read")
 def test_a_terminal_wrapped_ray_kill_gives_the_node_numbers():
+    """Ray's memory-monitor message wrapped at 160 columns (shorter lines padded with blanks)."""
     report = analyze([str(THREADS / "easyr1_50_raykill_top10_terminal_wrapped.log")])
     oom = next(f for f in report.findings if f.rule == "oom")
     assert "959.41 GiB / 1007.60 GiB" in oom.message

@@ -1,0 +1,94 @@
+"""Lines hard-wrapped at a fixed width (a terminal pasted into an issue, a log viewer that breaks
+lines at 512 characters) joined back into the lines the program printed.
+
+The longest lines of a source's start give the width W (at least MIN_WIDTH). A line of length W
+continues on the next one unless the next one starts the way the source's lines start (`_start`:
+its first characters, digits blurred, as seen on any line that does not follow a line of length
+W ending mid-text: a line there starts anew, since a wrapped line's last piece is shorter than W),
+or starts as the line itself does when that is a usual start. So step lines that
+merely share a length are not joined (what follows each is the next ordinary line), nor is a
+source where nearly every line would continue another (lines all printed at one length), nor a
+terminal's padding (every line W long, the shorter ones filled with blanks, which joining drops;
+there a line cut just where a blank was printed cannot be told from a padded one and is not
+joined). A source is taken as wrapped when at least MIN_CUTS of its first lines continue. A
+joined line keeps the number of its first physical line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+MIN_WIDTH = 60  # narrower "wraps" are ordinary short lines
+SAMPLE_LINES = 2000  # lines of a source's first piece looked at to decide
+START_CHARS = 6  # how much of a line says how it starts
+MIN_CUTS = 3  # a long message printed twice is not a wrap
+PADDED_SHARE = 0.9  # lines of length W in a terminal's padded output
+MAX_CONTINUED = 0.8  # a wrap leaves lines that start anew (after each wrapped line's last piece)
+ENOUGH_BYTES = 256 * 1024  # a first piece this long (or of SAMPLE_LINES lines) decides for the source
+_DIGITS = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """How a source was hard-wrapped: at `width`; how its lines start; padded with blanks or not."""
+
+    width: int
+    starts: frozenset[str]
+    padded: bool
+
+    def may_continue(self, line: bytes) -> bool:
+        """Whether a physical line (bytes, no newline) may go on on the next line: a piece is not
+        cut after it (whether it does go on is decided with the next line at hand, in `join`)."""
+        if len(line) < self.width:  # a character is at least one byte
+            return False
+        return len(line.decode("utf-8", errors="replace").rstrip("\r")) == self.width
+
+    def join(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """(line_no, text) with each cut line joined to the lines it continues on."""
+        text = pl.col("text").str.strip_chars_end("\r")
+        start = text.str.slice(0, START_CHARS).str.replace_all(r"\d", "0")
+        next_start = start.shift(-1)
+        usual = list(self.starts)
+        new = next_start.is_in(usual) | ((next_start == start) & start.is_in(usual))
+        cut = (text.str.len_chars() == self.width) & ~new.fill_null(True)
+        if self.padded:  # a blank at the end is the terminal's padding (a cut on a blank is lost)
+            cut = cut & ~text.str.contains(r"\s$")
+        starts = ~cut.shift(1, fill_value=False)
+        joined = (
+            frame.with_columns(_line=starts.cum_sum())
+            .group_by("_line", maintain_order=True)
+            .agg(pl.col("line_no").first(), text.str.join(""))
+            .drop("_line")
+        )
+        return joined.with_columns(pl.col("text").str.strip_chars_end(" ")) if self.padded else joined
+
+
+def _start(text: str) -> str:
+    """How a line starts, digits blurred: `[rank3]:[titan] 2025` and `[rank5]:[titan] 2024` alike."""
+    return _DIGITS.sub("0", text[:START_CHARS])
+
+
+def wrap_of(data: bytes) -> Wrap | None:
+    """How the start of a source was hard-wrapped, or None (module docstring)."""
+    lines = data[: 1 << 20].decode("utf-8", errors="replace").split("\n")[:SAMPLE_LINES]
+    lines = [line.rstrip("\r") for line in lines]
+    if len(lines) < 3:
+        return None
+    width = max(len(line) for line in lines)
+    if width < MIN_WIDTH:
+        return None
+    full = [i for i, line in enumerate(lines[:-1]) if len(line) == width]
+    padded = len(full) + 1 >= PADDED_SHARE * len(lines)
+    # Lines that may be continuations: after a full line (with a terminal's padding, only after
+    # one ending mid-text: a padded short line ends in blanks).
+    after_cut = {i + 1 for i in full if not (padded and lines[i][-1].isspace())}
+    if len(after_cut) > MAX_CONTINUED * len(lines):
+        return None  # nearly every line would continue another: lines of one length, not a wrap
+    starts = frozenset(_start(line) for i, line in enumerate(lines) if i not in after_cut)
+    cuts = sum(_start(lines[i]) not in starts and not (_start(lines[i]) == _start(lines[i - 1]) and _start(lines[i]) in starts) for i in after_cut)
+    if cuts < MIN_CUTS:
+        return None
+    return Wrap(width, starts, padded)
