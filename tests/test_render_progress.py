@@ -6,7 +6,7 @@ import gzip
 import io
 
 from memlog.api import parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.render import progress as progress_module
 from memlog.render.progress import Progress
 
