@@ -1,40 +1,53 @@
-"""The floor of this stack: polars alone reading a log, keeping the lines that hold `step:` and
-pulling the step number out of each with one regex; none of memlog's other work (no escape
-stripping or prefix unwrapping, no other fields or formats, no tables or rules).
+"""The floor of this stack: the 20-line script a user would write instead of memlog.
 
-benchmarks/run.py times it next to memlog and ripgrep, as the issue's reference point ("a
-straightforward polars read + literal filter + one extraction regex"): how much of memlog's time
-any tool built on Python and polars pays before it does anything of its own. Prints the number of
-lines with a step.
+polars' own multi-threaded reader takes the file as one string column (a separator and no quote
+character that cannot occur in a log, so every line is one row), a literal filter keeps the lines
+that can hold a record, and one regex pulls four fields out of each: rank, step, loss and memory for
+torchtitan (the time instead of the rank in per-rank files); the actor, its pid, the key and the value of EasyR1's metric lines under Ray; the four
+see_memory_usage readings for DeepSpeed. None of memlog's own work: no escape stripping or prefix
+unwrapping, no other fields or formats, no tables, no rules.
 
-    python benchmarks/floor.py FILE...
+benchmarks/run.py times it next to memlog (issue 20's targets are ratios to this floor). Prints the
+number of lines the regex matched.
+
+    python benchmarks/floor.py --kind dense FILE...
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import polars as pl
 
-CHUNK_BYTES = 8 << 20  # as memlog reads
+# kind (benchmarks/generate.py) -> (literal every record line holds, the one regex with four fields)
+TORCHTITAN = ("step:", r"\[rank(\d+)\]:.*?step:\s*(\d+).*?loss:\s*([-\d.]+).*?memory:\s*([\d.]+)GiB")
+PATTERNS = {
+    "dense": TORCHTITAN,
+    "sparse": TORCHTITAN,
+    # one rank per file: the rank is in the file's name, the fourth field is the time instead
+    "ranks": ("step:", r"\] (\S+ \S+) - .*?step:\s*(\d+).*?loss:\s*([-\d.]+).*?memory:\s*([\d.]+)GiB"),
+    "ray": ("_gb:", r"\((\w+) pid=(\d+)[^)]*\)\S*\s+(\w+_gb):\s*([\d.]+)"),
+    "deepspeed": ("Max_MA", r"MA ([\d.]+) GB\s+Max_MA ([\d.]+) GB\s+CA ([\d.]+) GB\s+Max_CA ([\d.]+) GB"),
+}
+NO_SEPARATOR = "\x1f"  # ASCII unit separator: never in a log line, so a line is one field
 
 
-def steps_in(data: bytes) -> int:
-    lines = pl.Series([data.decode("utf-8", errors="replace")]).str.split("\n").explode()
-    steps = lines.filter(lines.str.contains("step:", literal=True)).str.extract(r"step:\s*(\d+)", 1)
-    return steps.len() - steps.null_count()
-
-
-def count(path: str) -> int:
-    total, carry = 0, b""
-    with open(path, "rb") as log:
-        while block := log.read(CHUNK_BYTES):
-            data = carry + block
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            total += steps_in(data[:cut])
-    return total + (steps_in(carry) if carry else 0)
+def records(paths: list[str], kind: str) -> int:
+    literal, pattern = PATTERNS[kind]
+    lines = pl.scan_csv(paths, has_header=False, separator=NO_SEPARATOR, quote_char=None,
+                        schema={"line": pl.String}, encoding="utf8-lossy", truncate_ragged_lines=True)
+    found = (lines.filter(pl.col("line").str.contains(literal, literal=True))
+             .select(pl.col("line").str.extract_groups(pattern).alias("fields"))
+             .unnest("fields")
+             .drop_nulls()
+             .select(pl.len())
+             .collect())
+    return found.item()
 
 
 if __name__ == "__main__":
-    print(sum(count(path) for path in sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=sorted(PATTERNS), default="dense")
+    parser.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    print(records(args.paths, args.kind))

@@ -64,7 +64,9 @@ class LinePattern:
     event: str | None = None  # event kind ("oom", "capacity", ...) for event patterns
     units: dict[str, str] = field(default_factory=dict)
     # Lines with no step of their own (DeepSpeed's see_memory_usage) take the step of the
-    # nearest earlier step-bearing line of the same worker (tables.build_records).
+    # nearest earlier step-bearing line of the same worker (tables.build_records). With a step
+    # group as well, a line that prints its step keeps it (an optional group: ms-swift's dicts
+    # carry `global_step/max_steps`, the plain Trainer's do not).
     inherit_step: bool = False
     # Event patterns: lines below the matched one that belong to its message (memlog/multiline.py).
     continuation: Continuation | None = None
@@ -229,8 +231,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
                 f"{where}: named groups {unknown} are not canonical columns (see memlog/columns.py: {', '.join(ALL_VALUE_COLUMNS)}), "
                 f"their units (`<column>{UNIT_SUFFIX}`) or who printed the line ({', '.join(IDENTITY_GROUPS)})"
             )
-        if ("step" in groups) == pattern.inherit_step:
-            raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group, or `inherit_step: true` and none")
+        if "step" not in groups and not pattern.inherit_step:
+            raise FormatSpecError(f"{where}: a record pattern needs a (?P<step>...) group, or `inherit_step: true`")
         if not isinstance(raw.get("ordinal_step", False), bool):
             raise FormatSpecError(f"{where}: `ordinal_step` must be true or false")
         if pattern.ordinal_step and not pattern.inherit_step:

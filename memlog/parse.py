@@ -110,7 +110,7 @@ class ChunkParser:
                         events.append(unread)
                     records.append(hits.drop("text", "_row").with_columns(
                         format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
-                        inherited=pl.lit(pattern.inherit_step), ordinal_step=pl.lit(pattern.ordinal_step),
+                        inherited=_inherits(hits, pattern), ordinal_step=pl.lit(pattern.ordinal_step),
                         interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
                     ))
             for pattern in spec.events:
@@ -165,6 +165,14 @@ class ChunkParser:
             if frame is not None:
                 records.append(frame)
         return Matches(records, _event_frame(self.continuations.resume(lines, self.unwrap)))
+
+
+def _inherits(hits: pl.DataFrame, pattern: LinePattern) -> pl.Expr:
+    """Whether a matched line takes its step from another line: an inherit_step pattern's lines
+    do, unless the line printed a step of its own (an optional step group)."""
+    if pattern.inherit_step and "step" in hits.columns:
+        return pl.col("step").is_null()
+    return pl.lit(pattern.inherit_step)
 
 
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:

@@ -112,10 +112,13 @@ class Unwrapper:
         # per node) or Ray it tells the nodes apart. `_task` keeps a task that stood in for the rank:
         # when the line's own text names its rank (Megatron's `[Rank N]`, formats.LinePattern.extract)
         # the task tells the nodes apart after all.
+        # A node an outer wrapper named (a journald host over srun's output) keeps the task beside it.
         named = pl.col("rank").is_not_null() | pl.col("actor").is_not_null()
+        task = pl.lit("task") + pl.col("task").cast(pl.String)
+        by_task = pl.when(pl.col("node").is_null()).then(task).otherwise(pl.col("node") + pl.lit("/") + task)
         frame = frame.with_columns(
             rank=pl.when(named).then(pl.col("rank")).otherwise(pl.col("task")),
-            node=pl.coalesce("node", pl.when(named & pl.col("task").is_not_null()).then(pl.lit("task") + pl.col("task").cast(pl.String))),
+            node=pl.when(named & pl.col("task").is_not_null()).then(by_task).otherwise(pl.col("node")),
             _task=pl.when(named).then(None).otherwise(pl.col("task")),
         ).drop("task")
         logger_ts = pl.lit(None, dtype=pl.String)
@@ -156,6 +159,16 @@ class Unwrapper:
         by_field: dict[str, list[pl.Expr]] = {}
         for group, field in groups:
             by_field.setdefault(field, []).append(pl.col("_w").struct.field(group).cast(WRAPPER_FIELDS[field], strict=False))
+        if "task" in by_field:
+            # A task label inside another (srun's output relabelled by an outer srun): the inner one
+            # is the process's; the outer one names where it ran, beside any node already named.
+            inner, outer = pl.coalesce(*by_field.pop("task")), pl.col("task")
+            outer_name = pl.lit("task") + outer.cast(pl.String)
+            nested = outer.is_not_null() & inner.is_not_null()
+            frame = frame.with_columns(
+                node=pl.when(nested).then(pl.coalesce(pl.col("node") + pl.lit("/") + outer_name, outer_name)).otherwise(pl.col("node")),
+                task=pl.coalesce(inner, outer),
+            )
         return frame.with_columns(
             (pl.coalesce(*exprs, pl.col(field)) if field in INNERMOST_WINS else pl.coalesce(pl.col(field), *exprs)).alias(field)
             for field, exprs in by_field.items()

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks import generate, run
+from benchmarks import floor, generate, run
 from tests.samplegen.common import Clock
 
 
@@ -48,14 +48,29 @@ def test_a_leak_spans_the_run_whatever_its_size():
 def test_run_prints_the_table_with_memlog_figures(tmp_path, capsys):
     run.main(["--cases", "dense", "--sizes", "64k", "--runs", "1", "--warmup", "0", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "| case | size | records | verdict | memlog wall (s) | rg wall (s) | ratio |" in out
+    assert "| case | size | records | verdict | memlog wall (s) | polars floor (s) | ratio |" in out
     row = next(line for line in out.splitlines() if line.startswith("| dense 64k |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert int(cells[2].replace(",", "")) > 100  # memlog parsed the step records
     assert float(cells[4]) > 0
+    assert float(cells[5]) > 0  # the polars floor ran
+    assert cells[6].endswith("×")  # memlog / floor
     assert cells[7].replace(".", "").isdigit()  # peak RSS in MiB
     assert "could not judge" not in row
-    assert float(cells[10]) > 0  # the polars floor ran
+
+
+def test_the_floor_reads_every_record_of_each_kind(tmp_path):
+    """The floor's one regex must match the generated record lines, or its time would be a lie."""
+    import subprocess
+    import sys
+
+    for kind in floor.PATTERNS:
+        paths = generate.generate(kind, 512 * 1024, tmp_path / kind, files=2)
+        literal = floor.PATTERNS[kind][0].encode()
+        lines = sum(path.read_bytes().count(literal) for path in paths)
+        out = subprocess.run([sys.executable, floor.__file__, "--kind", kind, *map(str, paths)],
+                             capture_output=True, text=True, check=True).stdout
+        assert lines > 10 and int(out) == lines, (kind, out, lines)
 
 
 def test_memory_stages_prints_a_peak_per_stage(capsys):

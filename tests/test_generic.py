@@ -105,6 +105,57 @@ def test_a_weak_guess_explains_why_nothing_was_judged(tmp_path):
     assert report.verdict == "inconclusive" and [f.rule for f in report.findings] == ["unread-values"]
 
 
+def test_memory_on_a_line_that_reports_swap_is_host_and_the_process_own_key_wins(tmp_path):
+    """mmengine's MemoryProfilerHook line names no host word for `used_memory`, but reports swap:
+    devices have no swap. Of the host keys, the process's (`current_process_memory`) is read."""
+    rows = []
+    for i in range(1, 13):
+        rows.append(f"Epoch(train)  [1][{i * 10:>3}/500]  lr: 2.0000e-02  time: 0.41  memory: {3700 + i % 3}  loss: {1.5 - i / 50:.4f}")
+        rows.append(f"Memory information available_memory: {900000 - 40 * i} MB, used_memory: {60000 + 300 * i} MB, "
+                    f"memory_utilization: 6.0 %, available_swap_memory: 8191 MB, used_swap_memory: 0 MB, "
+                    f"swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 20 * i} MB")
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(rows) + "\n")
+    report = analyze([str(log)])
+    mapping = report.coverage["guessed"][0]["mapping"]
+    assert "host memory from `current_process_memory` in MB" in mapping, mapping
+    assert "`used_memory`" not in mapping and "device memory from `memory`" in mapping
+
+
+def test_profiler_blocks_read_the_sizes_under_the_header_not_the_rank_in_it():
+    """`[Profiled memory for rank R]:` names who printed the block (its number is no reading);
+    the sizes under it are memory because the header says so, the step comes from `iter_N_`."""
+    assert meaning_of("Profiled memory for rank", None) is None and meaning_of("local_rank", None) is None
+    report = analyze([str(ROOT / "sample_logs" / "generic" / "profiled_memory_blocks_stable.log")])
+    mapping = report.coverage["guessed"][0]["mapping"]
+    assert mapping.startswith("step from `iter`") and "from `after_backward` in MB" in mapping, mapping
+    (stable,) = [f for f in report.findings if f.rule == "stable-memory"]
+    observed = stable.evidence["observed"]
+    assert 0.70 < observed["level_gib_min"] <= observed["level_gib_max"] < 0.73
+    assert report.coverage["workers"] == ["main#1", "main#2"]  # two ranks, told apart as collided copies
+
+
+def test_a_table_whose_header_is_printed_above_each_row(tmp_path):
+    """Ultralytics prints its tqdm table's header again above every epoch's row, with validation
+    rows in between: the rows are read, the step from the `Epoch` column, named as such, and
+    `key= value` fields after a row's cells too."""
+    lines = []
+    for epoch in range(1, 13):
+        lines += ["", ("%11s" * 5) % ("Epoch", "GPU_mem", "box_loss", "Instances", "Size"),
+                  ("%11s" * 2 + "%11.4g" * 3) % (f"{epoch}/12", f"{4 + 0.2 * epoch:.3g}G", 1.5 - epoch / 20, 30, 640)
+                  + f": 100%|##########| 358/358 [01:44<00:00,  3.25it/s] RAM= {10 + epoch % 2 * 0.1:.1f} GB",
+                  "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%",
+                  "                   all        200        495      0.505      0.455      0.505      0.354"]
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = analyze([str(log)])
+    mapping = report.coverage["guessed"][0]["mapping"]
+    assert mapping.startswith("step from column `Epoch`") and "`GPU_mem` in G" in mapping, mapping
+    assert "host memory from `RAM` in GB" in mapping  # a field the row carries after its cells
+    assert report.coverage["records"] == 12
+    assert report.verdict == "leak"
+
+
 def test_a_log_a_spec_reads_is_not_guessed():
     report = analyze([str(ROOT / "sample_logs" / "torchtitan" / "stable_newest.log")])
     assert "guessed" not in report.coverage and "generic" not in report.coverage["formats"]

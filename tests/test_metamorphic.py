@@ -46,13 +46,7 @@ def bare() -> dict[Path, tuple[str, int, set[str]]]:
 
 
 # Known misses, each with its reason (sample_logs/threads/README.md): the relation must hold, it does not yet.
-KNOWN_MISSES = {
-    "threads/torchtitan_1232_pp16_srun_two_nodes.log": (
-        "a node-naming prefix (pdsh, srun, journald host, pod, compose, mpi) stacked outside the srun task labels "
-        "that tell the two nodes apart replaces them as the node, so both nodes' [rank0] lines become copies of one "
-        "worker and an extra stable-memory finding appears (records still 60)"
-    ),
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 def _params(logs: list[Path]) -> list:

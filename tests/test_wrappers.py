@@ -30,7 +30,17 @@ def unwrap(*lines: str) -> list[dict]:
 def test_any_stack_comes_off_outermost_first():
     row = unwrap("> [pod/job-worker-1/pytorch] 2025-03-04T10:11:12.048213300Z  3: [default2]:[rank10]: step 30 loss 2.1")[0]
     assert row["text"] == "step 30 loss 2.1"
-    assert (row["node"], row["rank"]) == ("job-worker-1", 2)
+    # The pod names the node; srun's task (one torchrun per task) is kept beside it, not dropped.
+    assert (row["node"], row["rank"]) == ("job-worker-1/task3", 2)
+
+
+def test_a_node_named_outside_srun_labels_keeps_the_tasks_apart():
+    """journald's host (or an outer srun) over srun's labels under torchrun: two tasks' [rank0] lines
+    are two workers, never copies of one."""
+    for outer in ("Sep 12 02:00:00 node01 python3[4242]: ", " 0: ", "worker-0: "):
+        first, second = unwrap(f"{outer}0: [rank0]:step 1", f"{outer}1: [rank0]:step 1")
+        assert first["rank"] == second["rank"] == 0
+        assert first["node"] != second["node"] and first["node"].endswith("task0") and second["node"].endswith("task1")
 
 
 def test_the_innermost_wrapper_names_the_process():

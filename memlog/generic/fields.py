@@ -18,7 +18,7 @@ UNIT = r"(?:[KMGTP]i?B|bytes|[KMGTP]|%)"
 _NUMBER = re.compile(rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?![A-Za-z]{{2}})(?:[ \t]?{UNIT}(?![A-Za-z]))?")
 _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
-_SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\)\s")
+_SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")
 _KEY_CHARS = re.compile(r"[^\w()./%-]+")
 
 

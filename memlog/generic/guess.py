@@ -12,14 +12,14 @@ at all), one `fields` regex per mapped key, units. The guess reads the log throu
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memlog.columns import MEMORY_COLUMNS
 from memlog.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
-from memlog.generic.mapping import Meaning, loss_rank, meaning_of, memory_rank, unit_in_key, words
+from memlog.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
 MIN_REPEATS = 3  # a line shape seen fewer times is not a series
@@ -77,7 +77,9 @@ class Guess:
         """The mapping in one sentence: "step from `iter`, device memory from `max mem` in MiB ..."."""
         parts = []
         for p in self.patterns:
-            if p.counter is not None:
+            if p.counter is not None and p.table is not None:  # a table's counter is a column index
+                step = f"step from column `{p.table[1][p.counter]}`"
+            elif p.counter is not None:
                 step = f"step from {COUNTERS[p.counter].name}"
             elif p.ordinal:
                 step = "step from reading order (the log prints no step)"
@@ -164,8 +166,21 @@ def _context(text: str, f: Field) -> str:
     return text[: first.start()] if first else ""
 
 
-def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None]) -> list[Column]:
-    """Map the shape's keys to canonical columns: one key per column, the plainest."""
+def _header_of(sample: list[str], idx: list[int]) -> str | None:
+    """The line most often printed right above a shape's lines, when it is of another shape: a
+    block's header (`[Profiled memory for rank 0]:`), its digits left out."""
+    own = set(idx)
+    above = Counter(re.sub(r"\d+", " ", sample[i - 1]) for i in idx if i > 0 and i - 1 not in own)
+    if not above:
+        return None
+    header, seen = above.most_common(1)[0]
+    return header if seen >= MIN_REPEATS else None
+
+
+def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None],
+             header: str | None = None) -> list[Column]:
+    """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
+    line above the shape's lines, for sizes whose key says nothing but the header does."""
     by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
     for text, found, span in zip(lines, per_line, counter_span):
         for f in found:
@@ -186,8 +201,11 @@ def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[t
         if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
             context = _context(text0, f0)
             meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
+        if meaning is None and printed:
+            meaning = in_memory_block(key, printed[0], header)
         if meaning is None:
             continue
+        meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
         values = [f.value for _, f in seen]
         running = meaning.role == "memory" and meaning.peak and _running_max(values)
         column = meaning.column(running)
@@ -214,6 +232,9 @@ def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
             continue
         rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
         good = sum(1 for r in rows if _row_cells(r, sep, len(cells)) is not None)
+        if good < MIN_REPEATS:  # the header printed again above each row (tqdm tables, one per epoch)
+            under_copies = [sample[k + 1] for k in range(i, len(sample) - 1) if sample[k] == text]
+            good = sum(1 for r in under_copies if _row_cells(r, sep, len(cells)) is not None)
         if good >= MIN_REPEATS:
             return i, sep or " ", cells
     return None
@@ -258,6 +279,12 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
         rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
         if column not in columns or rank < columns[column][0]:
             columns[column] = (rank, col)
+    if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
+        texts = [t for _, t in rows]
+        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]
+        after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
+        for col in _columns(texts, after, [None] * len(texts)):
+            columns.setdefault(col.column, ((), col))
     if not columns:
         return None
     pattern = Pattern("table-row", "", None, [c for _, c in columns.values()], rows, table=(sep, header))
@@ -315,7 +342,7 @@ def guess(sample: list[str]) -> Guess:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
-        columns = _columns(texts, [parsed[i] for i in idx], spans)
+        columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
@@ -367,13 +394,14 @@ def _field_regex(col: Column) -> str:
         return f"{col.quote}{key}{col.quote}\\s*:\\s*['\"]?{value}"
     if col.form == "vk":
         return f"{value}{unit}\\s+{key}(?:\\W|$)"
-    return f"(?:^|[^\\w-]){key}\\s*[:=]?\\s*{value}{unit}"
+    # A key starts the line, follows a non-word character, or is glued to a counter (`iter_1_after_backward`).
+    return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
 def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
     sep, header = p.table  # type: ignore[misc]
     cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
-    by_position = {c.position: c for c in p.columns}
+    by_position = {c.position: c for c in p.columns if c.position is not None}
     cells, units = [], {}
     last = max([*by_position, p.counter if p.counter is not None else 0])
     for j in range(last + 1):
@@ -399,6 +427,8 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
+            if trailing := [_field_regex(c) for c in p.columns if c.position is None]:
+                entry["fields"] = trailing
         else:
             head = _loose(p.head)
             entry = {"name": p.name, "kind": "train", "literal": _literal(p)}

@@ -2,9 +2,11 @@
 
 A key is split into lower-case words (`MaxMemAllocated` -> max mem allocated, `perf/max_memory_
 reserved_gb` -> perf max memory reserved gb), and the words decide:
-- memory or not: a memory word (`memory`, `mem`, `allocated`, `reserved`, `rss`, ...) or a memory
-  unit printed with a usage word (`1454.57 GB used`);
-- where: host when a host word is there (`host`, `cpu`, `ram`, `rss`, `process`), else the device;
+- memory or not: a memory word (`memory`, `mem`, `allocated`, `reserved`, `rss`, ...), a memory
+  unit printed with a usage word (`1454.57 GB used`), or a size under a header line that says
+  memory (`in_memory_block`); a key ending in `rank`, `pid`, `id`... is who printed it, not a value;
+- where: host when a host word is there (`host`, `cpu`, `ram`, `rss`, `process`) or the line also
+  reports swap (`on_host_line`), else the device;
 - what: reserved (`reserved`, `cached`), allocated (`allocated`, `active`), else "used";
 - when: a peak (`max`, `peak`) is a running maximum when its readings never go down and a window
   peak when they do (decided on the values, `window_of`), else the current value.
@@ -15,12 +17,17 @@ line the plainest wins (`loss` over `loss_cls`). Everything else is not read.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memlog.columns import MEMORY_COLUMNS, unit_gib
 
 MEMORY_WORDS = {"memory", "mem", "allocated", "alloc", "reserved", "cached", "rss", "ram", "vram", "ma", "ca", "memallocated",
                 "maxmemallocated", "occupied", "anon", "usage"}
+PROCESS_WORDS = {"process", "proc", "rss", "pid"}
+# A number right after these names who printed the line, not a value (`[Profiled memory for rank 0]:`).
+IDENTITY_WORDS = {"rank", "pid", "tid", "id", "idx", "index", "worker"}
+# Units that only sizes have: a value printed in them is a size even when its key says nothing.
+SIZE_UNIT = re.compile(r"(?:[KMGTP]i?B|bytes)", re.I)
 HOST_WORDS = {"host", "cpu", "ram", "rss", "process", "system", "sys", "virtual", "anon", "vms", "node"}
 DEVICE_WORDS = {"gpu", "cuda", "device", "vram", "npu", "xpu", "mps", "hbm", "accelerator"}
 RESERVED_WORDS = {"reserved", "cached", "cache", "reserve", "ca"}
@@ -104,7 +111,7 @@ def meaning_of(key: str, unit: str | None) -> Meaning | None:
     """The family a key belongs to, or None when it is not read. `unit`: the unit printed after the
     value (or spelled in the key), which makes a bare `used` a memory reading."""
     ws = words(key)
-    if not ws:
+    if not ws or ws[-1] in IDENTITY_WORDS:
         return None
     wset = set(ws)
     has_memory_unit = unit is not None and unit_gib(unit) is not None and unit.upper() not in ("K", "M", "G") or (
@@ -134,6 +141,27 @@ def loss_rank(key: str) -> tuple:
 
 
 def memory_rank(meaning: Meaning, key: str) -> tuple:
-    """Which of several keys that map to one column is read: the shortest spelling, so that a
-    framework's own key (`memory`) wins over a derived one."""
-    return (len(words(key)), key)
+    """Which of several keys that map to one column is read: for host memory the process's own
+    (`current_process_memory`, `rss`) over the whole machine's (`used_memory`), since a leak is the
+    process's; then the shortest spelling, so that a framework's own key (`memory`) wins over a
+    derived one."""
+    machine_wide = meaning.host and not set(words(key)) & PROCESS_WORDS
+    return (machine_wide, len(words(key)), key)
+
+
+def in_memory_block(key: str, unit: str | None, header: str | None) -> Meaning | None:
+    """A size printed under a header line that says what the block measures (`[Profiled memory for
+    rank 0]:` above `iter_1_after_backward: 729.48 MB`): the key read with the header's words."""
+    if header is None or unit is None or not SIZE_UNIT.fullmatch(unit) or not set(words(header)) & MEMORY_WORDS:
+        return None
+    return meaning_of(f"{header} {key}", unit)
+
+
+def on_host_line(meaning: Meaning, key: str, line_keys: set[str]) -> Meaning:
+    """A memory key that names no device, printed on a line that also reports swap, is host
+    memory: devices have no swap (mmengine's `Memory information ... used_memory: ..., swap_...`)."""
+    if meaning.role != "memory" or meaning.host or set(words(key)) & DEVICE_WORDS:
+        return meaning
+    if any(SWAP & set(words(other)) for other in line_keys if other != key):
+        return replace(meaning, host=True)
+    return meaning
