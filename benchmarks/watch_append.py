@@ -26,7 +26,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate import DEFAULT_OUT, generate, parse_size
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.logwriters.pytorch import H100_GIB
 from memlog.watch import Watcher

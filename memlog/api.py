@@ -12,25 +12,24 @@ from pathlib import Path
 
 import polars as pl
 
-from memlog.columns import ALL_VALUE_COLUMNS
+from memlog.catalog import load_specs, load_wrappers
 from memlog.condense import Condenser
 from memlog.config import Config
 from memlog.capacity import find_capacities
 from memlog.context import Context
 from memlog.errors import MemlogError, NoRecordsError
 from memlog.events import EVENT_KINDS, Event, build_events
-from memlog.formats import FormatSpec, load_specs
+from memlog.formats import FormatSpec
 from memlog.generic import Guessed, SourceGuesser
 from memlog.inputs import expand
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Scan
 from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
-from memlog.records import Keep, KeepEvery, RecordSink, build_records, compact_records, source_frame
+from memlog.records import Keep, KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
 from memlog.report import Report, ordered, series_views
 from memlog.rulekit import Finding, Skip, headline, load_rules
 from memlog.tables import Tables
 from memlog.trend import shape_of
-from memlog.wrappers import load_wrappers
 
 
 def select_specs(specs: dict[str, FormatSpec], forced: str | Sequence[str] | None) -> list[FormatSpec]:
@@ -95,7 +94,7 @@ def _read_source(
         # The sink is also told of a chunk's events when it has no records: they cut condensed runs.
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
-        if _read_values(matches.records):
+        if read_values(matches.records):
             guesser, guessed_rows = None, []  # a spec reads this source: the guess steps aside
         if guesser is not None:
             skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
@@ -107,7 +106,7 @@ def _read_source(
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
         records.append(compact_records(source.name, last.records, keep, source.identity))
-        guesser = None if _read_values(last.records) else guesser
+        guesser = None if read_values(last.records) else guesser
     events += last.events
     guessed = None
     if guesser is not None:
@@ -118,19 +117,12 @@ def _read_source(
             records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
         records += guessed_sink.finish(None)
         if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
-            records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or _read_values([frame])]
+            records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or read_values([frame])]
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
     if events:
         event_frames.append(source_frame(source.name, events, source.identity))
     return guessed
-
-
-def _read_values(frames: list[pl.DataFrame]) -> bool:
-    """Whether a spec read a value from the chunk: a pattern that matched without reading any
-    (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
-    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
-               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))
 
 
 def _restart_events(records: pl.DataFrame) -> list[Event]:
@@ -163,6 +155,17 @@ def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
     tried = ", ".join(s.name for s in specs if s.records) or "only event formats: " + ", ".join(s.name for s in specs)
     lines = sum(s.stats.lines for s in sources)
     return f"no training-step records found in {names}: none of {lines:,} lines matches a known format (tried: {tried})"
+
+
+def parsed_records(inputs: Sequence[str], specs: list[FormatSpec], *, generic: bool = True) -> pl.DataFrame:
+    """The step records as read (`memlog series`), one row per (source, worker, step): the columns
+    some row has a value in (rank and step always), ordered by source, worker and kind, categorical
+    columns as plain strings."""
+    tables, sources = parse_sources(inputs, specs, generic=generic)
+    if tables.records.is_empty():
+        raise NoRecordsError(nothing_found(sources, specs))
+    records = tables.records.select([c for c in tables.records.columns if tables.records[c].null_count() < tables.records.height or c in ("rank", "step")])
+    return records.sort("source", "worker", "kind", maintain_order=True).with_columns(pl.col(pl.Categorical).cast(pl.String))
 
 
 def workers_of(records: pl.DataFrame) -> list[str]:
@@ -254,7 +257,7 @@ def analyze(
     condense: bool = True,
 ) -> Report:
     """`chart_metric`: also carry that column's series for the charts (`memlog plot --metric`).
-    `plugins_dirs`: format folders whose Python block parsers may run (trusted; formats.load_specs).
+    `plugins_dirs`: format folders whose Python block parsers may run (trusted; catalog.load_specs).
     `condense`: keep long runs of steps as bins while reading (memlog/condense.py); off, every step is
     held (tests compare both)."""
     config = config or Config()

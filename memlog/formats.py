@@ -12,7 +12,7 @@ column at once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,10 @@ class FormatSpec:
     def patterns(self) -> tuple[LinePattern, ...]:
         return self.records + self.events
 
+    def listing(self) -> str:
+        """Its line in `memlog formats list`."""
+        return f"{self.name:<12} {self.title} ({len(self.records)} record and {len(self.events)} event patterns) - {self.path}"
+
     @property
     def literals(self) -> set[str]:
         return {p.literal for p in self.patterns} | set(self.block_parser.start_literals if self.block_parser else ())
@@ -310,74 +314,10 @@ def builtin_dir() -> Path:
     return content_dir("parsers")
 
 
-def load_specs(extra_dirs: Sequence[Path] = (), plugin_dirs: Sequence[Path] = ()) -> dict[str, FormatSpec]:
-    """Built-in specs plus user ones (later directories override earlier names). Specs in
-    `plugin_dirs` (trusted by an explicit command-line option, never by a config file) may run a
-    Python block parser of their own folder; all others can only name the ones memlog ships."""
-    specs: dict[str, FormatSpec] = {}
-    folders = [(builtin_dir(), False), *((d, False) for d in extra_dirs), *((d, True) for d in plugin_dirs)]
-    users: list[FormatSpec] = []
-    for directory, plugins in folders:
-        if not Path(directory).is_dir():
-            raise FormatSpecError(f"{directory}: formats directory not found")
-        for path in sorted(Path(directory).glob("*.yaml")):
-            spec = _load_spec_once(path, plugins)
-            if directory != builtin_dir():
-                if spec.name in specs and spec.replaces != spec.name:
-                    raise FormatSpecError(
-                        f"{path}: a format named {spec.name!r} is already loaded ({specs[spec.name].path}); "
-                        f"add `replaces: {spec.name}` to take its place, or give this one another name"
-                    )
-                users.append(spec)
-            specs[spec.name] = spec
-    for spec in users:  # a user's spec proves itself on its own samples before it reads a log
-        problems = spec_sample_problems(spec, specs.values())
-        if problems:
-            raise FormatSpecError(f"{spec.path}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-    return specs
-
-
-def test_folder(folder: Path, plugins: bool = False) -> list[tuple[Path, list[str]]]:
-    """Every spec and wrapper of a user's folder checked on its own samples, with memlog's own specs
-    and wrappers around it: (file, problems) for each file, an unloadable file's error as its problem."""
-    from memlog.wrappers import load_wrapper, load_wrappers, sample_mismatches
-
-    if not folder.is_dir():
-        raise FormatSpecError(f"{folder}: formats directory not found")
-    results: list[tuple[Path, list[str]]] = []
-    builtin = load_specs()
-    for path in sorted(folder.glob("*.yaml")):
-        try:
-            spec = load_spec(path, plugins)
-        except FormatSpecError as exc:
-            results.append((path, [str(exc)]))
-            continue
-        problems = spec_sample_problems(spec, [s for n, s in builtin.items() if n != spec.name])
-        if spec.name in builtin and spec.replaces != spec.name:
-            problems.insert(0, f"a format named {spec.name!r} ships with memlog: add `replaces: {spec.name}` to take its place")
-        results.append((path, problems))
-    wrappers = load_wrappers()
-    for path in sorted((folder / "wrappers").glob("*.yaml")):
-        try:
-            wrapper = load_wrapper(path)
-        except FormatSpecError as exc:
-            results.append((path, [str(exc)]))
-            continue
-        results.append((path, sample_mismatches(wrapper, wrappers)))
-    return results
-
-
-def spec_sample_problems(spec: FormatSpec, context: Iterable[FormatSpec]) -> list[str]:
-    """What is wrong with a spec's samples, checked with the other loaded specs (memlog/parse.py)."""
-    from memlog.parse import sample_mismatches  # parse builds on this module
-
-    return sample_mismatches(spec, [s for s in context if s is not spec])
-
-
 _LOADED: dict[tuple, FormatSpec] = {}
 
 
-def _load_spec_once(path: Path, plugins: bool) -> FormatSpec:
+def load_spec_once(path: Path, plugins: bool) -> FormatSpec:
     """load_spec, remembered while the file is unchanged: a process that analyses many logs (tests,
     the fuzzer, `watch`, `scan`) reads and checks each spec once. Specs are immutable."""
     stat = path.stat()

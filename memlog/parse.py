@@ -16,7 +16,7 @@ from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.unwrap import Unwrapper
-from memlog.wrappers import WrapperSpec, load_wrappers, markers
+from memlog.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ChunkParser:
         `wrappers`: the launcher and logger wrappers to strip (default: the built-in ones)."""
         self.specs = list(specs)
         self.observe = observe
-        wrappers = load_wrappers() if wrappers is None else list(wrappers)
+        wrappers = by_priority(builtin_wrappers().values()) if wrappers is None else list(wrappers)
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
         marker_literals, self.marker = markers(wrappers)
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals} | set(marker_literals))

@@ -280,3 +280,10 @@ def _readings(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(*absent, repeated=repeated).select(
         *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided"
     )
+
+
+def read_values(frames: list[pl.DataFrame]) -> bool:
+    """Whether a spec read a value from the chunk: a pattern that matched without reading any
+    (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
+    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
+               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))

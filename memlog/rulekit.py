@@ -303,3 +303,17 @@ def rounded(value: float | None, digits: int = 4) -> float | None:
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return None
     return round(value, digits)
+
+
+def rules_listing() -> list[str]:
+    """`memlog rules list`: a line per rule, in the order they run."""
+    return [f"{rule.id:<18} {rule.severity:<8} {rule.summary}" for rule in load_rules()]
+
+
+def explain(rule_id: str) -> str:
+    """`memlog rules explain ID`: the rule's id and severity, then its one help text."""
+    rules = {r.id: r for r in load_rules()}
+    if rule_id not in rules:
+        raise MemlogError(f"unknown rule {rule_id!r} (known: {', '.join(rules)})")
+    rule = rules[rule_id]
+    return f"{rule.id} ({rule.severity})\n\n{rule.help()}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from memlog.errors import MemlogError
 from memlog.runs import Run
-from memlog.scan import ScanOptions, judge, judge_failed, limit_threads
+from memlog.scan_run import ScanOptions, judge, judge_failed, limit_threads
 
 # Tasks in flight per CPU of the cluster: enough to keep every CPU busy while rows stream back,
 # few enough that the driver and the object store hold a bounded amount whatever the fleet size.

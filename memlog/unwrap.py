@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from memlog.wrappers import INNERMOST_WINS, WRAPPER_FIELDS, WrapperSpec, field_of, load_wrappers
+from memlog.wrappers import INNERMOST_WINS, WRAPPER_FIELDS, WrapperSpec, builtin_wrappers, by_priority, field_of
 
 # Terminal escape sequences: CSI (colours, cursor moves, clear screen), OSC (window titles,
 # hyperlinks) terminated by BEL or ST, other two-byte ESC sequences, and the `#033[..m` form
@@ -85,7 +85,7 @@ class Unwrapper:
         """`wrappers`: the wrappers to strip; by default the built-in ones (memlog/wrappers.py)."""
         prefixes = [p for p in logger_prefixes if p]
         self.logger_prefix = "^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")" if prefixes else None
-        wrappers = load_wrappers() if wrappers is None else list(wrappers)
+        wrappers = by_priority(builtin_wrappers().values()) if wrappers is None else list(wrappers)
         self.prefix, self.prefix_groups = _alternation(wrappers, "prefix")
         self.suffix, self.suffix_groups = _alternation(wrappers, "suffix")
 
@@ -173,3 +173,18 @@ class Unwrapper:
             (pl.coalesce(*exprs, pl.col(field)) if field in INNERMOST_WINS else pl.coalesce(pl.col(field), *exprs)).alias(field)
             for field, exprs in by_field.items()
         )
+
+
+def sample_mismatches(wrapper: WrapperSpec, others: list[WrapperSpec]) -> list[str]:
+    """Each sample, unwrapped with this wrapper and the others, leaves `text` and names its fields."""
+    unwrap = Unwrapper([], [wrapper, *(w for w in others if w.name != wrapper.name)])
+    problems = []
+    for i, sample in enumerate(wrapper.samples, start=1):
+        row = unwrap(pl.DataFrame({"line_no": [1], "text": [sample["line"]]})).row(0, named=True)
+        for key, want in sample.items():
+            if key == "line":
+                continue
+            got = row.get(key)
+            if got != want and str(got) != str(want):
+                problems.append(f"{wrapper.path.name} sample {i}: {key} = {got!r}, expected {want!r} (line {sample['line'][:80]!r})")
+    return problems

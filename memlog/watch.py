@@ -259,7 +259,7 @@ class Watcher:
         self, inputs: list[str], specs: list[FormatSpec], *, config: Config | None = None, capacity_gib: float | None = None,
         wrapper_dirs=(), notice: Callable[[str], None] = lambda message: None, interval: float = 1.0,
     ) -> None:
-        from memlog.wrappers import load_wrappers
+        from memlog.catalog import load_wrappers
 
         self.inputs, self.specs = list(inputs), specs
         self.config, self.capacity_gib = config or Config(), capacity_gib
@@ -489,42 +489,3 @@ def no_records_error(watcher: Watcher) -> MemlogError:
     sources = [f.source for f in watcher.followers.values()]
     return MemlogError(nothing_found(sources, watcher.specs) if sources else "no input file appeared")
 
-
-def run_watch(
-    inputs: list[str], *, output: str = "text", exit_on: str = "never", fail_on: str = "error", interval: float = 1.0,
-    format=None, config: str | None = None, capacity_gib: float | None = None, formats_dirs=(), plugins_dirs=(),
-    write: Callable[[str], None] = sys.stdout.write, terminal: bool = False, ascii_only: bool = False,
-    notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
-) -> int:
-    """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
-    finding at --fail-on; 0 otherwise; nothing read at all is an error, exit 2)."""
-    import shutil
-
-    from memlog.api import select_specs
-    from memlog.config import load_config
-    from memlog.formats import load_specs
-    from memlog.render.live import LiveOutput
-
-    def flushed(text: str) -> None:
-        write(text)
-        sys.stdout.flush()
-
-    loaded = load_config(config)
-    specs = select_specs(load_specs([*loaded.formats_dirs, *formats_dirs], plugins_dirs), format)
-    watcher = Watcher(inputs, specs, config=loaded, capacity_gib=capacity_gib, notice=notice, interval=interval,
-                      wrapper_dirs=[*loaded.formats_dirs, *formats_dirs, *plugins_dirs])
-    out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
-                     workspace=os.environ.get("GITHUB_WORKSPACE"))
-
-    def on_report(report: Report) -> bool:
-        out.update(report)
-        return should_exit(report, exit_on)
-
-    report, why = watch_loop(watcher, on_report, stop_after=stop_after)
-    if report is None:
-        raise no_records_error(watcher)
-    out.final(report, why)
-    if why == "stopped":
-        notice(f"watch: stopping (--exit-on {exit_on}): {report.headline.headline}")
-        return 1
-    return 1 if report.fails(fail_on) else 0

@@ -12,12 +12,14 @@ the lines after it in the same file, such as Ray's `:actor_name:` in a worker's 
 
 A group may be spelled `name__2` (`actor__2`) where a regex needs two alternatives for one column.
 Every wrapper carries samples (`line`, the `text` left after it, and the fields it names), checked
-when it loads. The unwrapper (memlog/unwrap.py) strips any stack of them, outermost first.
+when a user's wrapper loads (memlog/catalog.py). The unwrapper (memlog/unwrap.py) strips any stack of
+them, outermost first.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,39 +118,15 @@ def _builtin(folder: str) -> tuple[WrapperSpec, ...]:
     return tuple(load_wrapper(p) for p in sorted(Path(folder).glob("*.yaml")))
 
 
-def load_wrappers(extra_dirs: tuple[Path, ...] = ()) -> list[WrapperSpec]:
-    """Built-in wrappers plus those in `<dir>/wrappers/` of each user formats folder (a user
-    wrapper named like a built-in one replaces it). Ordered by priority, then name."""
-    found = {w.name: w for w in _builtin(str(content_dir("parsers") / "wrappers"))}
-    users = []
-    for directory in extra_dirs:
-        for path in sorted((Path(directory) / "wrappers").glob("*.yaml")):
-            wrapper = load_wrapper(path)
-            found[wrapper.name] = wrapper
-            users.append(wrapper)
-    wrappers = sorted(found.values(), key=lambda w: (w.priority, w.name))
-    for wrapper in users:  # a user's wrapper proves itself on its own samples first
-        problems = sample_mismatches(wrapper, wrappers)
-        if problems:
-            raise FormatSpecError(f"{wrapper.path}: {problems[0]}")
-    return wrappers
+def builtin_wrappers() -> dict[str, WrapperSpec]:
+    """The wrappers memlog ships (`parsers/wrappers/`), by name: checked by its tests, so loaded
+    without checking their samples (memlog.catalog.load_wrappers adds a user's, checked)."""
+    return {w.name: w for w in _builtin(str(content_dir("parsers") / "wrappers"))}
 
 
-def sample_mismatches(wrapper: WrapperSpec, others: list[WrapperSpec]) -> list[str]:
-    """Each sample, unwrapped with this wrapper and the others, leaves `text` and names its fields."""
-    from memlog.unwrap import Unwrapper
-
-    unwrap = Unwrapper([], [wrapper, *(w for w in others if w.name != wrapper.name)])
-    problems = []
-    for i, sample in enumerate(wrapper.samples, start=1):
-        row = unwrap(pl.DataFrame({"line_no": [1], "text": [sample["line"]]})).row(0, named=True)
-        for key, want in sample.items():
-            if key == "line":
-                continue
-            got = row.get(key)
-            if got != want and str(got) != str(want):
-                problems.append(f"{wrapper.path.name} sample {i}: {key} = {got!r}, expected {want!r} (line {sample['line'][:80]!r})")
-    return problems
+def by_priority(wrappers: Iterable[WrapperSpec]) -> list[WrapperSpec]:
+    """The order wrappers are tried in: priority, then name."""
+    return sorted(wrappers, key=lambda w: (w.priority, w.name))
 
 
 def markers(wrappers: list[WrapperSpec]) -> tuple[list[str], str | None]:

@@ -74,7 +74,7 @@ def load_seeds() -> list[tuple[str, bytes]]:
             data = path.read_bytes()
             seeds.append((str(path.relative_to(REPO)), gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data))
     try:
-        from memlog.formats import load_specs
+        from memlog.catalog import load_specs
 
         for spec in load_specs().values():
             lines = [s["line"] for s in spec.samples if isinstance(s, dict) and isinstance(s.get("line"), str)]
@@ -279,11 +279,11 @@ class InProcess:
 
     def __init__(self):
         import memlog.api as api
-        from memlog.render import render
+        from memlog.render.outputs import render
 
         self.api, self.render = api, render
         try:
-            from memlog.render import OUTPUTS
+            from memlog.render.outputs import OUTPUTS
         except ImportError:
             OUTPUTS = ("text", "json")
         self.outputs = OUTPUTS

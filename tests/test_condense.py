@@ -12,7 +12,7 @@ import pytest
 
 from memlog import api, condense
 from memlog.api import parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.logwriters import ray
 from memlog.logwriters import torchtitan as titan
 from memlog.parse import ChunkParser

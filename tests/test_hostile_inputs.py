@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from memlog import config as config_module
 from memlog import reading
+from memlog.catalog import load_specs
 from memlog.cli import app
-from memlog.formats import load_specs
 from memlog.rulekit import load_rules
 
 from tests.synthetic import torchtitan_lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.logwriters import deepspeed as ds
 from memlog.logwriters import easyr1, hf_trainer, pytorch, ray, verl
 from memlog.logwriters import torchtitan as titan

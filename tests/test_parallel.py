@@ -8,7 +8,7 @@ import time
 import pytest
 
 from memlog.api import parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
 from tests.samples import sample_logs

@@ -26,8 +26,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memlog.api import parse_sources, select_specs
+from memlog.catalog import load_specs
 from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.formats import FormatSpec, all_logger_prefixes, load_specs
+from memlog.formats import FormatSpec, all_logger_prefixes
 from memlog.logwriters import ray
 from memlog.logwriters.python import asctime
 from memlog.logwriters.pytorch import torchrun_prefix

@@ -175,7 +175,7 @@ def test_pygal_is_imported_only_for_html():
     code = (
         "import sys\n"
         "from memlog.api import analyze\n"
-        "from memlog.render import render\n"
+        "from memlog.render.outputs import render\n"
         f"report = analyze([{str(TORCHTITAN_LEAK)!r}])\n"
         "for output in ('text', 'json', 'markdown', 'github', 'sarif', 'junit'):\n"
         "    render(report, output)\n"

@@ -11,7 +11,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from memlog.cli import _ascii_only, _colour, app
+from memlog.cli import app
+from memlog.commands.common import ascii_only, colour
 from memlog.render.chart import _finite_points, _nice_ticks, render_chart
 from memlog.report import SeriesView
 from memlog.render.text import render_text
@@ -85,7 +86,7 @@ def test_colour_decision(monkeypatch, env, tty, expected):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty, raising=False)
-    assert _colour() is expected
+    assert colour() is expected
 
 
 def test_ascii_only_follows_the_stdout_encoding(monkeypatch):
@@ -93,7 +94,7 @@ def test_ascii_only_follows_the_stdout_encoding(monkeypatch):
         encoding = "ISO-8859-1"
 
     monkeypatch.setattr(sys, "stdout", Latin1())
-    assert _ascii_only()
+    assert ascii_only()
 
 
 def test_no_color_run_has_no_escape_codes_and_force_color_has(monkeypatch):

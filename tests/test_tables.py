@@ -8,8 +8,8 @@ import pytest
 
 from memlog import events
 from memlog.api import parse_sources
+from memlog.catalog import load_specs
 from memlog.columns import JUDGED_COLUMNS
-from memlog.formats import load_specs
 from memlog.keys import group_key
 from memlog.records import Keep, build_records, compact_records, with_seconds
 from tests.samples import sample_logs

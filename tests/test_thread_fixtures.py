@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from memlog.api import analyze, parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from tests.samples import SAMPLE_ROOT
 
 THREADS = SAMPLE_ROOT / "threads"

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.api import analyze, select_specs
+from memlog.catalog import load_specs
 from memlog.cli import app
 from memlog.errors import FormatSpecError, MemlogError
-from memlog.formats import load_specs
 
 runner = CliRunner()
 

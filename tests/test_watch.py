@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from memlog.catalog import load_specs
 from memlog.errors import InputError
-from memlog.formats import load_specs
 from memlog.watch import Watcher
 from tests.synthetic import torchtitan_lines
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memlog.catalog import load_wrappers
 from memlog.errors import FormatSpecError
 from memlog.unwrap import Unwrapper
-from memlog.wrappers import WRAPPER_FIELDS, load_wrapper, load_wrappers, sample_mismatches
+from memlog.unwrap import sample_mismatches
+from memlog.wrappers import WRAPPER_FIELDS, load_wrapper
 
 WRAPPERS = load_wrappers()
 

@@ -10,37 +10,18 @@ by structured.py instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import polars as pl
 
 from memlog.formats import FormatSpec, all_logger_prefixes, spec_from_mapping
 from memlog.generic.guess import SAMPLE_LINES, Guess, guess, spec_path, to_spec
+from memlog.generic.guessed import Guessed
 from memlog.generic.structured import StructuredFile
 from memlog.parse import ChunkParser, Matches
+from memlog.records import read_values
 from memlog.unwrap import Unwrapper
 
 HOLD_CHUNKS = 4  # chunks held while too few candidate lines were seen to guess
 GENERIC = "generic"  # the format name the guessed records carry
-
-
-@dataclass
-class Guessed:
-    """What coverage says of a source the generic reader read."""
-
-    source: str
-    reader: str
-    mapping: str
-    columns: list[dict] = field(default_factory=list)
-    weak: str | None = None
-    lines: int = 0
-    keys: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        found = {"source": self.source, "reader": self.reader, "mapping": self.mapping, "columns": self.columns}
-        if self.weak:
-            found["weak"] = self.weak
-        return found
 
 
 def guessed_spec(result: Guess, name: str = GENERIC) -> FormatSpec:
@@ -119,7 +100,6 @@ def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | Non
 
     import yaml
 
-    from memlog.api import _read_values
     from memlog.errors import MemlogError
     from memlog.parse import parse_line
     from memlog.reading import Source, read_chunks
@@ -130,7 +110,7 @@ def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | Non
     raw: list[tuple[int, str]] = []
     for chunk in read_chunks(source):
         matches = spec_parser(chunk)
-        if _read_values(matches.records):
+        if read_values(matches.records):
             formats = sorted({f for frame in matches.records for f in frame["format"].unique().to_list()})
             raise MemlogError(f"{source.name}: already read by format {', '.join(formats)}; nothing to guess")
         if len(raw) < SAMPLE_LINES:

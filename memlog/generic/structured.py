@@ -15,6 +15,7 @@ import polars as pl
 
 from memlog.columns import MEMORY_COLUMNS, unit_gib
 from memlog.multiline import RECORD_SCHEMA
+from memlog.generic.guessed import Guessed
 from memlog.generic.mapping import meaning_of, unit_in_key
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -45,8 +46,6 @@ class StructuredFile:
         self.texts += texts
 
     def finish(self):
-        from memlog.generic.reader import Guessed
-
         if self.too_big:
             return [], Guessed(self.source, READER, "", weak=f"a JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB is not read")
         try:

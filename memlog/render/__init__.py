@@ -1,4 +1,5 @@
-"""Renderers: each turns a Report into one output format. They compute nothing of their own.
+"""Renderers: each turns a Report into one output format (memlog.render.outputs.render picks one).
+They compute nothing of their own.
 
 The few things every renderer says the same way live here: the one-line evidence summary, `safe()`
 for any text that came from a log, and the ASCII fallback. The verdict sentences are declared by the
@@ -11,8 +12,6 @@ import re
 from typing import Any
 
 from memlog.report import Report
-
-OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit", "html")
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -158,35 +157,3 @@ def evidence_summary(evidence: dict[str, Any]) -> str | None:
     if evidence.get("guessed"):
         parts.append(f"read by a guess: {evidence['guessed']}")
     return ", ".join(parts) if parts else None
-
-
-def render(report: Report, output: str, **options: Any) -> str:
-    if output == "json":
-        from memlog.render.json_out import render_json
-
-        return render_json(report)
-    if output == "text":
-        from memlog.render.text import render_text
-
-        return render_text(report, **options)
-    if output == "markdown":
-        from memlog.render.markdown import render_markdown
-
-        return render_markdown(report, **options)
-    if output == "github":
-        from memlog.render.github import render_github
-
-        return render_github(report, **options)
-    if output == "sarif":
-        from memlog.render.sarif import render_sarif
-
-        return render_sarif(report)
-    if output == "junit":
-        from memlog.render.junit import render_junit
-
-        return render_junit(report, **options)
-    if output == "html":
-        from memlog.render.html import render_html
-
-        return render_html(report)
-    raise ValueError(f"unknown output format {output!r}")

@@ -15,6 +15,8 @@ import re
 import textwrap
 from collections.abc import Callable
 
+from memlog.columns import ALL_VALUE_COLUMNS
+from memlog.errors import MemlogError
 from memlog.render import CAPACITY_IN_VIEW, ascii_text, buckets, panel_capacity, safe
 from memlog.render.selection import MAX_LINES, Selection, select
 from memlog.report import Report, SeriesView
@@ -38,6 +40,40 @@ PANEL_TITLES = {
     "metric": "",
 }
 _BACKGROUND = re.compile(r"\x1b\[48;5;\d+m")  # plotext paints line backgrounds white: keep the terminal's
+
+# `memlog plot --metric`: a subject's panels; any other value column is charted as a panel of its own.
+PLOT_SUBJECTS = {"memory": ("device", "host"), "device": ("device",), "host": ("host",), "loss": ("loss",)}
+
+
+def plot_panels(metric: str | None) -> tuple[tuple[str, ...], str | None]:
+    """The panels `memlog plot --metric METRIC` draws, and the value column it charts (None: the
+    subjects' own series). An unknown metric is an error naming the known ones."""
+    if metric is not None and metric not in PLOT_SUBJECTS:
+        if metric not in ALL_VALUE_COLUMNS:
+            raise MemlogError(f"unknown metric {metric!r} (use one of: {', '.join(dict.fromkeys([*PLOT_SUBJECTS, *ALL_VALUE_COLUMNS]))})")
+        return ("metric",), metric
+    return PLOT_SUBJECTS.get(metric or "", ("device", "host", "loss")), None
+
+
+def plot_filter(report: Report, subjects: tuple[str, ...], metric: str | None, inputs: list[str], **chosen) -> Callable[[SeriesView], bool] | None:
+    """Which of the panels' series `memlog plot` draws: those matching --rank/--node/--actor/--worker
+    (`chosen`; None: all). Nothing to draw, or nothing matching, is an error saying what there is."""
+    shown = [v for v in report.series if v.subject in subjects]
+    if not shown:
+        raise MemlogError(f"no {metric or 'memory or loss'} values in {', '.join(inputs)}")
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    if not chosen:
+        return None
+
+    def only(view: SeriesView) -> bool:
+        return view.matches(**chosen)
+
+    if not any(only(v) for v in shown):
+        asked = " and ".join(f"{k} {v}" for k, v in chosen.items())
+        labels = list(dict.fromkeys(v.label for v in shown))
+        listed = ", ".join(labels[:12]) + (f" and {len(labels) - 12} more" if len(labels) > 12 else "")
+        raise MemlogError(f"no {asked} in the {metric or 'charted'} series (workers: {listed})")
+    return only
 
 
 def render_chart(

@@ -1,8 +1,20 @@
-"""A progress line on stderr while reading large inputs (only on a terminal, only past ~50 MB).
+"""A progress bar on stderr while reading large inputs (only on a terminal, only past ~50 MB):
+rich.progress (installed with typer) draws it, with the amount read, the rate and, where the
+size is known, the percentage and the time left.
 
-The reader calls it once per chunk (tens of MB), so it adds nothing per line. Plain files show a
-percentage of their size on disk; stdin and gzip (whose decompressed size is unknown) show the
-amount read so far.
+The reader calls it once per chunk (tens of MB), so it adds nothing per line. Plain files show
+their progress through the files' size on disk; when an input's size is not known ahead (stdin,
+or a gzip, whose decompressed size is not), the bar shows the amount read so far and the rate.
+
+rich.progress is imported when the bar is first drawn, never at start-up. Measured on this
+project's 2-core machine (busy with other jobs at the time): `python -X importtime -c 'import
+rich.progress'` 28-31 ms cumulative (131 ms on a cold first run), +34 ms of CPU over a bare
+interpreter. Paid at every start, that is a tenth of the 0.3 s a whole run on a 1 MB log may take;
+paid when drawing, only runs reading 50 MB or more on a terminal pay it, and reading 50 MB takes
+0.25-0.8 s (benchmarks/README.md: 4.8-17 s per GiB). Drawing costs 50 ms the first time (the
+import and the display's start) and 2.3 ms a redraw (the hand-rolled line it replaced: 0.005 ms),
+at most every MIN_INTERVAL_S, in practice once per chunk. tests/test_render_progress.py checks
+that a run drawing no bar never imports rich.progress.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ import time
 from typing import TextIO
 
 from memlog.reading import Source
+from memlog.render import safe
 
 THRESHOLD_BYTES = 50 * 1024 * 1024
 BAR_WIDTH = 30
@@ -28,10 +41,6 @@ def _size(spec: str) -> int | None:
         return None
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
-
-
 class Progress:
     def __init__(self, inputs: list[str], stream: TextIO | None = None, enabled: bool | None = None):
         self.stream = stream or sys.stderr
@@ -40,7 +49,8 @@ class Progress:
         self.total = sum(s for s in self.sizes.values() if s)
         self.done: dict[str, int] = {}
         self.gzipped: set[str] = set()
-        self.shown = False
+        self.bar = None  # a rich.progress.Progress, from the first time it is shown
+        self.task = None
         self.last = 0.0
 
     def __call__(self, source: Source) -> None:
@@ -56,25 +66,50 @@ class Progress:
         if now - self.last < MIN_INTERVAL_S:
             return
         self.last = now
-        self.stream.write("\r" + self.line(source) + "\x1b[K")
-        self.stream.flush()
-        self.shown = True
+        self.show(source, read)
 
-    def line(self, source: Source) -> str:
-        size = self.sizes.get(source.spec)
-        known = size and not source.stats.gzip
-        name = os.path.basename(source.name)[:40]
-        if not known:
-            return f"memlog: reading {name}: {_mb(source.stats.bytes_read)}"
-        # Percent of the plain files' size on disk (a gzip's decompressed size is not known ahead).
-        plain = {spec: size for spec, size in self.sizes.items() if size and spec not in self.gzipped}
-        total = sum(plain.values())
-        fraction = min(1.0, sum(self.done.get(spec, 0) for spec in plain) / total) if total else 0.0
-        filled = int(fraction * BAR_WIDTH)
-        return f"memlog: reading {name} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%} of {_mb(total)}"
+    def known_total(self) -> int | None:
+        """The bytes there are to read, when every input's size is known ahead (plain files)."""
+        if self.gzipped or any(size is None for size in self.sizes.values()):
+            return None
+        return self.total
+
+    def show(self, source: Source, read: int) -> None:
+        description = f"memlog: reading {safe(os.path.basename(source.name))[:40]}"
+        total = self.known_total()
+        if self.bar is None:
+            self.bar = self._start()
+        elif total is None and self.bar.tasks[0].total is not None:  # a gzip among the inputs: no percentage after all
+            self.bar.remove_task(self.task)
+            self.task = None
+        if self.task is None:
+            self.task = self.bar.add_task(description, total=total, completed=min(read, total or read))
+        self.bar.update(self.task, description=description, completed=min(read, total or read))
+        self.bar.refresh()
+
+    def _start(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+        from rich.progress import Progress as Bar
+
+        bar = Bar(
+            TextColumn("{task.description}", markup=False),  # a file name is not rich markup
+            BarColumn(bar_width=BAR_WIDTH),
+            TaskProgressColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=self.stream),
+            auto_refresh=False,  # redrawn from __call__, at most every MIN_INTERVAL_S: no thread of its own
+            transient=True,  # cleared when done: the report follows on a clean screen
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        bar.start()
+        return bar
 
     def finish(self) -> None:
-        if self.shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self.shown = False
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+            self.task = None

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from memlog.api import parse_sources
+from memlog.catalog import load_specs
 from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.events import typed_detail
-from memlog.formats import load_specs
 
 SPECS = list(load_specs().values())
 

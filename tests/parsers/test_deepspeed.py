@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.api import analyze, parse_sources
+from memlog.catalog import load_specs
 from memlog.cli import app
 from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.events import typed_detail
-from memlog.formats import load_specs
 
 from tests.samplegen import build_all
 from tests.samplegen.deepspeed import merge_readings, reading

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memlog.api import analyze, parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.logwriters import hf_trainer as hf
 from memlog.logwriters.deepspeed import see_memory_usage
 from memlog.parse import parse_line

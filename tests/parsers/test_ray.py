@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.parse import parse_line
 from memlog.unwrap import Unwrapper
 

@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 
 from memlog.api import analyze, parse_sources, select_specs
+from memlog.catalog import load_specs
 from memlog.columns import ALL_VALUE_COLUMNS
 from memlog.errors import NoRecordsError
 from memlog.events import typed_detail
-from memlog.formats import load_specs
 from memlog.parse import ChunkParser, parse_line
 from memlog.reading import Source, read_chunks
 from memlog.events import build_events

@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.api import parse_sources, select_specs
+from memlog.catalog import load_specs
 from memlog.cli import app
 from memlog.errors import FormatSpecError
-from memlog.formats import load_spec, load_specs
+from memlog.formats import load_spec
 from memlog.logwriters.deepspeed import see_memory_usage
 from memlog.parse import ChunkParser, sample_mismatches
 

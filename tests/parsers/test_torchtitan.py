@@ -8,7 +8,7 @@ import math
 import pytest
 
 from memlog.api import parse_sources
-from memlog.formats import load_specs
+from memlog.catalog import load_specs
 from memlog.parse import parse_line
 
 from tests.samplegen import build_all

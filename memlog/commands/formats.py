@@ -1,0 +1,104 @@
+"""`memlog formats list|show|check|guess|test`: the log formats memlog reads (memlog.formats)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from memlog.commands.common import EXIT_FINDING, EXIT_OK, Debug, FormatOpt, FormatsDir, PluginsDir, guard
+from memlog.errors import MemlogError
+
+formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog reads.")
+
+
+@formats_app.command("list")
+def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
+    """List the formats memlog knows."""
+    from memlog.catalog import load_specs
+
+    def action():
+        for spec in load_specs(formats_dir or (), plugins_dir or ()).values():
+            typer.echo(spec.listing())
+
+    guard(debug, action)
+
+
+@formats_app.command("show")
+def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
+    """Show one format spec."""
+    from memlog.catalog import load_specs
+
+    def action():
+        specs = load_specs(formats_dir or (), plugins_dir or ())
+        if name not in specs:
+            raise MemlogError(f"unknown format {name!r} (known: {', '.join(sorted(specs))})")
+        sys.stdout.write(specs[name].path.read_text(encoding="utf-8"))
+
+    guard(debug, action)
+
+
+@formats_app.command("check")
+def formats_check(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    format: FormatOpt = None,
+    formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
+    debug: Debug = False,
+) -> None:
+    """How many lines each format's patterns match, the records found, and where near misses stop matching."""
+    from memlog.api import select_specs
+    from memlog.catalog import load_specs
+    from memlog.formatcheck import check_formats, render_check
+    from memlog.render import safe
+
+    def action():
+        specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
+        sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
+
+    guard(debug, action)
+
+
+@formats_app.command("guess")
+def formats_guess(
+    log: Annotated[str, typer.Argument(metavar="LOG", help="A log no format reads; - for stdin.")],
+    name: Annotated[Optional[str], typer.Option("--name", help="The new format's name (default: guessed-<file name>).")] = None,
+    formats_dir: FormatsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Print the format spec the generic reader guesses for LOG (YAML with samples), to edit and keep."""
+    from memlog.catalog import load_specs, load_wrappers
+    from memlog.generic.reader import guess_spec_text
+    from memlog.render import safe
+
+    def action():
+        specs = list(load_specs(formats_dir or ()).values())
+        sys.stdout.write(safe(guess_spec_text(log, specs, load_wrappers(tuple(formats_dir or ())), name)))
+
+    guard(debug, action)
+
+
+@formats_app.command("test")
+def formats_test(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A folder of format specs (and wrappers/ specs).")],
+    plugins: Annotated[bool, typer.Option("--plugins", help="Trust the folder's Python block parsers (runs its code).")] = False,
+    debug: Debug = False,
+) -> None:
+    """Check a folder's format and wrapper specs against their own samples (exit 1 if any fails)."""
+    from memlog.catalog import test_folder
+    from memlog.render import safe
+
+    def action():
+        results = test_folder(folder, plugins)
+        if not results:
+            raise MemlogError(f"{folder}: no *.yaml format specs (or wrappers/*.yaml) in it")
+        for path, problems in results:
+            typer.echo(safe(f"{'ok  ' if not problems else 'FAIL'} {path}"))
+            for problem in problems:
+                typer.echo(safe(f"     {problem}"))
+        return sum(bool(p) for _, p in results)
+
+    failed = guard(debug, action)
+    raise typer.Exit(EXIT_FINDING if failed else EXIT_OK)

@@ -1,0 +1,93 @@
+"""`memlog watch`: follow growing logs and judge the run as steps arrive (memlog.watch follows and
+judges; memlog.render.live prints)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from memlog.commands.common import CapacityOption, Debug, FailOn, FormatOpt, FormatsDir, PluginsDir, ascii_only, emit, guard, safe, terminal
+
+
+class WatchOutput(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+    github = "github"
+
+
+class ExitOn(str, Enum):
+    leak = "leak"
+    error = "error"
+    never = "never"
+
+
+def watch(
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, directories or globs to follow (need not exist yet); - for a pipe.")],
+    output: Annotated[WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")] = WatchOutput.text,
+    exit_on: Annotated[ExitOn, typer.Option("--exit-on", help="Exit 1 as soon as a leak (or any error finding) is found.")] = ExitOn.never,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
+    format: FormatOpt = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
+    capacity: CapacityOption = None,
+    formats_dir: FormatsDir = None,
+    plugins_dir: PluginsDir = None,
+    debug: Debug = False,
+) -> None:
+    """Follow growing logs (like tail -F) and judge the run as steps arrive; warn before the OOM."""
+
+    def action():
+        return run_watch(
+            logs, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval, format=format,
+            config=config, capacity_gib=capacity, formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
+            write=emit, terminal=terminal(), ascii_only=ascii_only(),
+            notice=lambda message: typer.echo(f"memlog: {safe(message)}", err=True),
+        )
+
+    raise typer.Exit(guard(debug, action))
+
+
+def run_watch(
+    inputs: list[str], *, output: str = "text", exit_on: str = "never", fail_on: str = "error", interval: float = 1.0,
+    format=None, config: str | None = None, capacity_gib: float | None = None, formats_dirs=(), plugins_dirs=(),
+    write: Callable[[str], None] = sys.stdout.write, terminal: bool = False, ascii_only: bool = False,
+    notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
+) -> int:
+    """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
+    finding at --fail-on; 0 otherwise; nothing read at all is an error, exit 2)."""
+    import shutil
+
+    from memlog.api import select_specs
+    from memlog.catalog import load_specs
+    from memlog.config import load_config
+    from memlog.render.live import LiveOutput
+    from memlog.watch import Watcher, no_records_error, should_exit, watch_loop
+
+    def flushed(text: str) -> None:
+        write(text)
+        sys.stdout.flush()
+
+    loaded = load_config(config)
+    specs = select_specs(load_specs([*loaded.formats_dirs, *formats_dirs], plugins_dirs), format)
+    watcher = Watcher(inputs, specs, config=loaded, capacity_gib=capacity_gib, notice=notice, interval=interval,
+                      wrapper_dirs=[*loaded.formats_dirs, *formats_dirs, *plugins_dirs])
+    out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
+                     workspace=os.environ.get("GITHUB_WORKSPACE"))
+
+    def on_report(report) -> bool:
+        out.update(report)
+        return should_exit(report, exit_on)
+
+    report, why = watch_loop(watcher, on_report, stop_after=stop_after)
+    if report is None:
+        raise no_records_error(watcher)
+    out.final(report, why)
+    if why == "stopped":
+        notice(f"watch: stopping (--exit-on {exit_on}): {report.headline.headline}")
+        return 1
+    return 1 if report.fails(fail_on) else 0
