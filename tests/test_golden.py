@@ -15,12 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
+from memlog.reportschema import report_schema
 from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_LOGS = sample_logs()
 GOLDEN = ROOT / "tests" / "golden"
-SCHEMA = json.loads((ROOT / "memlog" / "schema" / "report.schema.json").read_text())
+SCHEMA = report_schema()
 runner = CliRunner()
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from pathlib import Path
 
-SCHEMA = Path(__file__).parent.parent / "schema" / "report.schema.json"
+from memlog.reportschema import report_schema
 
 
 def schema() -> None:
     """Print the JSON Schema of `memlog analyze -o json`."""
-    sys.stdout.write(SCHEMA.read_text(encoding="utf-8"))
+    sys.stdout.write(json.dumps(report_schema(), indent=2, ensure_ascii=False) + "\n")
