@@ -26,10 +26,12 @@ from __future__ import annotations
 import glob
 import os
 import queue
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -453,10 +455,34 @@ def early_warning(report: Report) -> list[dict]:
     return warnings
 
 
+class Terminated(Exception):
+    """SIGTERM arrived (a batch scheduler stopping the job): end watching as Ctrl-C does."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While watching, SIGTERM raises Terminated in the main thread (its default kills the process
+    with nothing printed); a second one while the verdict is being printed is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # raised once: the closing verdict is printed whole
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_after: float | None = None) -> tuple[Report | None, str]:
     """Poll and judge until `on_report(report)` says stop (True: "stopped"), the pipes end
-    ("ended"), Ctrl-C ("interrupted") or `stop_after` seconds pass ("timeout"). Returns the
-    verdict on everything read (judged once more if anything came since) and why it ended."""
+    ("ended"), Ctrl-C ("interrupted"), SIGTERM ("terminated") or `stop_after` seconds pass
+    ("timeout"). Returns the verdict on everything read (judged once more if anything came since)
+    and why it ended. SIGTERM is only caught here when the caller made it raise (sigterm_raises)."""
     started = time.monotonic()
     why = "timeout"
     try:
@@ -473,8 +499,8 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
                 break
             if not got:
                 time.sleep(POLL_SECONDS)
-    except KeyboardInterrupt:
-        why = "interrupted"
+    except (KeyboardInterrupt, Terminated) as exc:
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
         watcher.poll()  # what was written up to the interrupt counts in the verdict printed
     finally:
         watcher.close()

@@ -261,3 +261,26 @@ def test_gzip_is_refused_with_one_line(tmp_path):
     proc = start_watch(str(log))
     code, out, err = finish(proc)
     assert code == 2 and err.strip().startswith("memlog: error:") and "Traceback" not in err
+
+
+def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
+    """A batch scheduler sends SIGTERM before it kills the job: the same ending as Ctrl-C."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    writer = SlowWriter(leak_lines(3000), path=log, pause=0.05)  # still writing when the signal comes
+    proc = start_watch(str(log))
+    writer.start()
+    wait_for(proc, "verdict leak")
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc, writer)
+    assert code == 1, err
+    assert not writer.done.is_set()
+    assert "watch terminated" in out and "memlog verdict: LEAK" in out and "Traceback" not in err
+    log.write_text("\n".join(flat_lines(60)) + "\n")  # a healthy run: exit 0, the last object says why it ended
+    proc = start_watch(str(log), "-o", "jsonl")
+    wait_for(proc, '"verdict": "stable"')
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc)
+    assert code == 0, err
+    final = json_lines(out)[-1]
+    assert final["watch"]["event"] == "final" and final["watch"]["ended"] == "terminated"

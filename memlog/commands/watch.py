@@ -30,7 +30,7 @@ def watch(
     logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, directories or globs to follow (need not exist yet); - for a pipe.")],
     output: Annotated[WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")] = WatchOutput.text,
     exit_on: Annotated[ExitOn, typer.Option("--exit-on", help="Exit 1 as soon as a leak (or any error finding) is found.")] = ExitOn.never,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C, SIGTERM or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
     format: FormatOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
@@ -59,14 +59,14 @@ def run_watch(
     notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
-    finding at --fail-on; 0 otherwise; nothing read at all is an error, exit 2)."""
+    finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
     import shutil
 
     from memlog.api import select_specs
     from memlog.catalog import load_specs
     from memlog.config import load_config
     from memlog.render.live import LiveOutput
-    from memlog.watch import Watcher, no_records_error, should_exit, watch_loop
+    from memlog.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
 
     def flushed(text: str) -> None:
         write(text)
@@ -83,7 +83,8 @@ def run_watch(
         out.update(report)
         return should_exit(report, exit_on)
 
-    report, why = watch_loop(watcher, on_report, stop_after=stop_after)
+    with sigterm_raises():  # a scheduler's SIGTERM ends watching as Ctrl-C does: the verdict, exit by --fail-on
+        report, why = watch_loop(watcher, on_report, stop_after=stop_after)
     if report is None:
         raise no_records_error(watcher)
     out.final(report, why)
