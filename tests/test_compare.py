@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
+from memlog.compare import VERDICTS
 from memlog.logwriters import deepspeed as ds
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
+SCHEMA = json.loads(runner.invoke(app, ["schema", "--kind", "compare"]).stdout)  # the published contract
 CAPACITY = 79.11
 
 
@@ -36,7 +39,9 @@ def run(*args: str):
 def as_json(base: str, new: str, *extra: str) -> tuple[int, dict]:
     code, out, err = run(base, new, "-o", "json", *extra)
     assert code in (0, 1), err
-    return code, json.loads(out)
+    document = json.loads(out)
+    jsonschema.validate(document, SCHEMA)  # every JSON document these tests read keeps to the schema
+    return code, document
 
 
 @pytest.fixture
@@ -146,3 +151,18 @@ def test_markdown_and_github_outputs(tmp_path, base):
     assert "| worker | plateau level |" in out and "| rank0 |" in out
     code, out, _ = run(base, higher, "-o", "github")
     assert code == 1 and "::error title=memlog compare level-increase::" in out
+    assert as_json(base, higher)[0] == 1  # the same pair as JSON, checked against the schema
+
+
+def test_the_compare_schema_is_published_and_strict(tmp_path, base):
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["kind"]["const"] == "compare"
+    assert SCHEMA["properties"]["verdict"]["enum"] == list(VERDICTS)
+    _, doc = as_json(base, write_run(tmp_path / "new.log", 32.0))
+    doc["pairs"][0]["diff"]["surprise"] = 1  # a field the schema does not name is refused
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)
+    scan = json.loads(runner.invoke(app, ["schema", "--kind", "scan"]).stdout)
+    assert scan["title"] == "memlog scan -o json"
+    result = runner.invoke(app, ["schema", "--kind", "nope"])
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
