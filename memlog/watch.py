@@ -17,8 +17,12 @@ restarted step counter starts a new segment as in `analyze`). A directory or glo
 again every RESCAN_SECONDS, so rank files that appear later are followed too. `-` reads a pipe;
 when every input is a pipe and all have ended, watching ends.
 
-Compressed files cannot be followed: a `.gz` named explicitly is an error, one inside a watched
-directory (an old rotation) is left out, said once on stderr.
+A compressed file (gzip, bzip2, xz: by its first bytes, not its name) cannot grow: it is a finished
+rotation (logrotate's `compress` next to the live file), so it is read once, whole, as `analyze`
+reads it, and its records are part of the run judged; it is never followed. One found by listing a
+directory or glob is read once its last write is SETTLE_SECONDS old (logrotate may still be
+compressing it), and read again if it changed while being read. When every input named is a pipe
+that ended or a compressed file, nothing more can come and watching ends, as at a pipe's end.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from memlog.formats import FormatSpec
 from memlog.inputs import directory_sources, file_source, natural_key
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Matches
-from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, to_frame
+from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, read_pieces, to_frame
 from memlog.records import Keep, compact_records, source_frame
 from memlog.report import Report
 from memlog.rulekit import Finding
@@ -53,6 +57,7 @@ POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing a
 RESCAN_SECONDS = 2.0  # how often directories and globs are listed again for new files
 FLUSH_ROWS = 4096  # records a follower gathers from small polls before its condenser takes them
 COMPACT_FRAMES = 16  # a follower's kept record frames are joined into one past this many
+SETTLE_SECONDS = 2.0  # a compressed file found by listing is read once unwritten this long
 
 
 @dataclass
@@ -78,8 +83,10 @@ class Progress:
 class Follower:
     """One file followed (or the pipe `-`), with the state that makes each poll read only new bytes."""
 
-    def __init__(self, source: Source, parser: ChunkParser, keep: Keep) -> None:
-        self.source, self.parser, self.keep = source, parser, keep
+    def __init__(self, source: Source, parser: ChunkParser, keep: Keep, settle: bool = False) -> None:
+        self.source, self.parser, self.keep, self.settle = source, parser, keep, settle
+        self.compressed = False  # read once, whole (_read_compressed); `ended` once read
+        self.changed = False  # a compressed file changed while it was read: to be read again
         self.handle = None
         self.file_id: tuple[int, int] | None = None
         self.position = 0
@@ -104,8 +111,12 @@ class Follower:
         """Read what was appended since the last poll; True when something was read."""
         if self.source.spec == "-":
             return self._poll_pipe()
-        if self.handle is None and not self._open():
+        if self.ended:
             return False
+        if not self.compressed and self.handle is None and not self._open():
+            return False
+        if self.compressed:
+            return self._read_compressed()
         got = self._read_to_end()
         if got:
             self.written_at = os.fstat(self.handle.fileno()).st_mtime
@@ -116,7 +127,7 @@ class Follower:
         if (st.st_dev, st.st_ino) != self.file_id:
             self._read_to_end()  # the last bytes written to the old file
             self._restart("rotated")
-            if self._open():
+            if self._open() and not self.compressed:  # a compressed one is read whole at the next poll
                 self._read_to_end()
             return True
         if st.st_size < self.position:
@@ -132,9 +143,10 @@ class Follower:
             return False
         except OSError as exc:
             raise InputError(f"{self.source.spec}: cannot open ({exc.strerror or exc})") from None
-        if handle.read(2) == GZIP_MAGIC:
+        if _compressed_magic(handle.read(10)):
             handle.close()
-            raise InputError(f"{self.source.spec}: gzip-compressed; watch follows plain-text logs (use `memlog analyze` for it)")
+            self.compressed = True
+            return True
         handle.seek(0)
         st = os.fstat(handle.fileno())
         self.handle, self.file_id, self.position = handle, (st.st_dev, st.st_ino), 0
@@ -156,6 +168,27 @@ class Follower:
 
         # A few appended lines are scanned here; a backlog (the file as found at start) on all cores.
         return self._absorb((piece for block in blocks() for piece in self.cutter.feed(block)), workers=None if backlog else 1)
+
+    def _read_compressed(self) -> bool:
+        """The whole file, decompressed, as `analyze` reads it; then it is done (it cannot grow)."""
+        try:
+            before = os.stat(self.source.spec)
+        except OSError:
+            return False  # gone before it was read (a rotation deleted it)
+        if self.settle and time.time() - before.st_mtime < SETTLE_SECONDS:
+            return False  # possibly still being compressed: read it once finished
+        try:
+            self._absorb(read_pieces(self.source), workers=None)
+        except InputError:
+            return False
+        self._matched(self.parser.finish_source(), 1)
+        self.ended, self.written_at = True, before.st_mtime
+        try:
+            after = os.stat(self.source.spec)
+            self.changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+        except OSError:
+            pass
+        return True
 
     def _restart(self, why: str) -> None:
         """The file was replaced or cut: what is left of the old one is finished; line numbers go on."""
@@ -269,16 +302,16 @@ class Watcher:
         self.notice, self.interval = notice, interval
         self.keep = Keep.judged()
         self.followers: dict[str, Follower] = {}
-        self.skipped_gz: set[str] = set()
+        self.compressed_said: set[str] = set()
         self.last_scan = 0.0
         self.judged_at = 0.0
         self.judge_seconds = 0.0
         self.unjudged = False
         self.progress = Progress()
         self.report: Report | None = None
-        for spec in self.inputs:
-            if spec != "-" and os.path.isfile(spec) and _is_gzip(spec):
-                raise InputError(f"{spec}: gzip-compressed; watch follows plain-text logs (use `memlog analyze` for it)")
+        # Listed inputs (a directory, a glob) can gain files: watching them never ends by itself.
+        self.listing = any(spec != "-" and (os.path.isdir(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?[")))
+                           for spec in self.inputs)
         self.discover(force=True)
 
     def discover(self, force: bool = False) -> None:
@@ -292,39 +325,52 @@ class Watcher:
                 self._follow(Source("-"))
             elif os.path.isdir(spec):
                 for source in directory_sources(Path(spec)):
-                    if source.spec.endswith(".gz") or _is_gzip(source.spec):
-                        if source.spec not in self.skipped_gz:
-                            self.skipped_gz.add(source.spec)
-                            self.notice(f"{source.spec}: compressed (an old rotation?): not followed")
-                        continue
-                    self._follow(source)
+                    self._follow(source, settle=True)
             elif not os.path.exists(spec) and any(c in spec for c in "*?["):
                 for path in sorted(glob.glob(spec, recursive=True), key=natural_key):
-                    if os.path.isfile(path) and not _is_gzip(path):
-                        self._follow(file_source(path))
+                    if os.path.isfile(path):
+                        self._follow(file_source(path), settle=True)
             else:
                 if spec not in self.followers and not os.path.exists(spec):
                     self.notice(f"{spec}: does not exist yet; waiting for it")
                 self._follow(file_source(spec))
 
-    def _follow(self, source: Source) -> None:
+    def _follow(self, source: Source, settle: bool = False) -> None:
         if source.spec not in self.followers:
-            self.followers[source.spec] = Follower(source, ChunkParser(self.specs, wrappers=self.wrappers), self.keep)
+            self.followers[source.spec] = Follower(source, ChunkParser(self.specs, wrappers=self.wrappers), self.keep, settle)
 
     @property
     def ended(self) -> bool:
-        """Only pipes were named and all of them have ended: nothing more can come."""
-        return bool(self.followers) and all(f.source.spec == "-" and f.ended for f in self.followers.values())
+        """Only pipes and compressed files were named, and all were read to their end: nothing more can come."""
+        return not self.listing and bool(self.followers) and all(f.ended for f in self.followers.values())
 
     def poll(self) -> bool:
         """Read what every input appended; True when anything was read."""
         self.discover()
         got = False
-        for follower in list(self.followers.values()):
+        for spec, follower in list(self.followers.items()):
             got |= follower.poll()
+            if follower.compressed and follower.ended:
+                self._compressed_read(spec, follower)
         if got:
             self.unjudged = True
         return got
+
+    def _compressed_read(self, spec: str, follower: Follower) -> None:
+        """Say once that a compressed file was read whole (and if it was damaged); one that changed
+        while it was read is read again from scratch."""
+        if follower.changed and not follower.settle:
+            follower.changed = False  # named on the command line: what was read stands
+        if follower.changed:
+            self.followers[spec] = Follower(Source(spec, identity=follower.source.identity),
+                                            ChunkParser(self.specs, wrappers=self.wrappers), self.keep, settle=True)
+            return
+        if spec in self.compressed_said:
+            return
+        self.compressed_said.add(spec)
+        damage = follower.source.stats.damaged
+        self.notice(f"{spec}: compressed: read whole, not followed (it cannot grow)"
+                    + (f"; {damage}, analysed what was readable" if damage else ""))
 
     def due(self) -> bool:
         """Time to judge: something new, at least `interval` since the last judgement, and at least
@@ -372,12 +418,11 @@ class Watcher:
             follower.close()
 
 
-def _is_gzip(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(2) == GZIP_MAGIC
-    except OSError:
-        return False
+def _compressed_magic(head: bytes) -> bool:
+    """gzip, bzip2, xz or zstd by their first bytes (memlog.reading opens the first three and says
+    it cannot read zstd)."""
+    bzip2 = head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] == b"1AY&SY"
+    return head[:2] == GZIP_MAGIC or bzip2 or head[:6] == b"\xfd7zXZ\x00" or head[:4] == b"\x28\xb5\x2f\xfd"
 
 
 # -- what changed between two judgements ---------------------------------------------------------

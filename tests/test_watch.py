@@ -17,10 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from memlog.catalog import load_specs
-from memlog.errors import InputError
 from memlog.watch import Watcher
 from tests.synthetic import torchtitan_lines
 
@@ -251,16 +248,61 @@ def test_a_poll_reads_only_the_appended_bytes(tmp_path):
     watcher.close()
 
 
-def test_gzip_is_refused_with_one_line(tmp_path):
+def gzipped(path: Path, lines: list[str], *, age: float = 60.0) -> None:
+    """A finished rotation: `lines` gzip-compressed, last written `age` seconds ago."""
     import gzip
 
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_a_compressed_log_named_is_read_whole_and_watching_ends(tmp_path):
     log = tmp_path / "train.log.gz"
-    log.write_bytes(gzip.compress(b"hello\n"))
-    with pytest.raises(InputError, match="gzip"):
-        Watcher([str(log)], list(load_specs().values()))
+    gzipped(log, leak_lines(60), age=0)
     proc = start_watch(str(log))
+    code, out, err = finish(proc, timeout=60)
+    assert code == 1, err  # it cannot grow: the verdict on all of it, exit by --fail-on (as at a pipe's end)
+    assert "watch ended" in out and "memlog verdict: LEAK" in out
+    assert "read whole, not followed (it cannot grow)" in err and "Traceback" not in err
+    proc = start_watch(str(log), "--fail-on", "never", "-o", "jsonl")
+    code, out, _ = finish(proc, timeout=60)
+    final = json_lines(out)[-1]
+    assert code == 0 and final["watch"]["ended"] == "ended" and final["coverage"]["steps"] == [1, 60]
+
+
+def test_a_compressed_rotation_in_a_watched_directory_is_part_of_the_run(tmp_path):
+    """logrotate's compress: train.log.1.gz holds the first steps, train.log goes on from there."""
+    lines = flat_lines(100)
+    gzipped(tmp_path / "train.log.1.gz", lines[:61])  # the capacity line and steps 1-60
+    (tmp_path / "train.log").write_text("\n".join(lines[61:]) + "\n")
+    proc = start_watch(str(tmp_path), "-o", "jsonl")
+    wait_for(proc, "read whole", stream=1)
+    wait_for(proc, '"verdict": "stable"')
+    time.sleep(1.0)
+    assert proc.poll() is None, "the live file is still followed"
+    proc.send_signal(signal.SIGINT)
     code, out, err = finish(proc)
-    assert code == 2 and err.strip().startswith("memlog: error:") and "Traceback" not in err
+    assert code == 0, err
+    final = json_lines(out)[-1]
+    assert final["coverage"]["steps"] == [1, 100] and len(final["coverage"]["sources"]) == 2
+
+
+def test_a_compressed_file_still_being_written_is_read_once_finished(tmp_path):
+    import gzip
+
+    whole = gzip.compress(("\n".join(flat_lines(80)) + "\n").encode())
+    rotated = tmp_path / "train.log.1.gz"
+    rotated.write_bytes(whole[: len(whole) // 2])  # logrotate still compressing it
+    watcher = Watcher([str(tmp_path)], list(load_specs().values()))
+    watcher.poll()
+    assert watcher.judge() is None  # not read while it may still grow
+    rotated.write_bytes(whole)
+    os.utime(rotated, (time.time() - 60, time.time() - 60))
+    watcher.poll()
+    report = watcher.judge()
+    assert report.coverage["steps"] == [1, 80] and not report.coverage["sources"][0].get("damaged")
+    assert not watcher.ended  # a directory can gain files
+    watcher.close()
 
 
 def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
