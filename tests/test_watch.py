@@ -326,3 +326,93 @@ def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
     assert code == 0, err
     final = json_lines(out)[-1]
     assert final["watch"]["event"] == "final" and final["watch"]["ended"] == "terminated"
+
+
+def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
+    """watch on a pseudo-terminal: the status area (verdict, a row per rank with its level) is drawn,
+    then redrawn over itself (cursor up as many lines as were drawn, clear to the end) at most once a
+    second; escape sequences written in the log never reach the terminal (reading strips them, memlog/unwrap.py, and
+    status_lines passes what it prints through render.safe: either one suffices here)."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    from memlog.logwriters import ray
+
+    memory = {r: [30.0 + 2 * r + noise(i) for i in range(300)] for r in (0, 1)}
+    lines = torchtitan_lines(memory, capacity=CAPACITY)
+    hostile = "\x1b]0;PWNED\x07\x1b[2J\x1b[31m\x9b1A\u202e"
+    lines.insert(200, lines[199] + "  " + hostile)  # a step line with escapes at its end (read as a step)
+    lines.insert(210, hostile + " torch.OutOfMemory? " + hostile)  # a line of nothing but
+    # and one whose text a finding quotes (Ray's exit detail) in the status area
+    lines.append(ray.worker_died(task_id="ab12", worker_id="cd34", node_id="ef56", ip="10.0.0.1", port=1234, pid=42,
+                                 exit_type="SYSTEM_ERROR", exit_detail=f"killed {hostile} here"))
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines[:81]) + "\n")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}  # no colour: every escape but the redraw's is foreign
+    err = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "memlog", "watch", str(log)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=err, env=env)
+    os.close(slave)
+    received: list[tuple[float, bytes]] = []
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # EIO: watch exited and the terminal closed
+                return
+            if not data:
+                return
+            received.append((time.monotonic(), data))
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not received and time.monotonic() < deadline:  # the first status area: watch has started
+            time.sleep(0.1)
+        for i in range(81, len(lines), 10):  # steps arrive for about 4 s
+            with open(log, "a") as handle:
+                handle.write("\n".join(lines[i : i + 10]) + "\n")
+            time.sleep(0.2)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(10)
+        os.close(master)
+    err.seek(0)
+    assert code == 1, err.read()  # the crash is an error finding (--fail-on error)
+    data = b"".join(chunk for _, chunk in received)
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    # Nothing from the log acts on the terminal: the only escapes are the redraw's own.
+    assert b"\x07" not in data and b"\x1b]" not in data and "\x9b" not in text and "\u202e" not in text
+    assert re.sub(r"\x1b\[\d+F\x1b\[J", "", text).count("\x1b") == 0, "an escape sequence other than the redraw's"
+    # Drawn, then redrawn in place: each redraw moves up exactly the lines the previous drawing wrote.
+    redraws = list(re.finditer(r"\x1b\[(\d+)F\x1b\[J", text))
+    assert len(redraws) >= 3, text
+    blocks = re.split(r"\x1b\[\d+F\x1b\[J", text)
+    for match, drawn in zip(redraws, blocks):
+        assert int(match.group(1)) == drawn.count("\n")
+    for block in blocks[:-1]:  # each status area: the verdict and a row per rank with its level
+        assert "verdict: STABLE" in block or "verdict: CRASH" in block
+        assert re.search(r"^  rank0 +30\.\d\d GiB", block, re.M) and re.search(r"^  rank1 +32\.\d\d GiB", block, re.M), block
+    assert "verdict: STABLE" in blocks[0] and "crash: A Ray worker died (SYSTEM_ERROR: killed" in blocks[-2]
+    assert "memlog verdict: CRASH" in blocks[-1]  # Ctrl-C: the area is cleared and the verdict printed
+    # At most once a second (the default --interval): the redraws' arrival times.
+    ends, times, offset = [], [], 0
+    for at, chunk in received:
+        offset += len(chunk)
+        ends.append(offset)
+        times.append(at)
+    starts = [m.start() for m in re.finditer(rb"\x1b\[\d+F\x1b\[J", data)][:-1]  # the last is the final clear
+    drawn_at = [times[next(i for i, end in enumerate(ends) if end > s)] for s in starts]
+    gaps = [b - a for a, b in zip(drawn_at, drawn_at[1:])]
+    assert gaps and min(gaps) >= 0.8, gaps
