@@ -416,3 +416,31 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     drawn_at = [times[next(i for i, end in enumerate(ends) if end > s)] for s in starts]
     gaps = [b - a for a, b in zip(drawn_at, drawn_at[1:])]
     assert gaps and min(gaps) >= 0.8, gaps
+
+
+def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monkeypatch):
+    """A rotation's .gz rewritten while it was being read (logrotate compressing it again) counts
+    as read only once it was read unchanged: what the first read took is dropped, not added twice."""
+    import memlog.watch as watch
+
+    rotated = tmp_path / "train.log.1.gz"
+    gzipped(rotated, flat_lines(40))
+    real = watch.read_pieces
+    reads = []
+
+    def rewritten_during_the_first_read(source):
+        yield from real(source)
+        reads.append(source.spec)
+        if len(reads) == 1:
+            gzipped(rotated, flat_lines(80))
+
+    monkeypatch.setattr(watch, "read_pieces", rewritten_during_the_first_read)
+    watcher = Watcher([str(tmp_path)], list(load_specs().values()))
+    watcher.poll()
+    assert len(reads) == 1 and watcher.judge() is None  # the first read is dropped
+    watcher.poll()
+    report = watcher.judge()
+    assert len(reads) == 2 and report.coverage["steps"] == [1, 80] and report.coverage["records"] == 80
+    watcher.poll()
+    assert len(reads) == 2  # read whole once: never again
+    watcher.close()
