@@ -297,6 +297,7 @@ def small_bounds(monkeypatch):
     monkeypatch.setattr(condense, "HELD_RECORDS", 2000)
     monkeypatch.setattr(condense, "MIN_CONDENSE_AFTER", 4)
     monkeypatch.setattr(condense, "BATCH_ROWS", 500)  # many batches: segments left behind in earlier ones too
+    monkeypatch.setattr(condense, "COMPACT_SLICE_ROWS", 1000)  # records binned again a few workers at a time
 
 
 def _resumed(tmp_path: Path, ranks: int, segments: int, every: int, name: str = "train.log") -> str:
@@ -376,3 +377,11 @@ def test_many_ranks_share_the_records_held(tmp_path, small_bounds, ranks):
     judged = [api.analyze([path], condense=flag) for flag in (True, False)]
     assert judged[0].verdict == judged[1].verdict == "leak"
     assert {f.rule for f in judged[0].findings} == {f.rule for f in judged[1].findings}
+
+
+def test_binning_again_a_few_workers_at_a_time_gives_the_same_bins(tmp_path, small_bounds, monkeypatch):
+    path = _resumed(tmp_path, 120, 1, 120)
+    sliced, _ = parse_sources([path], SPECS, chunk_bytes=64 << 10, keep=Keep.judged())
+    monkeypatch.setattr(condense, "COMPACT_SLICE_ROWS", 1 << 30)
+    whole, _ = parse_sources([path], SPECS, chunk_bytes=64 << 10, keep=Keep.judged())
+    assert sliced.records["steps"].max() > 1 and sliced.records.equals(whole.records)
