@@ -122,6 +122,8 @@ def _read_source(
         for frame in guessed_rows:
             records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
         records += guessed_sink.finish(None)
+        if summarised is not None and isinstance(guessed_sink, Condenser) and guessed_sink.summarised:
+            summarised.append(guessed_sink.summarised)
         if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
             records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or _read_values([frame])]
     if records:
