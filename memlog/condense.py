@@ -31,10 +31,12 @@ binned rather than reported.
 Two bounds keep what is held per worker small whatever the layout (issue: 10,000 ranks teed into
 one file, a job resumed every 2,500 steps, a restart loop):
 - a source of many workers condenses sooner: each worker and kind's first 2 * `after` steps of a
-  segment stay alone, `after` being CONDENSE_AFTER, or HELD_RECORDS shared out among the workers
-  seen so far when there are more than HELD_RECORDS / (2 * CONDENSE_AFTER) of them (never below
-  MIN_CONDENSE_AFTER). Series that short are then binned while reading rather than by
-  series._binned;
+  segment stay alone, `after` being CONDENSE_AFTER, or HELD_RECORDS / (4 * workers seen so far)
+  when that is smaller (never below MIN_CONDENSE_AFTER). Series that short are then binned while
+  reading rather than by series._binned. A batch then holds a few steps of each worker, too few
+  for its runs to have an inside, so the records held are binned again across batches
+  (Condenser._compact) once they pass HELD_RECORDS and have grown by half since; a bin of bins
+  stands for all its steps, its values the lower median of theirs (not weighted by steps);
 - a worker and kind keep their last KEEP_SEGMENTS restart segments; older ones are summarised
   (Summarised: their steps per format, their restarts, their first and last steps), so that the
   coverage still counts them, and the report says so. Their own series are not judged: the live
