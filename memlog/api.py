@@ -88,8 +88,13 @@ def _read_source(
     are added to the lists, which then hold the only reference to them (build_records frees them).
     What its condenser summarised (restart segments no longer held) goes to `summarised`.
     While no spec claims a line of the source, `guesser` reads it too; returns what it guessed."""
-    records, events, guessed_rows = [], [], []
+    records, events = [], []
     sink: RecordSink = Condenser() if keep.condense else KeepEvery()
+    # What the guess reads is condensed as it comes, like a spec's records, and dropped if a spec
+    # claims the source after all.
+    guessed_sink: RecordSink = Condenser() if keep.condense else KeepEvery()
+    guessed_records: list[pl.DataFrame] = []
+    guessed_any = False
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
@@ -98,11 +103,13 @@ def _read_source(
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
         if read_values(matches.records):
-            guesser, guessed_rows = None, []  # a spec reads this source: the guess steps aside
+            guesser, guessed_records = None, []  # a spec reads this source: the guess steps aside
         if guesser is not None:
             skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
-            found = guesser.feed(scanned.lines.drop("_row"), skip)
-            guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
+            if found := guesser.feed(scanned.lines.drop("_row"), skip):
+                frame = compact_records(source.name, found, keep, source.identity)
+                guessed_records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
+                guessed_any = True
         if progress is not None:
             progress(source)
     records += sink.finish(parser.open_since())
@@ -116,14 +123,14 @@ def _read_source(
     guessed = None
     if guesser is not None:
         found, guessed = guesser.finish()
-        guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
-        guessed_sink: RecordSink = Condenser() if keep.condense else KeepEvery()
-        for frame in guessed_rows:
-            records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
-        records += guessed_sink.finish(None)
+        if found:
+            frame = compact_records(source.name, found, keep, source.identity)
+            guessed_records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
+            guessed_any = True
+        records += guessed_records + guessed_sink.finish(None)
         if summarised is not None and isinstance(guessed_sink, Condenser) and guessed_sink.summarised:
             summarised.append(guessed_sink.summarised)
-        if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
+        if guessed_any:  # a spec's matches that read no value stand for nothing the guess did not read
             records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or read_values([frame])]
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
