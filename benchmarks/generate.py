@@ -17,6 +17,11 @@ Kinds (line formats from /work/shared/reference/log-formats.md):
              steps, HF Trainer's loss dict.
   ranks      one torchtitan file per rank, as `> logs/rank$RANK.log` leaves them (no torchrun
              prefix), every line a step record. SIZE is per file; --files says how many.
+  manyranks  dense, from MANY_RANKS (10,000) ranks teed into one file: a few hundred steps per rank.
+  restarts   dense, 8 ranks whose job is resumed from step 1 every RESTART_EVERY (2,500) steps (a
+             run appending to one file): memory climbs again in each segment.
+  churn      one rank's file (no torchrun prefix, no colours) whose step counter restarts every
+             CHURN_EVERY (2) steps: a restart loop, hundreds of thousands of segments.
 
 Every log has a memory shape for the rules to judge: a warm-up knee over the first steps, then a
 slow leak under noise (device memory for torchtitan and DeepSpeed, host memory for the Ray run).
@@ -58,7 +63,10 @@ from memlog.logwriters.torchtitan import COLOR, LLAMA3_8B_FPT, reserved, through
 
 GENERATOR_VERSION = "1"
 DEFAULT_OUT = Path(os.environ.get("MEMLOG_BENCH_DIR", "/tmp/memlog-bench"))
-KINDS = ("dense", "sparse", "ray", "deepspeed", "ranks")
+KINDS = ("dense", "sparse", "ray", "deepspeed", "ranks", "manyranks", "restarts", "churn")
+MANY_RANKS = 10_000  # `manyranks`: ranks teed into one file
+RESTART_EVERY = 2_500  # `restarts`: steps between two resumes of the 8 ranks
+CHURN_EVERY = 2  # `churn`: steps between two restarts of its one rank
 
 # The line writers format their numbers themselves (`{step:2}`, `{mem_gib:5.2f}`), so a hole goes in
 # as a marker value and its printed text is swapped for the %-conversion afterwards.
@@ -174,13 +182,21 @@ def titan_prefix(rank: int | None, level: str, titan_tag: bool) -> str:
     return titan.log_line("", ts="%s", level=level, rank=rank, titan=titan_tag)
 
 
-def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, start: datetime) -> Callable[[int, int], tuple]:
+def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, start: datetime,
+                 restart_every: int | None = None) -> Callable[[int, int], tuple]:
+    """`restart_every`: the step counter goes back to 1 after this many steps (a resumed job), and
+    memory starts its warm-up and leak again with it."""
     stamp = Stamps(start)
 
     def values(block: int, total_steps: int) -> tuple:
         first = block * steps_per_block + 1
         stamps = [stamp((first + k) * TITAN_STEP_SECONDS) for k in range(steps_per_block)]
-        levels = [leak.at(first + k, total_steps) for k in range(steps_per_block)]
+        if restart_every:
+            steps = [(first + k - 1) % restart_every + 1 for k in range(steps_per_block)]
+            levels = [leak.at(step, restart_every) for step in steps]
+        else:
+            steps = [first + k for k in range(steps_per_block)]
+            levels = [leak.at(step, total_steps) for step in steps]
         out: list = []
         for hole in holes_:
             k = hole.step_offset
@@ -188,7 +204,7 @@ def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, star
                 out.append(stamps[k])
             else:
                 gib = levels[k] + hole.noise
-                out += (stamps[k], first + k, gib, gib * PCT_PER_GIB)
+                out += (stamps[k], steps[k], gib, gib * PCT_PER_GIB)
         return tuple(out)
 
     return values
@@ -215,7 +231,8 @@ def titan_header(ranks: list[int | None], start: datetime, *, titan_tag: bool, l
     return "".join(line + "\n" for line in lines)
 
 
-def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(8)), steps_per_block: int = 256) -> LogKind:
+def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(8)), steps_per_block: int = 256,
+               restart_every: int | None = None, color: bool = True) -> LogKind:
     """Every line a 2025-09 torchtitan step line; the ranks' lines of a step arrive in jittered order."""
     rng = seeded_rng(f"bench-{name}")
     offsets = {r: rng.uniform(-0.05, 0.05) for r in ranks}
@@ -227,7 +244,7 @@ def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(
         for rank in ranks:
             tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
             msg = titan.step_line_2025_09(step=STEP_MARK, loss=loss, grad_norm=abs(rng.gauss(0.9, 0.1)), mem_gib=GIB_MARK,
-                                          mem_pct=PCT_MARK, tps=tps, tflops=tflops, mfu=mfu, color=COLOR)
+                                          mem_pct=PCT_MARK, tps=tps, tflops=tflops, mfu=mfu, color=COLOR if color else titan.NO_COLOR)
             text = titan_prefix(rank, "INFO", True) + holes(msg, *TITAN_SWAPS)
             hole = TitanHole(k, RECORD_HOLE, offsets[rank] + rng.gauss(0, 0.03))
             streams.append([Line(k + rng.uniform(0, 0.004), text, hole)])
@@ -235,7 +252,19 @@ def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(
     template, holes_ = titan_template(lines)
     leak = Leak(start=18.2, plateau=31.6, leak=6.0)
     header = titan_header(list(ranks), TITAN_START, titan_tag=True, legacy=False)
-    return LogKind(header, template, steps_per_block, titan_values(holes_, steps_per_block, leak, TITAN_START))
+    return LogKind(header, template, steps_per_block, titan_values(holes_, steps_per_block, leak, TITAN_START, restart_every))
+
+
+def make_many_ranks() -> LogKind:
+    return make_dense(name="manyranks", ranks=tuple(range(MANY_RANKS)), steps_per_block=1)
+
+
+def make_restarts() -> LogKind:
+    return make_dense(name="restarts", restart_every=RESTART_EVERY)
+
+
+def make_churn() -> LogKind:
+    return make_dense(name="churn", ranks=(None,), steps_per_block=CHURN_EVERY * 64, restart_every=CHURN_EVERY, color=False)
 
 
 def make_rank_file(rank: int) -> LogKind:
@@ -486,7 +515,8 @@ def make_deepspeed(steps_per_block: int = 100) -> LogKind:
     return LogKind(header, template, steps_per_block, values)
 
 
-MAKERS: dict[str, Callable[[], LogKind]] = {"dense": make_dense, "sparse": make_sparse, "ray": make_ray, "deepspeed": make_deepspeed}
+MAKERS: dict[str, Callable[[], LogKind]] = {"dense": make_dense, "sparse": make_sparse, "ray": make_ray, "deepspeed": make_deepspeed,
+                                             "manyranks": make_many_ranks, "restarts": make_restarts, "churn": make_churn}
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
     python -m benchmarks.run --cases dense,sparse     # some cases
     python -m benchmarks.run --cases dense --sizes 256M,512M --runs 5
     python -m benchmarks.run --quick                  # small sizes: a smoke run in a minute
+    python -m benchmarks.run --cases manyranks,restarts,churn --runs 1 --warmup 0   # memory of unusual layouts
 
 Each measurement is the median wall time of --runs runs after --warmup runs (which also bring the
 file into the page cache and, as an installed tool's first run does, write memlog's bytecode
@@ -85,6 +86,11 @@ DEFAULT_SIZES = {
     "linearity": (["1G", "2G", "4G"], ["16M", "32M", "64M"]),
     "ray": (["256M"], ["8M"]),
     "deepspeed": (["256M"], ["8M"]),
+    # Layouts whose memory followed the file rather than the steps (issue: 10,000 ranks teed; 8 ranks
+    # resumed every 2,500 steps; a restart loop): see benchmarks.generate.
+    "manyranks": (["1G"], ["16M"]),
+    "restarts": (["400M"], ["16M"]),
+    "churn": (["90M"], ["4M"]),
 }
 RANK_FILES = (64, 8)  # files in the `ranks` case: (full, --quick)
 
@@ -110,6 +116,8 @@ def build_cases(groups: list[str], sizes: list[int] | None, quick: bool) -> list
             cases += [Case(f"linearity {size_label(s)}", "dense", s, target=Target(rss_mib=RSS_MIB, linear_to=first if i else None,
                                                                          same_rss_as=first if i else None))
                       for i, s in enumerate(group_sizes)]
+        elif group in ("manyranks", "restarts", "churn"):
+            cases += [Case(f"{group} {size_label(s)}", group, s, target=Target(rss_mib=512)) for s in group_sizes]
         elif group in ("ray", "deepspeed"):
             cases += [Case(f"{group} {size_label(s)}", group, s, target=Target(ratio=2.0, rss_mib=RSS_MIB)) for s in group_sizes]
         else:

@@ -13,13 +13,14 @@ from pathlib import Path
 import polars as pl
 
 from memlog.catalog import load_specs, load_wrappers
-from memlog.condense import Condenser
+from memlog.condense import Condenser, Summarised
 from memlog.config import Config
 from memlog.capacity import find_capacities
 from memlog.context import Context
 from memlog.errors import MemlogError, NoRecordsError
 from memlog.events import EVENT_KINDS, Event, build_events
 from memlog.formats import FormatSpec
+from memlog.limits import MAX_EVENTS_PER_KIND, MAX_RESTARTS_LISTED
 from memlog.generic import Guessed, SourceGuesser
 from memlog.inputs import expand
 from memlog.parallel import ordered_map
@@ -67,26 +68,33 @@ def parse_sources(
     wrappers = load_wrappers(tuple(wrapper_dirs))
     parser = ChunkParser(specs, observe, wrappers)
     sources = expand(list(inputs))
-    record_frames, event_frames, guessed = [], [], []
+    record_frames, event_frames, guessed, summarised = [], [], [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
         chunks = iter(chunks)
         first = next(chunks)
         guesser = SourceGuesser(first[0].name, specs, wrappers) if generic else None
-        found = _read_source(itertools.chain([first], chunks), parser, keep, progress, record_frames, event_frames, guesser)
+        found = _read_source(itertools.chain([first], chunks), parser, keep, progress, record_frames, event_frames, guesser, summarised)
         if found is not None:
             guessed.append(found)
-    return tables_of(record_frames, event_frames, guessed), sources
+    return tables_of(record_frames, event_frames, guessed, summarised), sources
 
 
 def _read_source(
     chunks: Iterable[tuple[Source, Piece, Scan]], parser: ChunkParser, keep: Keep, progress,
     record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guesser: SourceGuesser | None = None,
+    summarised: list[Summarised] | None = None,
 ) -> Guessed | None:
     """One source's scanned chunks absorbed in file order; its record rows (compact) and its events
     are added to the lists, which then hold the only reference to them (build_records frees them).
+    What its condenser summarised (restart segments no longer held) goes to `summarised`.
     While no spec claims a line of the source, `guesser` reads it too; returns what it guessed."""
-    records, events, guessed_rows = [], [], []
+    records, events = [], []
     sink: RecordSink = Condenser() if keep.condense else KeepEvery()
+    # What the guess reads is condensed as it comes, like a spec's records, and dropped if a spec
+    # claims the source after all.
+    guessed_sink: RecordSink = Condenser() if keep.condense else KeepEvery()
+    guessed_records: list[pl.DataFrame] = []
+    guessed_any = False
     for source, piece, scanned in chunks:
         source.stats.add(piece.stats)
         matches = parser.absorb(scanned)  # multi-line state runs across chunks: in file order
@@ -95,14 +103,18 @@ def _read_source(
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
         events += matches.events
         if read_values(matches.records):
-            guesser, guessed_rows = None, []  # a spec reads this source: the guess steps aside
+            guesser, guessed_records = None, []  # a spec reads this source: the guess steps aside
         if guesser is not None:
             skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
-            found = guesser.feed(scanned.lines.drop("_row"), skip)
-            guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
+            if found := guesser.feed(scanned.lines.drop("_row"), skip):
+                frame = compact_records(source.name, found, keep, source.identity)
+                guessed_records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
+                guessed_any = True
         if progress is not None:
             progress(source)
     records += sink.finish(parser.open_since())
+    if summarised is not None and isinstance(sink, Condenser) and sink.summarised:
+        summarised.append(sink.summarised)
     last = parser.finish_source()  # blocks still open at the end of the file
     if last.records:
         records.append(compact_records(source.name, last.records, keep, source.identity))
@@ -111,12 +123,14 @@ def _read_source(
     guessed = None
     if guesser is not None:
         found, guessed = guesser.finish()
-        guessed_rows += [compact_records(source.name, found, keep, source.identity)] if found else []
-        guessed_sink: RecordSink = Condenser() if keep.condense else KeepEvery()
-        for frame in guessed_rows:
-            records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
-        records += guessed_sink.finish(None)
-        if guessed_rows:  # a spec's matches that read no value stand for nothing the guess did not read
+        if found:
+            frame = compact_records(source.name, found, keep, source.identity)
+            guessed_records += guessed_sink.add(frame, [], int(frame["line_no"].min()), None)
+            guessed_any = True
+        records += guessed_records + guessed_sink.finish(None)
+        if summarised is not None and isinstance(guessed_sink, Condenser) and guessed_sink.summarised:
+            summarised.append(guessed_sink.summarised)
+        if guessed_any:  # a spec's matches that read no value stand for nothing the guess did not read
             records = [frame for frame in records if frame["format"].cast(pl.String).eq("generic").any() or read_values([frame])]
     if records:
         record_frames.append(pl.concat(records, how="diagonal_relaxed"))
@@ -125,17 +139,20 @@ def _read_source(
     return guessed
 
 
-def _restart_events(records: pl.DataFrame) -> list[Event]:
-    """A step counter going back (resume from checkpoint) is an event of its own."""
+def _restart_events(records: pl.DataFrame) -> tuple[list[Event], int]:
+    """A step counter going back (resume from checkpoint) is an event of its own; beyond
+    MAX_EVENTS_PER_KIND (a restart loop) they are only counted, as other events are. Returns the
+    events and how many more there were."""
     if records.is_empty():
-        return []
+        return [], 0
     starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(
         pl.col("line_no").min(), pl.col("step").min(), pl.col("rank").first(), pl.col("format").first()
     )
-    return [
+    events = [
         Event("restart", r["source"], r["line_no"], r["worker"], r["rank"], r["format"], f"step counter restarts at {r['step']}")
-        for r in starts.sort("source", "line_no").iter_rows(named=True)
+        for r in starts.sort("source", "line_no").head(MAX_EVENTS_PER_KIND).iter_rows(named=True)
     ]
+    return events, starts.height - len(events)
 
 
 def nothing_found(sources: list[Source], specs: list[FormatSpec]) -> str:
@@ -180,16 +197,23 @@ def workers_of(records: pl.DataFrame) -> list[str]:
     return sorted(pairs["worker"].to_list())
 
 
-MAX_RESTARTS_LISTED = 100
-
-
-def restart_steps(records: pl.DataFrame) -> list[int]:
+def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) -> list[int]:
     """The steps the run resumed at, once each however many workers restarted there (at most
-    MAX_RESTARTS_LISTED, the first ones): what reports say as "the run restarted twice (steps ...)"."""
-    if not records.height or "segment" not in records.columns:
-        return []
-    starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
-    return sorted(int(s) for s in starts["step"].unique().to_list())[:MAX_RESTARTS_LISTED]
+    MAX_RESTARTS_LISTED, the first ones): what reports say as "the run restarted twice (steps ...)".
+    `summarised`: what the condensers summarised (their segments' restarts count too)."""
+    found = {s for summary in summarised for s in summary.restart_steps}
+    if records.height and "segment" in records.columns:
+        starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
+        found |= set(starts["step"].unique().to_list())
+    return sorted(int(s) for s in found)[:MAX_RESTARTS_LISTED]
+
+
+def _steps_span(records: pl.DataFrame, summarised: Sequence[Summarised]) -> list[int] | None:
+    """The first and last steps read, the summarised segments' included."""
+    ends = [s for summary in summarised for s in (summary.first_step, summary.last_step) if s is not None]
+    if records.height:
+        ends += [int(records["step"].min()), int(records["step"].max())]
+    return [min(ends), max(ends)] if ends else None
 
 
 def _say_guessed(ctx: Context, findings_of: list[Finding], guessed: list[Guessed]) -> None:
@@ -239,9 +263,24 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
         ],
         "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
         "workers": workers_of(records),
-        "steps": [int(records["step"].min()), int(records["step"].max())] if records.height else None,
-        "restarts": restart_steps(records),
-    }
+        "steps": _steps_span(records, tables.summarised),
+        "restarts": restart_steps(records, tables.summarised),
+    } | _summarised_note(tables.summarised)
+
+
+def _summarised_note(summarised: Sequence[Summarised]) -> dict:
+    """What the coverage says of restart segments summarised while reading (memlog/condense.py),
+    nothing when none were."""
+    if not summarised:
+        return {}
+    from memlog.condense import KEEP_SEGMENTS
+
+    return {"summarised": {
+        "segments": sum(s.segments for s in summarised),
+        "workers": sum(s.workers for s in summarised),
+        "steps": sum(n for s in summarised for n in s.steps.values()),
+        "kept_segments": KEEP_SEGMENTS,
+    }}
 
 
 def analyze(
@@ -276,13 +315,19 @@ def analyze(
     return judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric)
 
 
-def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None) -> Tables:
+def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None,
+              summarised: Sequence[Summarised] = ()) -> Tables:
     """The tables of the sources read: each frame one source's compact records or events.
     `record_frames` is emptied as the records are copied out of it (build_records), so that the
-    frames are freed; a caller that reads on (memlog/watch.py) passes a copy of its list."""
+    frames are freed; a caller that reads on (memlog/watch.py) passes a copy of its list.
+    `summarised`: what the condensers summarised (memlog/condense.py), counted in the tables."""
     records = build_records(record_frames)
     events, dropped = build_events(event_frames, records)
-    return Tables(records, events + _restart_events(records), dropped, guessed or [])
+    restarts, more = _restart_events(records)
+    more += sum(s.restarts for s in summarised)
+    if more:
+        dropped["restart"] = dropped.get("restart", 0) + more
+    return Tables(records, events + restarts, dropped, guessed or [], list(summarised))
 
 
 def judge(

@@ -21,6 +21,8 @@ CAPACITY_SLACK = 1.05
 MAX_SERIES_POINTS = 2000
 # Evidence, not an archive: beyond this many events of one kind, events are only counted.
 MAX_EVENTS_PER_KIND = 1000
+# Restart steps a report lists (the first ones); more are said as "at least N times".
+MAX_RESTARTS_LISTED = 100
 # An event keeps the start of its line as evidence; OOM lines are long.
 EVENT_TEXT_CHARS = 300
 

@@ -164,9 +164,10 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     frame = frame.with_columns(pl.col("steps").fill_null(1))
     frame = _fill_steps(frame)
     keys = ["source", "worker", "kind"]
-    frame = frame.with_columns(
-        segment=(pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(group_key(frame, keys)).cast(pl.Int64)
-    )
+    segment = (pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(group_key(frame, keys)).cast(pl.Int64)
+    if "segment_base" in frame.columns:  # segments before it were summarised while reading (memlog/condense.py)
+        segment = segment + pl.col("segment_base").max().over(group_key(frame, keys)).fill_null(0)
+    frame = frame.with_columns(segment=segment).drop("segment_base", strict=False)
     frame = _split_collided(frame)
     return _readings(frame)
 

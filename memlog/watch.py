@@ -390,7 +390,9 @@ class Watcher:
         self.judged_at = time.monotonic()
         if not record_frames and not event_frames:
             return self.report
-        tables = tables_of(record_frames, event_frames)
+        # Restart segments a follower's condenser no longer holds are counted as analyze counts them.
+        summarised = [f.sink.summarised for f in self.followers.values() if f.sink.summarised]
+        tables = tables_of(record_frames, event_frames, summarised=summarised)
         if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
             return self.report
         sources = [f.source for f in self.followers.values()]

@@ -122,7 +122,7 @@ def _rows(lines: list[int], steps: list[int | None], workers: list[str] | None =
 
 def _condensed(rows: pl.DataFrame, events: list[int] = (), first_line: int = 0, open_since: int | None = None, seen: int = 10_000):
     condenser = condense.Condenser()
-    condenser.carried = {("rank0", "train"): (0, seen)}  # (last step, steps of its segment so far)
+    condenser.carried = {("rank0", "train"): (0, seen, 0)}  # (last step, steps of its segment so far, segment)
     event_rows = [pl.DataFrame({"line_no": list(events)}, schema={"line_no": pl.Int64})] if events else []
     return condenser.add(rows, event_rows, first_line, open_since) + condenser.finish(open_since)
 
@@ -284,3 +284,104 @@ def test_a_step_that_counted_nan_iterations_is_never_binned(tmp_path):
     messages = [[f.message for f in api.analyze([str(log)], condense=flag).findings if f.rule == "nan-loss"] for flag in (True, False)]
     assert messages[0] == messages[1] and len(messages[0]) == 1
     assert "first at step 6100" in messages[0][0] and "counts 2 iterations with a NaN or infinite loss" in messages[0][0]
+
+
+# Bounds that do not wait for a long segment (memlog/condense.py: KEEP_SEGMENTS, HELD_RECORDS): a job
+# resumed again and again, a restart loop, thousands of ranks. Small bounds keep the logs small.
+
+
+@pytest.fixture
+def small_bounds(monkeypatch):
+    monkeypatch.setattr(condense, "KEEP_SEGMENTS", 3)
+    monkeypatch.setattr(condense, "CONDENSE_AFTER", 50)
+    monkeypatch.setattr(condense, "HELD_RECORDS", 2000)
+    monkeypatch.setattr(condense, "MIN_CONDENSE_AFTER", 4)
+    monkeypatch.setattr(condense, "BATCH_ROWS", 500)  # many batches: segments left behind in earlier ones too
+    monkeypatch.setattr(condense, "COMPACT_SLICE_ROWS", 1000)  # records binned again a few workers at a time
+
+
+def _resumed(tmp_path: Path, ranks: int, segments: int, every: int, name: str = "train.log") -> str:
+    """`ranks` ranks whose job restarts from step 1 every `every` steps, `segments` times in all;
+    memory climbs 1 GiB over each segment after a short warm-up."""
+    lines = [titan.log_line(titan.capacity("NVIDIA H100", 79.11), ts="2025-10-02 00:00:00,000", rank=r) for r in range(ranks)]
+    t = 0
+    for _ in range(segments):
+        for step in range(1, every + 1):
+            t += 1
+            for rank in range(ranks):
+                mem = 30.0 - 4 * math.exp(-step / 3) + step / every + ((step * 7919 + rank) % 13) / 200
+                lines.append(_step_line(rank, step, t, 3.0 + (step % 5) / 100, mem))
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("segments", [6, 40])
+def test_a_run_resumed_again_and_again_holds_its_last_segments_and_counts_the_rest(tmp_path, small_bounds, segments):
+    # Segments of 60 steps never reach 2 * CONDENSE_AFTER steps: only the segment bound holds them.
+    path = _resumed(tmp_path, 2, segments, 60)
+    condensed, full = _both(path, 64 << 10)
+    assert full.records.height == 2 * 60 * segments
+    assert condensed.records.height <= 2 * 60 * (condense.KEEP_SEGMENTS + 1)  # the same however many restarts
+    held = condensed.records.group_by("worker").agg(pl.col("segment").unique().sort())
+    assert all(s == list(range(segments - 3, segments)) for s in held["segment"].to_list())  # the last 3, numbered as read
+    assert condensed.step_count == full.step_count and condensed.formats == full.formats
+    cov, cov_full = api.coverage(condensed, []), api.coverage(full, [])
+    assert cov["summarised"] == {"segments": 2 * (segments - 3), "workers": 2, "steps": 2 * 60 * (segments - 3), "kept_segments": 3}
+    assert "summarised" not in cov_full
+    for key in ("records", "event_counts", "steps", "restarts", "workers", "ranks", "formats"):
+        assert cov[key] == cov_full[key], key
+    # The live segment is held as read: its every step, its restart event.
+    live = lambda t: t.records.filter(pl.col("segment") == segments - 1).drop("steps")  # noqa: E731
+    assert live(condensed).equals(live(full))
+    last = lambda t: [e.to_json() for e in t.events if e.kind == "restart"][-2:]  # noqa: E731
+    assert last(condensed) == last(full)
+
+
+def test_a_summarised_run_is_judged_as_the_full_one_and_says_so(tmp_path, small_bounds):
+    path = _resumed(tmp_path, 2, 12, 60)
+    condensed, full = api.analyze([path]), api.analyze([path], condense=False)
+    assert condensed.verdict == full.verdict == "leak"
+    assert {f.rule for f in condensed.findings} == {f.rule for f in full.findings}
+    from memlog.render import restarts_sentence
+
+    said = restarts_sentence(condensed.coverage)
+    assert "Only each worker's last 3 segments are judged: 18 earlier ones (1,080 steps) were summarised" in said
+    assert "summarised" not in (restarts_sentence(full.coverage) or "")
+
+
+def test_a_restart_loop_holds_a_few_records_however_long_it_loops(tmp_path, small_bounds):
+    heights = []
+    for loops in (200, 2000):
+        condensed, full = _both(_resumed(tmp_path, 1, loops, 2, f"loop{loops}.log"), 64 << 10)
+        heights.append(condensed.records.height)
+        assert condensed.step_count == full.step_count == 2 * loops
+        assert api.coverage(condensed, [])["event_counts"] == api.coverage(full, [])["event_counts"] == {"capacity": 1, "restart": loops - 1}
+        assert len(condensed.events) == 1 + condense.KEEP_SEGMENTS  # the capacity line and the restarts into held segments
+    assert heights[0] == heights[1] == 2 * condense.KEEP_SEGMENTS
+
+
+@pytest.mark.parametrize("ranks", [20, 120])
+def test_many_ranks_share_the_records_held(tmp_path, small_bounds, ranks):
+    # 120 steps per rank, below 2 * CONDENSE_AFTER: held one by one unless the ranks share HELD_RECORDS.
+    path = _resumed(tmp_path, ranks, 1, 120)
+    condensed, full = _both(path, 64 << 10)
+    assert full.records.height == 120 * ranks
+    per_rank = condensed.records.group_by("worker").len()["len"]
+    # 2 * after steps one by one, then bins about n / after wide: ~after * (2 + ln(n / (2 * after))).
+    after = max(condense.MIN_CONDENSE_AFTER, min(condense.CONDENSE_AFTER, condense.HELD_RECORDS // (4 * ranks)))
+    assert per_rank.max() <= after * (3 + math.log(120 / (2 * after)))
+    assert condensed.step_count == full.step_count
+    short = lambda t: t.records.filter(pl.col("step") <= 2 * after).drop("steps")  # noqa: E731
+    assert short(condensed).equals(short(full))  # each rank's first steps as read
+    judged = [api.analyze([path], condense=flag) for flag in (True, False)]
+    assert judged[0].verdict == judged[1].verdict == "leak"
+    assert {f.rule for f in judged[0].findings} == {f.rule for f in judged[1].findings}
+
+
+def test_binning_again_a_few_workers_at_a_time_gives_the_same_bins(tmp_path, small_bounds, monkeypatch):
+    path = _resumed(tmp_path, 120, 1, 120)
+    sliced, _ = parse_sources([path], SPECS, chunk_bytes=64 << 10, keep=Keep.judged())
+    monkeypatch.setattr(condense, "COMPACT_SLICE_ROWS", 1 << 30)
+    whole, _ = parse_sources([path], SPECS, chunk_bytes=64 << 10, keep=Keep.judged())
+    assert sliced.records["steps"].max() > 1 and sliced.records.equals(whole.records)

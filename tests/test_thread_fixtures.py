@@ -1,10 +1,9 @@
 """The fixtures modelled on issue threads (sample_logs/threads/, see its README.md): what they taught
-the reader and the rules, and what memlog still misses on them (xfail, with the reason)."""
+the reader and the rules."""
 
 from __future__ import annotations
 
 import polars as pl
-import pytest
 
 from memlog.api import analyze, parse_sources
 from memlog.catalog import load_specs

@@ -110,10 +110,17 @@ def restarts_sentence(coverage: dict[str, Any]) -> str | None:
         times = f"at least {len(steps)} times"
     shown = [f"{s:,}" for s in steps[:10]] + (["..."] if len(steps) > 10 else [])
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-    return (
+    said = (
         f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
         "per stretch between restarts, labelled (segment 2), (segment 3), ..."
     )
+    summarised = coverage.get("summarised")
+    if summarised:  # memlog/condense.py: older segments counted, not held
+        said += (
+            f" Only each worker's last {summarised['kept_segments']} segments are judged: {summarised['segments']:,} earlier ones"
+            f" ({summarised['steps']:,} steps) were summarised while reading, their steps and restarts counted."
+        )
+    return said
 
 
 # GitHub's runner reads workflow commands from every line a job prints: `::command::` after leading

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from memlog import __version__
-from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, evidence_summary, panel_capacity, restarts_sentence, safe, workers_phrase_of
+from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, safe, workers_phrase_of
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
