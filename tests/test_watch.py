@@ -358,7 +358,7 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "memlog", "watch", str(log)], cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=slave, stderr=err, env=env)
     os.close(slave)
-    received: list[tuple[float, bytes]] = []
+    received: list[bytes] = []
 
     def read_terminal() -> None:
         while True:
@@ -368,7 +368,7 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
                 return
             if not data:
                 return
-            received.append((time.monotonic(), data))
+            received.append(data)
 
     reader = threading.Thread(target=read_terminal, daemon=True)
     reader.start()
@@ -390,7 +390,7 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
         os.close(master)
     err.seek(0)
     assert code == 1, err.read()  # the crash is an error finding (--fail-on error)
-    data = b"".join(chunk for _, chunk in received)
+    data = b"".join(received)
     text = data.decode("utf-8", "replace").replace("\r\n", "\n")
     # Nothing from the log acts on the terminal: the only escapes are the redraw's own.
     assert b"\x07" not in data and b"\x1b]" not in data and "\x9b" not in text and "\u202e" not in text
@@ -406,16 +406,11 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
         assert re.search(r"^  rank0 +30\.\d\d GiB", block, re.M) and re.search(r"^  rank1 +32\.\d\d GiB", block, re.M), block
     assert "verdict: STABLE" in blocks[0] and "crash: A Ray worker died (SYSTEM_ERROR: killed" in blocks[-2]
     assert "memlog verdict: CRASH" in blocks[-1]  # Ctrl-C: the area is cleared and the verdict printed
-    # At most once a second (the default --interval): the redraws' arrival times.
-    ends, times, offset = [], [], 0
-    for at, chunk in received:
-        offset += len(chunk)
-        ends.append(offset)
-        times.append(at)
-    starts = [m.start() for m in re.finditer(rb"\x1b\[\d+F\x1b\[J", data)][:-1]  # the last is the final clear
-    drawn_at = [times[next(i for i, end in enumerate(ends) if end > s)] for s in starts]
-    gaps = [b - a for a, b in zip(drawn_at, drawn_at[1:])]
-    assert gaps and min(gaps) >= 0.8, gaps
+    # At most once a second (the default --interval): each area says when it was judged, to the second,
+    # and two drawings at least a second apart never say the same second (unlike arrival times at the
+    # reader, this does not depend on how loaded the machine is).
+    stamps = [re.search(r"judged (\d\d:\d\d:\d\d)", block).group(1) for block in blocks[:-1]]
+    assert len(set(stamps)) == len(stamps), stamps
 
 
 def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monkeypatch):
