@@ -4,7 +4,8 @@ Rules cite evidence as (source, line); the issue report quotes those lines. They
 after the analysis (the first pass keeps no raw text: that would cost memory on a 10 GB log),
 with the same reader, so gzip and line numbering agree with the parse. Bounded: at most
 `max_lines` lines, each cut to `max_chars`, and reading a file stops after its last wanted line.
-Standard input cannot be read twice: there the text of the parsed events stands in.
+Standard input and FIFOs cannot be read twice: they are read back from the copy kept while they
+were read (memlog/spool.py); without one, the text of the parsed events stands in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import stat
 
 import polars as pl
 
+from memlog import spool
 from memlog.errors import MemlogError
 from memlog.reading import Source, read_chunks
 from memlog.report import Report
@@ -40,11 +42,12 @@ def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int 
     event_text = {(e.source, e.line_no): e.text for e in report.events}
     for name, lines in by_source.items():
         found: dict[int, str] = {}
-        # Only a regular file can be read a second time: a FIFO or a device would block (or give
-        # other bytes); there the lines the parse kept (event texts) are all there is.
-        if name != "<stdin>" and _regular_file(name):
+        # Only a regular file can be read a second time: a FIFO or standard input is read back
+        # from the copy kept while it was read (memlog/spool.py), else the event texts stand in.
+        path = name if name != "<stdin>" and _regular_file(name) else spool.copy_of(name)
+        if path is not None:
             try:
-                found = _read_lines(name, lines)
+                found = _read_lines(str(path), lines)
             except (MemlogError, OSError):
                 found = {}  # moved or deleted since: fall back to what the parse kept
         for line in lines:

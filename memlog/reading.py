@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from memlog import hardwrap
+from memlog import hardwrap, spool
 from memlog.errors import InputError
 from memlog.names import shown
 from memlog.remote import is_url, open_url
@@ -277,6 +277,8 @@ def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piec
     """The pieces of one source in file order; add each piece's stats to `source.stats` once it
     has been through `to_frame`."""
     raw = _open(source.spec)
+    if not spool.rereadable(source.spec):  # standard input, a FIFO: keep a copy for the evidence lines
+        raw = spool.copied(source.name, raw)
     try:
         yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes))
     finally:

@@ -821,6 +821,35 @@ def test_a_fifo_is_read_once_and_never_hangs(tmp_path, output):
     assert result.returncode == 1, result.stderr
 
 
+def test_a_fifo_and_stdin_quote_the_same_evidence_lines_as_the_file(tmp_path):
+    """Lines are kept while a non-rereadable input is read (memlog/spool.py): the markdown report of
+    a FIFO and of standard input quotes the step lines a regular file's report quotes, and the
+    copies are gone when memlog ends."""
+    import glob
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import threading
+
+    log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    def quoted(args, **kw):
+        result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, "-o", "markdown"],
+                                capture_output=True, timeout=120, **kw)
+        assert result.returncode == 1, result.stderr
+        return [line for line in result.stdout.decode().splitlines() if "step:" in line]
+
+    from_file = quoted([str(log)])
+    assert from_file  # the leak's evidence quotes step lines
+    fifo = tmp_path / "train.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_bytes(log.read_bytes()), daemon=True).start()
+    assert [line.replace(str(fifo), str(log)) for line in quoted([str(fifo)])] == from_file
+    with open(log, "rb") as stdin:
+        assert [line.replace("<stdin>", str(log)) for line in quoted(["-"], stdin=stdin)] == from_file
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "memlog-input-*"))
+
+
 def test_yaml_bombs_and_endless_configs_fail_in_one_line(tmp_path):
     import subprocess
     import sys
