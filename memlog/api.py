@@ -66,7 +66,7 @@ def parse_sources(
     `wrapper_dirs`: user format folders, whose `wrappers/` add to the built-in wrappers.
     `generic`: sources no spec claims a line of are read by a guess (memlog/generic)."""
     wrappers = load_wrappers(tuple(wrapper_dirs))
-    parser = ChunkParser(specs, observe, wrappers)
+    parser = ChunkParser(specs, observe, wrappers, keep.values)
     sources = expand(list(inputs))
     record_frames, event_frames, guessed, summarised = [], [], [], []
     for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):

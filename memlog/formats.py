@@ -88,8 +88,9 @@ class LinePattern:
     def field_groups(self) -> tuple[tuple[str, ...], ...]:
         return tuple(_group_names(f) for f in self.fields)
 
-    def extract(self, lines: pl.DataFrame) -> pl.DataFrame:
-        """Rows of `lines` that match, with one column per named group (numbers parsed)."""
+    def extract(self, lines: pl.DataFrame, wanted: frozenset[str] | None = None) -> pl.DataFrame:
+        """Rows of `lines` that match, with one column per named group (numbers parsed). `wanted`:
+        the value columns the caller keeps; a field regex that can only yield others is not run."""
         hits = lines.filter(pl.col("text").str.contains(self.literal, literal=True))
         if hits.is_empty():
             return hits
@@ -97,11 +98,12 @@ class LinePattern:
         hits = hits.with_columns(_m=parts).filter(pl.col("_m").struct.field("_whole").is_not_null())
         # A group named in several field regexes (alternative spellings) takes the first match.
         sources: dict[str, list[pl.Expr]] = {g: [pl.col("_m").struct.field(g)] for g in self.groups}
-        hits = hits.with_columns(pl.col("text").str.extract_groups(regex_).alias(f"_f{i}") for i, regex_ in enumerate(self.fields))
-        for i, names in enumerate(self.field_groups):
-            for g in names:
+        fields = [(i, regex_) for i, regex_ in enumerate(self.fields) if self._runs(i, wanted)]
+        hits = hits.with_columns(pl.col("text").str.extract_groups(regex_).alias(f"_f{i}") for i, regex_ in fields)
+        for i, _ in fields:
+            for g in self.field_groups[i]:
                 sources.setdefault(g, []).append(pl.col(f"_f{i}").struct.field(g))
-        scratch = ["_m", *(f"_f{i}" for i in range(len(self.fields)))]
+        scratch = ["_m", *(f"_f{i}" for i, _ in fields)]
         # Who printed the line, when the line says it, wins over what its prefix said; a launcher's
         # task number that stood in for the rank (srun: unwrap.Unwrapper) then names the node.
         named = {g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items()
@@ -130,6 +132,15 @@ class LinePattern:
         values = [self._value(group, hits[group], hits[group + UNIT_SUFFIX] if group + UNIT_SUFFIX in hits.columns else None)
                   for group in numbers if group != "step"]
         return hits.with_columns(values).drop([g for g in hits.columns if g.endswith(UNIT_SUFFIX)])
+
+    def _runs(self, i: int, wanted: frozenset[str] | None) -> bool:
+        """Whether field regex `i` is worth running for a caller keeping `wanted`: it may yield a
+        wanted value or who printed the line, or the main regex reads no value of its own (then
+        the line's other values decide whether it printed memory it did not read, parse.py)."""
+        if wanted is None or not any(is_known_column(g) for g in self.groups):
+            return True
+        return any(g in wanted or g in RECORD_KEYS or not is_known_column(g.removesuffix(UNIT_SUFFIX))
+                   for g in self.field_groups[i])
 
     def _value(self, group: str, raw: pl.Series, unit: pl.Series | None = None) -> pl.Series:
         """A group's printed numbers as values: a step as an integer; a memory size in GiB, by the

@@ -48,13 +48,16 @@ class ChunkParser:
 
     def __init__(
         self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None,
-        wrappers: Iterable[WrapperSpec] | None = None,
+        wrappers: Iterable[WrapperSpec] | None = None, values: Iterable[str] | None = None,
     ):
         """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
         pattern's matched rows (`memlog formats check` counts them and looks for near misses).
         `wrappers`: the launcher and logger wrappers to strip (default: the built-in ones)."""
         self.specs = list(specs)
         self.observe = observe
+        # The value columns the caller keeps (records.Keep.values): fields yielding only others are
+        # not extracted. Everything when observed (`formats check` counts every field).
+        self.values = frozenset(values) if values is not None and observe is None else None
         wrappers = by_priority(builtin_wrappers().values()) if wrappers is None else list(wrappers)
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
         marker_literals, self.marker = markers(wrappers)
@@ -103,7 +106,7 @@ class ChunkParser:
         records, events, observed = [], [], []
         for spec in self.specs:
             for pattern in spec.records:
-                hits = pattern.extract(unwrapped) if pattern.literal in present else absent
+                hits = pattern.extract(unwrapped, self.values) if pattern.literal in present else absent
                 observed.append((spec, pattern, hits))
                 if not hits.is_empty():
                     if (unread := _memory_unread(hits, spec, pattern)) is not None:

@@ -337,7 +337,7 @@ class Watcher:
 
     def _follow(self, source: Source, settle: bool = False) -> None:
         if source.spec not in self.followers:
-            self.followers[source.spec] = Follower(source, ChunkParser(self.specs, wrappers=self.wrappers), self.keep, settle)
+            self.followers[source.spec] = Follower(source, ChunkParser(self.specs, wrappers=self.wrappers, values=self.keep.values), self.keep, settle)
 
     @property
     def ended(self) -> bool:
@@ -363,7 +363,7 @@ class Watcher:
             follower.changed = False  # named on the command line: what was read stands
         if follower.changed:
             self.followers[spec] = Follower(Source(spec, identity=follower.source.identity),
-                                            ChunkParser(self.specs, wrappers=self.wrappers), self.keep, settle=True)
+                                            ChunkParser(self.specs, wrappers=self.wrappers, values=self.keep.values), self.keep, settle=True)
             return
         if spec in self.compressed_said:
             return
