@@ -212,23 +212,96 @@ def test_nul_bytes_are_removed_counted_and_the_records_kept(tmp_path, flat_log):
     assert (report["coverage"]["sources"][0]["nul_bytes"], report["coverage"]["sources"][0]["first_nul_line"]) == (4196, 8)
 
 
+def zlib_prefix(data: bytes) -> tuple[bytes, str | None]:
+    """What zlib itself decompresses from a gzip file fed one byte at a time, up to the byte where
+    it sees the damage, and its complaint: the most any reader can keep."""
+    import zlib
+
+    decompressor, out = zlib.decompressobj(31), []
+    for i in range(len(data)):
+        try:
+            out.append(decompressor.decompress(data[i : i + 1]))
+        except zlib.error as exc:
+            return b"".join(out), str(exc)
+    return b"".join(out), None if decompressor.eof else "truncated"
+
+
 def test_truncated_gzip_analyses_what_came_before(tmp_path, flat_log):
     code, clean = baseline(flat_log)
     lines = flat_lines(memory=FLAT_GIB * 40)  # long enough that the cut falls after many records
     whole = gzip.compress(("\n".join(lines) + "\n").encode())
-    path = write(tmp_path / "train.log.gz", whole[: len(whole) * 3 // 4])
+    cut = whole[: len(whole) * 3 // 4]
+    path = write(tmp_path / "train.log.gz", cut)
+    readable, _ = zlib_prefix(cut)
+    complete = readable.count(b"\n")
+    assert not readable.endswith(b"\n")  # the cut falls inside a line: it is named as cut short
     result = analyze(path, "-o", "json")
     assert result.exit_code == code
     [warning] = warning_lines(result)
     assert re.fullmatch(
-        rf"memlog: warning: {re.escape(str(path))}: reading stopped after line [\d,]+: "
-        r"compressed stream is truncated or corrupt \(.+\); analysed what was readable",
+        rf"memlog: warning: {re.escape(str(path))}: reading stopped after line {complete:,}, the last complete line "
+        rf"\(line {complete + 1:,} is cut short\): compressed stream is truncated or corrupt \(.+\); analysed what was readable",
         warning,
     ), warning
     report = report_of(result)
     source = report["coverage"]["sources"][0]
     assert source["gzip"] and "truncated or corrupt" in source["damaged"]
+    assert (source["first_damaged_line"], source["lines"]) == (complete + 1, complete + 1)
     assert 0 < report["coverage"]["records"] < len(lines) - 1
+
+
+def test_corrupt_gzip_keeps_every_line_before_the_damage(tmp_path):
+    """GzipFile dropped what the failing call had decompressed (up to 128 KiB of input: here the
+    whole file); every line zlib can produce before it sees the damage is analysed, and the
+    warning names the last complete one."""
+    lines = flat_lines(memory=FLAT_GIB * 40)
+    whole = gzip.compress(("\n".join(lines) + "\n").encode())
+    rng = random.Random(7)
+    for _ in range(200):  # damage zlib detects mid-stream (most garbage decodes until the checksum)
+        damaged = bytearray(whole)
+        at = rng.randrange(len(whole) // 3, len(whole) * 2 // 3)
+        damaged[at : at + 16] = rng.randbytes(16)
+        readable, why = zlib_prefix(bytes(damaged))
+        if why and "check" not in why and why != "truncated" and readable.count(b"\n") > 50:
+            break
+    else:
+        pytest.fail("no located damage found")
+    complete = readable.count(b"\n")
+    path = write(tmp_path / "damaged.log.gz", bytes(damaged))
+    result = analyze(path, "-o", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    [warning] = warning_lines(result)
+    assert f"reading stopped after line {complete:,}, the last complete line" in warning, warning
+    assert why in warning
+    source = report_of(result)["coverage"]["sources"][0]
+    assert source["first_damaged_line"] == complete + 1
+    assert source["lines"] >= complete
+    assert report_of(result)["coverage"]["records"] >= complete - 2  # the capacity line is not a record
+
+
+def test_gzip_whose_checksum_fails_says_the_damage_cannot_be_placed(tmp_path):
+    """Most corrupt deflate data decodes (to wrong text) until the checksum at the end: the text is
+    analysed, and the warning says some of it is corrupt without pretending to know where."""
+    lines = flat_lines(memory=FLAT_GIB * 40)
+    damaged = bytearray(gzip.compress(("\n".join(lines) + "\n").encode()))
+    damaged[-8] ^= 0xFF  # the CRC-32 in the trailer
+    path = write(tmp_path / "crc.log.gz", bytes(damaged))
+    result = analyze(path, "-o", "json", "--fail-on", "never")
+    [warning] = warning_lines(result)
+    assert warning == (f"memlog: warning: {path}: compressed stream is truncated or corrupt (Error -3 while decompressing data: "
+                       f"incorrect data check): read to the end (line {len(lines):,}) but the checksum fails, so some of the "
+                       "text is corrupt and where cannot be told; analysed what was readable")
+    assert report_of(result)["coverage"]["sources"][0]["first_damaged_line"] is None
+
+
+def test_concatenated_gzip_members_and_zero_padding_are_read(tmp_path):
+    lines = flat_lines(memory=FLAT_GIB * 4)
+    half = len(lines) // 2
+    data = (gzip.compress(("\n".join(lines[:half]) + "\n").encode()) + gzip.compress(("\n".join(lines[half:]) + "\n").encode())
+            + b"\0" * 512)
+    result = analyze(write(tmp_path / "appended.log.gz", data), "-o", "json", "--fail-on", "never")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert report_of(result)["coverage"]["sources"][0]["lines"] == len(lines)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +345,7 @@ def test_read_error_mid_file_keeps_what_was_read(flat_log, monkeypatch):
     result = analyze(flat_log, "-o", "json")
     assert result.exit_code == code
     assert warning_lines(result) == [
-        f"memlog: warning: {flat_log}: reading stopped after line 13: read error (Input/output error); analysed what was readable"
+        f"memlog: warning: {flat_log}: reading stopped after line 13, the last complete line: read error (Input/output error); analysed what was readable"
     ]
     assert report_of(result)["coverage"]["records"] == clean["coverage"]["records"]
 
