@@ -118,7 +118,27 @@ def test_huge_reports_stay_under_the_limit():
     markdown = render_markdown(report)
     assert len(markdown) < LIMIT
     assert markdown.startswith("**memlog verdict: ") and "<details><summary>Environment</summary>" in markdown
-    assert "and 4990 more" in markdown
+    assert "and 4,990 more" in markdown
+    assert_inert(markdown)
+
+
+def test_ten_thousand_sources_stay_under_the_limit():
+    """A directory of 10,000 per-rank logs or 10,000 file arguments: the command, the source
+    list, the damaged and guessed lines are each bounded, however long each path is."""
+    report = copy.copy(sample_report(TORCHTITAN_LEAK))
+    deep = "/".join(["very-deep-folder"] * 240)  # a path near PATH_MAX (4 KiB)
+    names = [f"{deep}/rank{i}.log" for i in range(10_000)]
+    report.command = "memlog analyze " + " ".join(names) + " -o markdown"
+    report.coverage = {
+        **report.coverage,
+        "sources": [{"name": n, "lines": 3, "damaged": "read error (Input/output error)", "first_damaged_line": 4} for n in names],
+        "guessed": [{"source": n, "reader": "kv", "mapping": "m" * 3000} for n in names],
+        "formats": {f"format-{i}-" + "f" * 50: 1 for i in range(2000)},
+    }
+    markdown = render_markdown(report)
+    assert len(markdown) < LIMIT, len(markdown)
+    assert "and 9,990 more" in markdown and "rank0.log" in markdown
+    assert "<details><summary>Environment</summary>" in markdown
     assert_inert(markdown)
 
 

@@ -32,6 +32,10 @@ MAX_SPARK_ROWS = 16
 MAX_MESSAGE_CHARS = 1500
 MAX_EVIDENCE_CHARS = 600
 MAX_SOURCES_LISTED = 10
+# The environment block always stays, so each of its lines is bounded: a command with 10,000 file
+# arguments, a 4 KiB path or a long message must not carry the report past LIMIT.
+MAX_ENV_LINE_CHARS = 1000
+MAX_NAME_CHARS = 200
 ZWSP = "\u200b"
 
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
@@ -79,6 +83,8 @@ def render_markdown(report: Report) -> str:
         keep = LIMIT - len(_join([required[0], *optional, env])) - 200
         table = required[1][: max(keep, 0)].rsplit("\n", 1)[0]
         text = _join([required[0], table + "\n\n*(table cut: the report is too long for an issue; see `-o json`)*", env])
+    if len(text) >= LIMIT:  # last resort: the verdict and the head of the environment block
+        text = _join([required[0], "*(report cut: too long for an issue; see `-o json`)*", _environment(report, brief=True)])
     return text
 
 
@@ -94,7 +100,7 @@ def _verdict_line(report: Report) -> str:
         context.append(workers_phrase_of(cov))
     if cov.get("steps"):
         context.append(f"steps {cov['steps'][0]}–{cov['steps'][1]}")
-    line = f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    line = f"**memlog verdict: {name}** — {md_text(meaning, MAX_MESSAGE_CHARS)} ({md_text(', '.join(context), MAX_ENV_LINE_CHARS)})"
     restarts = restarts_sentence(cov)
     return f"{line}\n\n{md_text(restarts)}" if restarts else line
 
@@ -204,12 +210,12 @@ def _log_lines(report: Report) -> str:
     return details(f"Log lines behind the findings ({len(rows)})", code_block(rows))
 
 
-def _environment(report: Report) -> str:
+def _environment(report: Report, brief: bool = False) -> str:
     cov = report.coverage
     sources = cov.get("sources") or []
-    listed = [f"{s['name']} ({s['lines']:,} lines{', gzip' if s.get('gzip') else ''})" for s in sources[:MAX_SOURCES_LISTED]]
+    listed = [f"{_name(s['name'])} ({s['lines']:,} lines{', gzip' if s.get('gzip') else ''})" for s in sources[:MAX_SOURCES_LISTED]]
     if len(sources) > MAX_SOURCES_LISTED:
-        listed.append(f"and {len(sources) - MAX_SOURCES_LISTED} more")
+        listed.append(f"and {len(sources) - MAX_SOURCES_LISTED:,} more")
     ranks = cov.get("ranks") or []
     steps = f", steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else ""
     who = f"{workers_phrase_of(cov)}{f' ({_ranks(ranks)})' if ranks else ''}{steps}"
@@ -228,19 +234,37 @@ def _environment(report: Report) -> str:
         f"events      {', '.join(f'{k} {v}' for k, v in cov.get('event_counts', {}).items()) or 'none'}",
         f"capacity    {'; '.join(caps) or 'unknown'}",
     ]
-    for source in sources[:MAX_SOURCES_LISTED]:
-        damage = source_damage(source)
-        if damage:
-            lines.append(f"damaged     {source['name']}: {damage}")
-    for guessed in cov.get("guessed", ())[:MAX_SOURCES_LISTED]:
+    if brief:
+        return details("Environment", code_block(_cut(line, MAX_ENV_LINE_CHARS) for line in lines))
+    damaged = [s for s in sources if source_damage(s)]
+    for source in damaged[:MAX_SOURCES_LISTED]:
+        lines.append(f"damaged     {_name(source['name'])}: {source_damage(source)}")
+    if len(damaged) > MAX_SOURCES_LISTED:
+        lines.append(f"damaged     and {len(damaged) - MAX_SOURCES_LISTED:,} more")
+    guessed_all = cov.get("guessed", ())
+    for guessed in guessed_all[:MAX_SOURCES_LISTED]:
         said = guessed.get("mapping") or f"not read: {guessed.get('weak')}"
-        lines.append(f"guessed     {guessed['source']} ({guessed['reader']} reader): {said}")
+        lines.append(f"guessed     {_name(guessed['source'])} ({guessed['reader']} reader): {said}")
+    if len(guessed_all) > MAX_SOURCES_LISTED:
+        lines.append(f"guessed     and {len(guessed_all) - MAX_SOURCES_LISTED:,} more")
     for rule_id, values in report.thresholds.items():
         if values:
             lines.append(f"thresholds  {rule_id}: " + " ".join(f"{k}={v:g}" for k, v in values.items()))
     for skip in report.skipped[:20]:
         lines.append(f"skipped     {skip['rule']}: {' '.join(skip['reason'].split())[:300]}")
-    return details("Environment", code_block(lines))
+    return details("Environment", code_block(_cut(line, MAX_ENV_LINE_CHARS) for line in lines))
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]} … ({len(text) - limit + 40:,} more characters)"
+
+
+def _name(name: str) -> str:
+    """A source name of at most MAX_NAME_CHARS: the end of a long path (the file name) is kept."""
+    return name if len(name) <= MAX_NAME_CHARS else "…" + name[-(MAX_NAME_CHARS - 1) :]
 
 
 def _ranks(ranks: list[int]) -> str:
