@@ -146,3 +146,14 @@ def test_markdown_and_github_outputs(tmp_path, base):
     assert "| worker | plateau level |" in out and "| rank0 |" in out
     code, out, _ = run(base, higher, "-o", "github")
     assert code == 1 and "::error title=memlog compare level-increase::" in out
+
+
+def test_markdown_names_from_the_logs_link_nothing(tmp_path):
+    """File names reach the compare markdown: no mention, issue reference (#12, GH-12) or link."""
+    import re
+
+    base = write_run(tmp_path / "@octocat GH-12 #34 [x](javascript:e).log", 30.0)
+    higher = write_run(tmp_path / "new <b>.log", 32.0)
+    code, out, _ = run(str(base), str(higher), "-o", "markdown")
+    assert code == 1
+    assert not re.search(r"@\w|#\d|(?<![\w-])GH-\d|(?<!\\)\]\(|<b>", out), out

@@ -12,17 +12,17 @@ from typer.testing import CliRunner
 from memlog.api import analyze
 from memlog.cli import app
 from memlog.excerpt import attach_log_lines
-from memlog.render.markdown import LIMIT, code_block, md_text, render_markdown
+from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
 from memlog.rulekit import Finding
 
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
-HOSTILE = "@octocat <script>alert(1)</script> </details> ``` | #12 *bold* [x](javascript:alert(1)) \x1b[31mred\x1b[0m &amp;"
+HOSTILE = "GH-123 gh-7 @octocat <script>alert(1)</script> </details> ``` | #12 *bold* [x](javascript:alert(1)) \x1b[31mred\x1b[0m &amp;"
 OUR_HTML = re.compile(r"\s*(?:<details><summary>[A-Za-z0-9 ()]+</summary>|</details>)\s*")
 MENTION = re.compile(r"@\w")
-ISSUE_REF = re.compile(r"#\d")
+ISSUE_REF = re.compile(r"#\d|(?<![\w-])gh-\d", re.IGNORECASE)
 
 
 def parse(markdown: str):
@@ -98,6 +98,9 @@ def test_md_text_escapes():
     assert md_text("a|b") == "a\\|b"
     assert "@octocat" not in md_text("hi @octocat") and "octocat" in md_text("hi @octocat")
     assert "#12" not in md_text("see #12")
+    for ref in ("GH-123", "gh-123", "Gh-9"):
+        assert ref not in md_text(f"fixed in {ref}, see ({ref})") and ref.replace("-", ZWSP + "-") in md_text(ref)
+    assert md_text("SIGH-1 high-5 ugh-2") == "SIGH-1 high-5 ugh-2"  # only a whole word GH-n links
     assert md_text("x" * 50, limit=10) == "x" * 9 + "…"
     assert "\n" not in md_text("two\nlines")
 

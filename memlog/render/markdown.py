@@ -7,7 +7,8 @@ rejects issue bodies over 65,536), whatever the size of the log.
 Anything that came from a log (worker names, file names, log lines, messages that quote them) is
 escaped so it cannot break the table, start markdown or HTML, or notify anyone: outside code, HTML
 specials become entities, markdown punctuation is backslash-escaped, and `@name` / `#123` get a
-zero-width space after the sign (GitHub links mentions and issue references in text, never in code).
+zero-width space after the sign, `GH-123` after `GH` (GitHub links mentions and issue references in
+text, never in code).
 Inside code blocks, text is left as it was and the fence is longer than any backtick run in it.
 """
 
@@ -40,6 +41,8 @@ ZWSP = "\u200b"
 
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
 _MENTION_OR_REFERENCE = re.compile(r"([@#])(?=[\w-])")
+# GitHub also links `GH-123` (any case) to issue 123: a zero-width space after `GH` breaks it.
+_GH_REFERENCE = re.compile(r"(?<![\w-])(gh)(?=-\d)", re.IGNORECASE)
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -50,6 +53,7 @@ def md_text(text: str, limit: int | None = None) -> str:
         text = text[: limit - 1] + "…"
     text = html.escape(text, quote=False)
     text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    text = _GH_REFERENCE.sub(lambda m: m.group(1) + ZWSP, text)
     return _MENTION_OR_REFERENCE.sub(lambda m: m.group(1) + ZWSP, text)
 
 
