@@ -519,10 +519,14 @@ def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None,
     """List the formats memlog knows."""
     from memlog.formats import load_specs
 
+    from memlog.render import safe
+
     def action():
         for spec in load_specs(formats_dir or (), plugins_dir or ()).values():
             kinds = f"{len(spec.records)} record and {len(spec.events)} event patterns"
-            typer.echo(f"{spec.name:<12} {spec.title} ({kinds}) - {spec.path}")
+            # A user spec's name, title and path are its author's text: one inert line each.
+            line = f"{spec.name:<12} {spec.title} ({kinds}) - {shown(str(spec.path))}"
+            typer.echo(safe(" ".join(line.splitlines())))
 
     _guard(debug, action)
 
@@ -531,12 +535,13 @@ def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None,
 def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
     """Show one format spec."""
     from memlog.formats import load_specs
+    from memlog.render import safe
 
     def action():
         specs = load_specs(formats_dir or (), plugins_dir or ())
         if name not in specs:
             raise MemlogError(f"unknown format {name!r} (known: {', '.join(sorted(specs))})")
-        sys.stdout.write(specs[name].path.read_text(encoding="utf-8"))
+        sys.stdout.write(safe(specs[name].path.read_text(encoding="utf-8", errors="replace")))  # a user's file: inert
 
     _guard(debug, action)
 
