@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -79,9 +80,24 @@ class Source:
 
 
 
+def stdin() -> BinaryIO:
+    """Standard input's bytes. Closed (`<&-`), or a directory (`< DIR`; CPython itself refuses that
+    at start-up, before memlog runs, but a process can rebind fd 0 later): one clear line."""
+    if sys.stdin is None:
+        raise InputError("<stdin>: standard input is closed; pipe or redirect a log into it, or name the file")
+    buffer = sys.stdin.buffer
+    try:
+        mode = os.fstat(buffer.fileno()).st_mode
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        mode = 0  # no file descriptor (an in-memory stream): nothing to check
+    if stat.S_ISDIR(mode):
+        raise InputError("<stdin>: is a directory, not a log file; name the directory as an argument to read its logs")
+    return buffer
+
+
 def _open(spec: str) -> BinaryIO:
     if spec == "-":
-        return sys.stdin.buffer
+        return stdin()
     if is_url(spec):
         return open_url(spec)
     if os.path.isdir(spec):
@@ -263,7 +279,7 @@ def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piec
     try:
         yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes), source.stats)
     finally:
-        if raw is not sys.stdin.buffer:
+        if sys.stdin is None or raw is not sys.stdin.buffer:
             raw.close()
 
 

@@ -42,7 +42,7 @@ from memlog.formats import FormatSpec
 from memlog.inputs import directory_sources, file_source, natural_key
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Matches
-from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, to_frame
+from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, stdin, to_frame
 from memlog.records import Keep, compact_records, source_frame
 from memlog.report import Report
 from memlog.rulekit import Finding
@@ -275,6 +275,8 @@ class Watcher:
         self.progress = Progress()
         self.report: Report | None = None
         for spec in self.inputs:
+            if spec == "-":
+                stdin()  # closed, or a directory: one line now, not a dead reader thread
             if spec != "-" and os.path.isfile(spec) and _is_gzip(spec):
                 raise InputError(f"{spec}: gzip-compressed; watch follows plain-text logs (use `memlog analyze` for it)")
         self.discover(force=True)

@@ -935,3 +935,30 @@ def test_other_compressors_are_read_or_named(tmp_path):
     zst, zero = run("run.log.zst"), run("zero.log")
     assert zst.returncode == 2 and "zstd-compressed" in zst.stderr and len(zst.stderr.splitlines()) == 1
     assert zero.returncode == 2 and "bytes are NUL" in zero.stderr
+
+
+def test_stdin_closed_or_a_directory_is_one_line(tmp_path):
+    """`memlog analyze - <&-` and a directory on fd 0 are named in one line, exit 2. A shell's
+    `< DIR` itself cannot reach memlog: CPython stops at start-up ("Fatal Python error:
+    init_sys_streams: <stdin> is a directory", exit 1) before any of memlog's code runs; the README
+    says so. The directory case is reached here by rebinding fd 0 once Python has started."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for command in ("analyze", "watch"):
+        closed = subprocess.run(["sh", "-c", f'exec "$0" -m memlog {command} - <&-', sys.executable],
+                                capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert (closed.returncode, closed.stdout) == (2, ""), closed.stderr
+        assert closed.stderr.splitlines() == [
+            "memlog: error: <stdin>: standard input is closed; pipe or redirect a log into it, or name the file"]
+    rebound = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.dup2(os.open(sys.argv[1], os.O_RDONLY), 0); "
+         "sys.argv = ['memlog', 'analyze', '-']; from memlog.cli import main; main()", str(folder)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert (rebound.returncode, rebound.stdout) == (2, ""), rebound.stderr
+    assert rebound.stderr.splitlines() == [
+        "memlog: error: <stdin>: is a directory, not a log file; name the directory as an argument to read its logs"]
+    shell = subprocess.run(["sh", "-c", f'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)],
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert shell.stdout == ""
+    if shell.returncode != 2:  # today's CPython: refused before memlog runs (documented in the README)
+        assert shell.returncode == 1 and "init_sys_streams: <stdin> is a directory" in shell.stderr, shell.stderr
