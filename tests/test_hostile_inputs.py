@@ -962,3 +962,21 @@ def test_stdin_closed_or_a_directory_is_one_line(tmp_path):
     assert shell.stdout == ""
     if shell.returncode != 2:  # today's CPython: refused before memlog runs (documented in the README)
         assert shell.returncode == 1 and "init_sys_streams: <stdin> is a directory" in shell.stderr, shell.stderr
+
+
+def test_closed_stdout_or_stderr_is_not_an_internal_error():
+    """`>&-` left sys.stdout None ("internal error: AttributeError"); `2>&-` made the error message
+    itself raise, so a missing file ended in exit 1, a verdict's code. Found by scripts/fuzz.py."""
+    log = REPO / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+
+    def run(args, redirect):
+        return subprocess.run(["sh", "-c", f'exec "$0" -m memlog {args} {redirect}', sys.executable],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+
+    no_stdout = run(f"analyze {log}", ">&-")
+    assert no_stdout.returncode == 2
+    assert no_stdout.stderr.splitlines() == [
+        "memlog: error: standard output is closed: there is nowhere to write to (redirect it to a file instead)"]
+    assert run(f"analyze {log}", "2>&- >/dev/null").returncode == 1  # the leak: the verdict's own code
+    assert run("analyze /nonexistent.log", "2>&-").returncode == 2
+    assert run(f"analyze {log}", ">&- 2>&-").returncode == 2
