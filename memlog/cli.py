@@ -44,7 +44,8 @@ def _finite(value: float | None) -> float | None:
 
 # One --capacity for analyze, scan and plot.
 CapacityOption = Annotated[Optional[float], typer.Option(
-    "--capacity", help="Device memory capacity in GiB, where the log does not say.", min=0.001, max=1e6, callback=_finite)]
+    "--capacity", help="Device memory capacity in GiB, where the log does not say.", min=0.001, max=1e6,
+    callback=_finite)]  # the bounds of a config's capacity_gib (memlog.config; not imported here: it loads PyYAML)
 
 
 class Output(str, Enum):

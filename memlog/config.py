@@ -11,7 +11,6 @@ Read with yaml.safe_load only: a config can never construct Python objects.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from memlog.yamlfile import YamlFileError, read_yaml
 from memlog.errors import ConfigError
 
 KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
+MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 0.001, 1e6  # as --capacity (memlog/cli.py)
 
 
 @dataclass
@@ -58,10 +58,12 @@ def load_config(path: str | None) -> Config:
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(f"{path}: `rules` maps rule ids to mappings of threshold: value")
     capacity = raw.get("capacity_gib")
+    # The bounds of --capacity: a YAML integer of 400 digits is no float, and overflows later.
     if capacity is not None and (
-        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity < math.inf
+        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not MIN_CAPACITY_GIB <= capacity <= MAX_CAPACITY_GIB
     ):
-        raise ConfigError(f"{path}: capacity_gib must be a positive number, got {capacity!r}")
+        raise ConfigError(f"{path}: capacity_gib must be a positive number of GiB up to {MAX_CAPACITY_GIB:g}, got {capacity!r:.40}")
+    capacity = float(capacity) if capacity is not None else None
     dirs = raw.get("formats_dirs") or []
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError(f"{path}: formats_dirs must be a list of paths")

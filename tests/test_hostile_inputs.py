@@ -627,10 +627,13 @@ def test_config_unknown_keys(tmp_path, flat_log):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("capacity_gib: eighty", "{cfg}: capacity_gib must be a positive number, got 'eighty'"),
-        ("capacity_gib: .inf", "{cfg}: capacity_gib must be a positive number, got inf"),
-        ("capacity_gib: -80", "{cfg}: capacity_gib must be a positive number, got -80"),
-        ("capacity_gib: true", "{cfg}: capacity_gib must be a positive number, got True"),
+        ("capacity_gib: eighty", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got 'eighty'"),
+        ("capacity_gib: .inf", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got inf"),
+        ("capacity_gib: -80", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got -80"),
+        ("capacity_gib: true", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got True"),
+        # found by scripts/fuzz.py: an integer too large for a float overflowed deep in the analysis
+        ("capacity_gib: " + "1" + "0" * 400, "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got " + "1" + "0" * 39),
+        ("capacity_gib: .nan", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got nan"),
         ("rules: [memory-leak]", "{cfg}: `rules` maps rule ids to mappings of threshold: value"),
         ("rules: {memory-leak: 5}", "{cfg}: `rules` maps rule ids to mappings of threshold: value"),
         ("formats_dirs: 5", "{cfg}: formats_dirs must be a list of paths"),
@@ -980,3 +983,16 @@ def test_closed_stdout_or_stderr_is_not_an_internal_error():
     assert run(f"analyze {log}", "2>&- >/dev/null").returncode == 1  # the leak: the verdict's own code
     assert run("analyze /nonexistent.log", "2>&-").returncode == 2
     assert run(f"analyze {log}", ">&- 2>&-").returncode == 2
+
+
+@pytest.mark.parametrize("extreme", ["1e300", "-1e300", "1e154", "1.7976931348623157e308"])
+def test_finite_extremes_render_in_every_mode(tmp_path, extreme):
+    """Found by scripts/fuzz.py: a finite loss of 1e300 overflowed the HTML chart's tick arithmetic
+    (pygal); the chart is replaced by a line saying why, the rest of the page stays."""
+    lines = [f"train_step={i + 1} mem={v:.2f} loss={extreme if i in (5, 9) else 2.0 - 0.01 * i}" for i, v in enumerate(FLAT_GIB * 2)]
+    path = write(tmp_path / "extreme.log", lines)
+    spec = corrupt_values_spec(tmp_path)
+    for output in ("text", "json", "markdown", "github", "sarif", "junit", "html"):
+        result = analyze(path, "--formats-dir", spec, "-o", output, "--fail-on", "never")
+        assert result.exit_code == 0 and result.stderr == "", (output, result.stderr)
+    assert "Not drawn: values from" in result.stdout or extreme == "1e154"

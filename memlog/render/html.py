@@ -304,7 +304,12 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
     chart.add_xml_filter(_without_scripts)
     for name, points, options, _, _ in series:
         chart.add(name, points, **options)
-    svg = _PYGAL_COMMENT.sub("", chart.render(is_unicode=True))
+    try:
+        svg = _PYGAL_COMMENT.sub("", chart.render(is_unicode=True))
+    except (OverflowError, ValueError):
+        # Finite but astronomical values (a loss of 1e300, found by scripts/fuzz.py): pygal's tick
+        # arithmetic overflows. The page still says what the chart would have shown.
+        svg = f'<p class="muted">Not drawn: values from {low:g} to {high:g} are beyond what the chart can scale.</p>'
 
     heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
     caption = []
