@@ -11,6 +11,7 @@ Read with yaml.safe_load only: a config can never construct Python objects.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,17 @@ from memlog.errors import ConfigError
 
 KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
 MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 0.001, 1e6  # as --capacity (memlog/cli.py)
+
+
+def finite_number(value: Any) -> bool:
+    """A threshold or capacity a user wrote: an int or float (not a bool) that is finite. A YAML
+    integer of 400 digits is an int no float holds: math.isfinite itself overflows on it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 @dataclass

@@ -996,3 +996,33 @@ def test_finite_extremes_render_in_every_mode(tmp_path, extreme):
         result = analyze(path, "--formats-dir", spec, "-o", output, "--fail-on", "never")
         assert result.exit_code == 0 and result.stderr == "", (output, result.stderr)
     assert "Not drawn: values from" in result.stdout or extreme == "1e154"
+
+
+@pytest.mark.parametrize("low, high", [(1e300, 1e300), (0.0, 5e-324), (-1.7e308, 1.7e308), (2.5, 2.5), (30.0, 31.0)])
+def test_html_value_ticks_cover_any_finite_range(low, high):
+    """Found by scripts/fuzz.py: a loss of 1e300 at every step (1e300 - 1 == 1e300) and readings
+    5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span."""
+    from memlog.render.html import _value_ticks
+
+    ticks = _value_ticks(low, high)
+    assert 2 <= len(ticks) <= 13
+    assert ticks[0] <= low and ticks[-1] >= high and ticks == sorted(ticks)
+
+
+def test_a_loss_of_1e300_at_every_step_renders(tmp_path):
+    lines = [f"train_step={i + 1} mem={v:.2f} loss=1e300" for i, v in enumerate(FLAT_GIB * 2)]
+    path = write(tmp_path / "flat_extreme.log", lines)
+    result = analyze(path, "--formats-dir", corrupt_values_spec(tmp_path), "-o", "html", "--fail-on", "never")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("where", ["rules:\n  memory-leak: {min_growth_gib: %s}\n", "compare: {fail_on_increase_pct: %s}\n"])
+def test_a_threshold_too_large_for_a_float_is_a_config_error(tmp_path, flat_log, where):
+    """Found by scripts/fuzz.py: math.isfinite(10**400) raises OverflowError (an internal error)."""
+    cfg = write(tmp_path / "memlog.yaml", where % ("1" + "0" * 400))
+    if where.startswith("compare"):
+        result = runner.invoke(app, ["compare", str(flat_log), str(flat_log), "--config", str(cfg)])
+    else:
+        result = analyze(flat_log, "--config", cfg)
+    line = cannot_judge(result)
+    assert "must be a number, got 1000000000000000000000000000000000000000" in line and len(line) < 300, line

@@ -348,14 +348,18 @@ def _swatch(colour: str, css: str, options: dict) -> str:
 
 def _value_ticks(low: float, high: float, count: int = 6) -> list[float]:
     """About `count` round values (1, 2 or 5 x 10^k apart) from at or below `low` to at or above `high`."""
-    if not high > low:
-        low, high = low - 1, high + 1
-    raw = (high - low) / max(count - 1, 1)
+    # Equal values, or values too close for a float to space ticks between (1e300 twice, 0 and
+    # 5e-324): widen by 1, or by a thousandth of their size where 1 is lost in the rounding.
+    scale = max(abs(low), abs(high), 1.0)
+    if not high - low >= scale * 1e-9:
+        low, high = low - scale * 1e-3 if scale > 1e3 else low - 1, high + scale * 1e-3 if scale > 1e3 else high + 1
+    # Two divisions, not one: the difference of -1e308 and 1e308 overflows to infinity.
+    raw = high / max(count - 1, 1) - low / max(count - 1, 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     spacing = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.floor(low / spacing) * spacing
     ticks = [first]
-    while ticks[-1] < high - 1e-9 * spacing:
+    while ticks[-1] < high - 1e-9 * spacing and len(ticks) <= 2 * count:
         ticks.append(first + len(ticks) * spacing)
     return [round(t, 10) for t in ticks]
 
