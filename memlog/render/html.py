@@ -306,10 +306,12 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         chart.add(name, points, **options)
     try:
         svg = _PYGAL_COMMENT.sub("", chart.render(is_unicode=True))
-    except (OverflowError, ValueError):
-        # Finite but astronomical values (a loss of 1e300, found by scripts/fuzz.py): pygal's tick
-        # arithmetic overflows. The page still says what the chart would have shown.
-        svg = f'<p class="muted">Not drawn: values from {low:g} to {high:g} are beyond what the chart can scale.</p>'
+    except (OverflowError, ValueError, ZeroDivisionError):
+        # Finite but astronomical values (a loss of 1e300) or steps past 2**53 that a float cannot
+        # tell apart (found by scripts/fuzz.py): pygal's arithmetic overflows or divides by a zero
+        # width. The page still says what the chart would have shown.
+        svg = (f'<p class="muted">Not drawn: values from {low:g} to {high:g}, steps {min(all_steps):,} to '
+               f'{max(all_steps):,}, are beyond what the chart can scale.</p>')
 
     heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
     caption = []

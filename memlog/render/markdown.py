@@ -190,10 +190,13 @@ def _spark_rows(report: Report, subject: str, views: list[SeriesView], sentinel:
 
 def _sparkline(points: list[float], low: float, high: float) -> str:
     """One mark per bucket, at the height of its mean (a maximum would turn a warmup into a bar)."""
-    span = high - low
-    if span <= 0:
+    # Halves: exact for floats, and the span of -1e308..1e308 stays finite (found by scripts/fuzz.py).
+    # A bucket mean can still overflow (two readings of 1e308): no mark there.
+    span = high / 2 - low / 2
+    if not 0 < span < math.inf:
         return SPARK[3] * len(points)
-    return "".join(SPARK[min(len(SPARK) - 1, int((p - low) / span * len(SPARK)))] for p in points)
+    positions = [(p / 2 - low / 2) / span * len(SPARK) for p in points]
+    return "".join(SPARK[max(0, min(len(SPARK) - 1, int(x)))] if math.isfinite(x) else " " for x in positions)
 
 
 def _num(value: float) -> str:
