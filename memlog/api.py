@@ -258,6 +258,7 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
                 "nul_bytes": s.stats.nul_bytes,
                 "first_nul_line": s.stats.first_nul_line,
                 "damaged": s.stats.damaged,
+                "first_damaged_line": s.stats.first_damaged_line,
             }
             for s in sources
         ],

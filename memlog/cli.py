@@ -8,6 +8,8 @@ judge (usage error, unreadable input, no records, internal error). A crash is ne
 from __future__ import annotations
 
 import gc
+import io
+import os
 import sys
 from typing import Annotated
 
@@ -63,7 +65,31 @@ def _usage_error(exc) -> None:
     fail_line(message)
 
 
+def _closed(stream) -> bool:
+    """A standard stream the shell closed: None, or a file object whose descriptor is closed or
+    not writable (Python may have reused a closed descriptor 2 for a file it opened to read)."""
+    if stream is None:
+        return True
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: trust the stream
+        return False
+    try:
+        flags = fcntl.fcntl(stream.fileno(), fcntl.F_GETFL)
+    except (AttributeError, io.UnsupportedOperation):
+        return False  # not backed by a descriptor (a test runner's buffer): usable
+    except (OSError, ValueError):
+        return True
+    return flags & os.O_ACCMODE == os.O_RDONLY
+
+
 def main() -> None:
+    # A closed stream (`>&-`, `2>&-`) is None in Python: messages to a closed stderr go nowhere
+    # (the exit code still says what happened); a report with no stdout is one line and exit 2.
+    if _closed(sys.stderr):
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if _closed(sys.stdout):
+        fail_line("standard output is closed: there is nowhere to write to (redirect it to a file instead)")
     try:
         # Not standalone: click would print its own (boxed, several lines) usage errors and exit.
         code = app(standalone_mode=False, prog_name="memlog")

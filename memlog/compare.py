@@ -53,12 +53,14 @@ class CompareError(MemlogError):
 
 
 def resolve(overrides: Mapping[str, Any], fail_on_increase: float | None = None) -> dict[str, float]:
+    from memlog.config import finite_number
+
     values = {t.name: t.default for t in THRESHOLDS}
     for name, value in overrides.items():
         if name not in values:
             raise ConfigError(f"compare: unknown threshold {name!r} (known: {', '.join(values)})")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"compare: threshold {name} must be a number, got {value!r}")
+        if not finite_number(value):
+            raise ConfigError(f"compare: threshold {name} must be a number, got {value!r:.40}")
         values[name] = value
     if fail_on_increase is not None:
         values["fail_on_increase_pct"] = fail_on_increase

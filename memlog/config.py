@@ -23,6 +23,18 @@ from memlog.yamlfile import YamlFileError, read_yaml
 from memlog.errors import ConfigError
 
 KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
+MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 0.001, 1e6  # as --capacity (memlog/cli.py)
+
+
+def finite_number(value: Any) -> bool:
+    """A threshold or capacity a user wrote: an int or float (not a bool) that is finite. A YAML
+    integer of 400 digits is an int no float holds: math.isfinite itself overflows on it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 @dataclass
@@ -58,10 +70,12 @@ def load_config(path: str | None) -> Config:
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(f"{path}: `rules` maps rule ids to mappings of threshold: value")
     capacity = raw.get("capacity_gib")
+    # The bounds of --capacity: a YAML integer of 400 digits is no float, and overflows later.
     if capacity is not None and (
-        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity < math.inf
+        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not MIN_CAPACITY_GIB <= capacity <= MAX_CAPACITY_GIB
     ):
-        raise ConfigError(f"{path}: capacity_gib must be a positive number, got {capacity!r}")
+        raise ConfigError(f"{path}: capacity_gib must be a positive number of GiB up to {MAX_CAPACITY_GIB:g}, got {capacity!r:.40}")
+    capacity = float(capacity) if capacity is not None else None
     dirs = raw.get("formats_dirs") or []
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError(f"{path}: formats_dirs must be a list of paths")

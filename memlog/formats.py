@@ -25,6 +25,7 @@ from memlog.content import content_dir
 from memlog.errors import FormatSpecError, regex_problem
 from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
+from memlog.names import shown
 from memlog.yamlfile import YamlFileError, read_yaml
 
 # Named groups a record pattern may use besides the canonical value columns: the step, and who
@@ -178,7 +179,7 @@ class FormatSpec:
 
     def listing(self) -> str:
         """Its line in `memlog formats list`."""
-        return f"{self.name:<12} {self.title} ({len(self.records)} record and {len(self.events)} event patterns) - {self.path}"
+        return f"{self.name:<12} {self.title} ({len(self.records)} record and {len(self.events)} event patterns) - {shown(str(self.path))}"
 
     @property
     def literals(self) -> set[str]:

@@ -8,9 +8,9 @@ A `\\r` also ends a line (tqdm bars put metrics after it); the pieces keep their
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -21,10 +21,10 @@ import polars as pl
 
 from memlog import hardwrap, spool
 from memlog.errors import InputError
+from memlog.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch imports it from here
 from memlog.names import shown
 from memlog.remote import is_url, open_url
 
-GZIP_MAGIC = b"\x1f\x8b"
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
 # (memlog/parallel.py) stay small. Sparse 1 GiB log, 2 cores: 8 MiB chunks 4.9 s and 450 MiB peak,
 # 4 MiB 4.9 s and 264 MiB, 2 MiB 6.2 s and 222 MiB.
@@ -45,6 +45,10 @@ class ReadStats:
     nul_bytes: int = 0  # NUL bytes (zero-filled blocks a crash leaves behind), removed
     gzip: bool = False
     damaged: str | None = None  # why reading stopped early (truncated gzip, I/O error), if it did
+    # The first line the damage touched (cut short, or the one after the last complete line);
+    # None when reading went on to the end and the damage cannot be placed (a gzip checksum).
+    first_damaged_line: int | None = None
+    damage_located: bool = True
     first_truncated_line: int | None = None
     first_replaced_line: int | None = None
     first_nul_line: int | None = None
@@ -77,9 +81,24 @@ class Source:
 
 
 
+def stdin() -> BinaryIO:
+    """Standard input's bytes. Closed (`<&-`), or a directory (`< DIR`; CPython itself refuses that
+    at start-up, before memlog runs, but a process can rebind fd 0 later): one clear line."""
+    if sys.stdin is None:
+        raise InputError("<stdin>: standard input is closed; pipe or redirect a log into it, or name the file")
+    buffer = sys.stdin.buffer
+    try:
+        mode = os.fstat(buffer.fileno()).st_mode
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        mode = 0  # no file descriptor (an in-memory stream): nothing to check
+    if stat.S_ISDIR(mode):
+        raise InputError("<stdin>: is a directory, not a log file; name the directory as an argument to read its logs")
+    return buffer
+
+
 def _open(spec: str) -> BinaryIO:
     if spec == "-":
-        return sys.stdin.buffer
+        return stdin()
     if is_url(spec):
         return open_url(spec)
     if os.path.isdir(spec):
@@ -100,7 +119,7 @@ def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
     head = buffered.peek(10)[:10]
     if head[:2] == GZIP_MAGIC:
         stats.gzip = True
-        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+        return SalvagingGzipReader(buffered)  # type: ignore[return-value]
     # The other compressors logs are kept in: the standard library reads bzip2 and xz; zstd it
     # cannot, and says so (as damage: reading never raises).
     if len(head) == 10 and head[:3] == b"BZh" and head[3:4].isdigit() and head[4:] == b"1AY&SY":
@@ -135,7 +154,11 @@ def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[by
     while True:
         try:
             block = read(step)
-        except (EOFError, gzip.BadGzipFile, zlib.error, _lzma_error()) as exc:
+        except CorruptGzip as exc:
+            stats.damaged = f"compressed stream is truncated or corrupt ({exc})"
+            stats.damage_located = exc.located
+            break
+        except (EOFError, zlib.error, _lzma_error()) as exc:
             stats.damaged = f"compressed stream is truncated or corrupt ({exc or type(exc).__name__})"
             break
         except OSError as exc:
@@ -228,11 +251,15 @@ class LineCutter:
             self.carry = b""
 
 
-def _whole_lines(blocks: Iterator[bytes]) -> Iterator[Piece]:
-    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail."""
+def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[Piece]:
+    """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail.
+    Reading stopped by damage: the line it begins in is the unfinished last line if there is one,
+    else the line after the last complete one."""
     cutter = LineCutter()
     for block in blocks:
         yield from cutter.feed(block)
+    if stats.damaged and stats.damage_located:
+        stats.first_damaged_line = cutter.next_line
     yield from cutter.finish()
 
 
@@ -280,9 +307,9 @@ def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piec
     if not spool.rereadable(source.spec):  # standard input, a FIFO: keep a copy for the evidence lines
         raw = spool.copied(source.name, raw)
     try:
-        yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes))
+        yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes), source.stats)
     finally:
-        if raw is not sys.stdin.buffer:
+        if sys.stdin is None or raw is not sys.stdin.buffer:
             raw.close()
 
 

@@ -139,8 +139,21 @@ def source_damage(source: dict[str, Any]) -> str | None:
     if source.get("nul_bytes"):
         problems.append(f"{source['nul_bytes']:,} NUL byte(s) removed{first('first_nul_line')}")
     if source.get("damaged"):
-        problems.append(f"reading stopped after line {source['lines']:,}: {source['damaged']}")
+        problems.append(_stopped(source))
     return "; ".join(problems) if problems else None
+
+
+def _stopped(source: dict[str, Any]) -> str:
+    """Where the damage that stopped reading begins: after the last complete line, and whether
+    the next line was cut short by it; a gzip checksum failure cannot be placed, and says so."""
+    line, damaged = source.get("first_damaged_line"), source["damaged"]
+    if line is None:
+        return (f"{damaged}: read to the end (line {source['lines']:,}) but the checksum fails, so some"
+                " of the text is corrupt and where cannot be told")
+    if line == 1 and not source["lines"]:
+        return f"nothing could be read: {damaged}"
+    cut = f" (line {line:,} is cut short)" if source["lines"] >= line else ""
+    return f"reading stopped after line {line - 1:,}, the last complete line{cut}: {damaged}"
 
 
 def series_views(ctx, metric: str | None = None) -> list[SeriesView]:

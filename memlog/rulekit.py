@@ -17,7 +17,6 @@ that nothing central names a rule:
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,12 +126,14 @@ class Rule:
         return {t.name: t.default for t in self.thresholds}
 
     def resolve(self, overrides: Mapping[str, Any]) -> dict[str, float | int]:
+        from memlog.config import finite_number
+
         values = self.defaults()
         for name, value in overrides.items():
             if name not in values:
                 raise ConfigError(f"rule {self.id}: unknown threshold {name!r} (known: {', '.join(values)})")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r}")
+            if not finite_number(value):
+                raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r:.40}")
             values[name] = value
         return values
 

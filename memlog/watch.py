@@ -48,7 +48,7 @@ from memlog.formats import FormatSpec
 from memlog.inputs import directory_sources, file_source, natural_key
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Matches
-from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, read_pieces, to_frame
+from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, read_pieces, stdin, to_frame
 from memlog.records import Keep, compact_records, source_frame
 from memlog.report import Report
 from memlog.rulekit import Finding
@@ -312,6 +312,8 @@ class Watcher:
         # Listed inputs (a directory, a glob) can gain files: watching them never ends by itself.
         self.listing = any(spec != "-" and (os.path.isdir(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?[")))
                            for spec in self.inputs)
+        if "-" in self.inputs:
+            stdin()  # closed, or a directory: one line now, not a dead reader thread
         self.discover(force=True)
 
     def discover(self, force: bool = False) -> None:

@@ -7,7 +7,14 @@ lines (so a format without a sample log yet is still fuzzed). Each input is a wi
 with one to four mutations: bit flips, byte noise, truncation, line shuffles/duplicates/drops,
 spliced (interleaved) lines, huge/odd numbers (1e309, nan, 400 digits, negatives), control
 characters, ANSI/OSC/DCS injections, bidi and separator characters, invalid UTF-8, NUL blocks,
-CRLF and bare CR, over-long lines, and gzip (intact, truncated or bit-flipped).
+CRLF and bare CR, over-long lines, finite extremes (1e154, 1e300, -0.0, 5e-324, steps 2**53+1),
+and gzip (intact, truncated or bit-flipped). Around the log (scripts/fuzz_env.py): its file name
+(bytes that are not UTF-8, line breaks, `::`/`##[`, markdown and mentions), a config (odd
+thresholds, YAML aliases, oversized, `!!python` tags, odd `formats_dirs`), a `--formats-dir` of
+user specs (mutated, hostile names, alias bombs, oversized, bad regexes, and block parsers by
+path, `..`, symlink: with no `--plugins-dir`, a plugin that runs is a finding), and how it is
+attached (a FIFO; in a process of its own: stdin, stdin that is a directory, a closed stdout,
+PYTHONIOENCODING=utf-8:strict).
 
 Each input is analysed in-process (default; specs and rules are loaded once per worker) or with
 `--subprocess` through `python -m memlog.cli analyze`, then rendered in every output mode.
@@ -15,7 +22,9 @@ Each input is analysed in-process (default; specs and rules are loaded once per 
     crash   an exception other than memlog's own "cannot judge" errors (MemlogError, exit 2),
             or (--subprocess) an exit code other than 0/1/2, a traceback or an "internal error"
     hang    no answer within --timeout seconds (the worker is killed and replaced)
-    unsafe  a rendered output holding a control/escape/bidi character, JSON that does not parse,
+    unsafe  a rendered output holding a control/escape/bidi character, text that is not valid
+            UTF-8, a line that is a workflow command (`::x` or `##[`), an @mention, #123 or GH-123
+            outside code in markdown, JSON that does not parse, active HTML, a plugin that ran,
             or (in-process) anything printed to stdout/stderr while analysing or rendering
 
 Inputs are derived from (--seed, index), so any finding can be replayed: `--replay INDEX` runs one
@@ -47,6 +56,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from fuzz_env import MARKER, Case, builtin_parsers, feed_fifo, lay_out, make_case, release_fifo, run_special  # noqa: E402
+
+PARSERS = builtin_parsers(REPO)
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 OWN_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -60,6 +74,9 @@ INJECTIONS = (
 NUMBERS = (
     "nan", "NaN", "inf", "-inf", "1e309", "-1e309", "1e-400", "9" * 400, "-1", "-0.0", "0", "0x1F",
     "1,2,3", "1..2", "99999999999999999999", "-99999999999999999999", "1e18", "3.4e38", "00012", "+5",
+    # finite extremes: their squares and sums overflow to inf, their products underflow
+    "1e154", "1e300", "-1e300", "1.7976931348623157e308", "2.2250738585072014e-308", "5e-324", "-0.0",
+    str(2**53 + 1), str(2**63 - 1), str(2**64),
 )  # fmt: skip
 NUMBER_TOKEN = re.compile(rb"\d+(?:\.\d+)?")
 
@@ -230,7 +247,7 @@ def long_line(rng: random.Random, data: bytes) -> bytes:
 def step_jumps(rng: random.Random, data: bytes) -> bytes:
     return re.sub(
         rb"(step[:= ]\s*)(\d+)",
-        lambda m: m.group(1) + str(rng.choice([0, 1, -3, 2**31, 2**63, 10**30, rng.randint(0, 10**6)])).encode()
+        lambda m: m.group(1) + str(rng.choice([0, 1, -3, 2**31, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 10**30, rng.randint(0, 10**6)])).encode()
         if rng.random() < 0.2 else m.group(0),
         data,
     )  # fmt: skip
@@ -253,8 +270,9 @@ MUTATIONS = (
 )  # fmt: skip
 
 
-def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[bytes, str]:
-    """Input number `index` of run `seed`: a window of a seed log, mutated. Deterministic."""
+def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[bytes, str, Case]:
+    """Input number `index` of run `seed`: a window of a seed log, mutated, and its surroundings
+    (file name, config, specs, how it is attached). Deterministic."""
     rng = random.Random(f"{seed}:{index}")
     name, data = seeds[rng.randrange(len(seeds))]
     lines = data.split(b"\n")
@@ -268,7 +286,9 @@ def make_input(seeds: list[tuple[str, bytes]], seed: int, index: int) -> tuple[b
     if rng.random() < 0.08:
         data = gzip_wrap(rng, data)
         applied.append("gzip_wrap")
-    return data, f"{name} lines {start + 1}-{start + size}: {', '.join(applied)}"
+    case = make_case(rng, PARSERS)
+    around = case.describe()
+    return data, f"{name} lines {start + 1}-{start + size}: {', '.join(applied)}{'; ' + around if around else ''}", case
 
 
 # --- running one input -------------------------------------------------------------------------
@@ -288,20 +308,22 @@ class InProcess:
             OUTPUTS = ("text", "json")
         self.outputs = OUTPUTS
 
-    def __call__(self, path: str) -> tuple[str, str | None]:
+    def __call__(self, path: str, case: Case | None = None, config: Path | None = None, specs: Path | None = None) -> tuple[str, str | None]:
         """Analysis and rendering return text; anything they print themselves is a finding too."""
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            outcome, detail = self._run(path)
+            outcome, detail = self._run(path, config, specs if case is None or not case.spec_via_config else None)
         if outcome.startswith("exit") and printed.getvalue():
             return "unsafe", f"printed while analysing: {printed.getvalue()[:300]!r}"
         return outcome, detail
 
-    def _run(self, path: str) -> tuple[str, str | None]:
+    def _run(self, path: str, config_path: Path | None, specs: Path | None) -> tuple[str, str | None]:
+        from memlog.config import load_config
         from memlog.errors import MemlogError
 
         try:
-            report = self.api.analyze([path])
+            config = load_config(str(config_path)) if config_path else None
+            report = self.api.analyze([path], config=config, formats_dirs=[specs] if specs else ())
         except MemlogError:
             return "exit 2", None
         except BaseException as exc:  # noqa: BLE001 - PanicException from polars is a BaseException
@@ -328,10 +350,23 @@ class InProcess:
         return f"exit {1 if report.fails('error') else 0}", None
 
 
+WORKFLOW_COMMAND = re.compile(r"^[ \t]*::|##\[", re.MULTILINE)
+OWN_ANNOTATION = re.compile(r"::(?:error|warning|notice)(?: [^\n]*?)?::")
+LINKED = re.compile(r"(?<![\w`])@\w|(?<![&\w])#\d|(?<![\w-])gh-\d", re.IGNORECASE)
+
+
 def unsafe(output: str, text: str) -> str | None:
     bad = UNSAFE.search(text)
     if bad:
         return f"{bad.group()!r} in {text[max(0, bad.start() - 60) : bad.start() + 20]!r}"
+    try:
+        text.encode("utf-8")  # a non-UTF-8 file name reaches Python as surrogates
+    except UnicodeEncodeError as exc:
+        return f"not valid UTF-8 ({exc.reason} at {exc.start}: {text[max(0, exc.start - 40) : exc.start]!r})"
+    for match in WORKFLOW_COMMAND.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if not (output == "github" and match.group().strip() == "::" and OWN_ANNOTATION.match(text, line_start)):
+            return f"workflow command: {text[line_start : line_start + 100]!r}"
     if output in ("json", "sarif"):
         try:
             json.loads(text)
@@ -339,6 +374,8 @@ def unsafe(output: str, text: str) -> str | None:
             return f"invalid JSON: {exc}"
     if output == "html":
         return _active_html(text)
+    if output == "markdown":
+        return _linked_markdown(text)
     return None
 
 
@@ -358,15 +395,33 @@ def _active_html(text: str) -> str | None:
     return f"active HTML: {found[:3]}" if found else None
 
 
+def _linked_markdown(text: str) -> str | None:
+    """Outside code, nothing GitHub would link or notify: @mentions, #123, GH-123, [x](...)."""
+    from markdown_it import MarkdownIt
+
+    def walk(tokens):
+        for token in tokens:
+            yield token
+            yield from walk(token.children or [])
+
+    for token in walk(MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(text)):
+        if token.type == "text" and (found := LINKED.search(token.content)):
+            return f"{found.group()!r} would link: {token.content[max(0, found.start() - 40) : found.end() + 20]!r}"
+        if token.type == "link_open":
+            return f"a link: {token.attrs}"
+    return None
+
+
 class Subprocess:
     """`python -m memlog.cli analyze FILE -o json`: the exit code and stderr decide."""
 
     def __init__(self, timeout: float):
         self.timeout = timeout
 
-    def __call__(self, path: str) -> tuple[str, str | None]:
+    def __call__(self, path: str, case: Case | None = None, config: Path | None = None, specs: Path | None = None) -> tuple[str, str | None]:
+        extra = (["--config", str(config)] if config else []) + (["--formats-dir", str(specs)] if specs and not case.spec_via_config else [])
         proc = subprocess.run(
-            [sys.executable, "-m", "memlog.cli", "analyze", path, "-o", "json"],
+            [sys.executable, "-m", "memlog.cli", "analyze", os.fsencode(path), "-o", "json", *extra],
             capture_output=True, text=True, cwd=REPO, timeout=self.timeout * 2,
         )  # fmt: skip
         if proc.returncode not in (0, 1, 2) or "Traceback" in proc.stderr or "internal error" in proc.stderr:
@@ -378,23 +433,45 @@ class Subprocess:
         return f"exit {proc.returncode}", None
 
 
+def run_case(run_one, case: Case, data: bytes, folder: Path, timeout: float, check_in_process: bool) -> tuple[str, str | None]:
+    """Lay the case out in `folder` (empty), run it, and check that no plugin ran."""
+    log, config, specs = lay_out(case, folder, data)
+    if case.special and case.special != "fifo":
+        outcome, detail = run_special(case, log, config, specs, data, REPO, timeout, unsafe)
+    elif case.special == "fifo":
+        writer = feed_fifo(log, data)
+        try:
+            outcome, detail = run_one(log, case, config, specs)
+        finally:
+            release_fifo(log, writer)
+    else:
+        outcome, detail = run_one(log, case, config, specs)
+    if (folder / MARKER).exists():
+        return "unsafe", f"plugin code ran without --plugins-dir ({case.describe()})"
+    return outcome, detail
+
+
 def worker(conn, seed: int, use_subprocess: bool, timeout: float) -> None:
+    import shutil
+
     seeds = load_seeds()
     run_one = Subprocess(timeout) if use_subprocess else InProcess()
     tmp = Path(tempfile.mkdtemp(prefix="memlog-fuzz-"))
-    path = tmp / "input.log"
     try:
         while True:
             index = conn.recv()
             if index is None:
                 break
-            data, _ = make_input(seeds, seed, index)
-            path.write_bytes(data)
-            outcome, detail = run_one(str(path))
+            data, _, case = make_input(seeds, seed, index)
+            folder = tmp / str(index)
+            folder.mkdir()
+            try:
+                outcome, detail = run_case(run_one, case, data, folder, timeout, not use_subprocess)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
             conn.send((index, outcome, detail, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
     finally:
-        path.unlink(missing_ok=True)
-        tmp.rmdir()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -413,11 +490,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.replay is not None:
         seeds = load_seeds()
-        data, description = make_input(seeds, args.seed, args.replay)
-        with tempfile.NamedTemporaryFile(suffix=".log") as f:
-            f.write(data)
-            f.flush()
-            outcome, detail = (Subprocess(args.timeout) if args.subprocess else InProcess())(f.name)
+        data, description, case = make_input(seeds, args.seed, args.replay)
+        with tempfile.TemporaryDirectory(prefix="memlog-fuzz-") as folder:
+            run_one = Subprocess(args.timeout) if args.subprocess else InProcess()
+            outcome, detail = run_case(run_one, case, data, Path(folder), args.timeout, not args.subprocess)
         print(f"input {args.replay}: {description} ({len(data):,} bytes)\noutcome: {outcome}\n{detail or ''}")
         return 0 if outcome.startswith("exit") else 1
 
@@ -447,12 +523,12 @@ def main(argv: list[str] | None = None) -> int:
         outcomes[outcome] += 1
         if not outcome.startswith("exit"):
             failures.append((index, outcome, detail or ""))
-            _, description = make_input(seeds, args.seed, index)
+            _, description, case = make_input(seeds, args.seed, index)
             print(f"  {outcome.upper()} input {index} ({description})", flush=True)
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)
-                data, _ = make_input(seeds, args.seed, index)
-                (args.save / f"{outcome}-{index}.log").write_bytes(data)
+                data, _, _ = make_input(seeds, args.seed, index)
+                (args.save / f"{outcome}-{index}.log").write_bytes(data)  # the log; the .txt says what surrounded it
                 (args.save / f"{outcome}-{index}.txt").write_text(f"{description}\n\n{detail or ''}")
 
     last_report = started

@@ -166,3 +166,14 @@ def test_the_compare_schema_is_published_and_strict(tmp_path, base):
     assert scan["title"] == "memlog scan -o json"
     result = runner.invoke(app, ["schema", "--kind", "nope"])
     assert result.exit_code == 2 and "Traceback" not in result.stderr
+
+
+def test_markdown_names_from_the_logs_link_nothing(tmp_path):
+    """File names reach the compare markdown: no mention, issue reference (#12, GH-12) or link."""
+    import re
+
+    base = write_run(tmp_path / "@octocat GH-12 #34 [x](javascript:e).log", 30.0)
+    higher = write_run(tmp_path / "new <b>.log", 32.0)
+    code, out, _ = run(str(base), str(higher), "-o", "markdown")
+    assert code == 1
+    assert not re.search(r"@\w|#\d|(?<![\w-])GH-\d|(?<!\\)\]\(|<b>", out), out

@@ -212,23 +212,96 @@ def test_nul_bytes_are_removed_counted_and_the_records_kept(tmp_path, flat_log):
     assert (report["coverage"]["sources"][0]["nul_bytes"], report["coverage"]["sources"][0]["first_nul_line"]) == (4196, 8)
 
 
+def zlib_prefix(data: bytes) -> tuple[bytes, str | None]:
+    """What zlib itself decompresses from a gzip file fed one byte at a time, up to the byte where
+    it sees the damage, and its complaint: the most any reader can keep."""
+    import zlib
+
+    decompressor, out = zlib.decompressobj(31), []
+    for i in range(len(data)):
+        try:
+            out.append(decompressor.decompress(data[i : i + 1]))
+        except zlib.error as exc:
+            return b"".join(out), str(exc)
+    return b"".join(out), None if decompressor.eof else "truncated"
+
+
 def test_truncated_gzip_analyses_what_came_before(tmp_path, flat_log):
     code, clean = baseline(flat_log)
     lines = flat_lines(memory=FLAT_GIB * 40)  # long enough that the cut falls after many records
     whole = gzip.compress(("\n".join(lines) + "\n").encode())
-    path = write(tmp_path / "train.log.gz", whole[: len(whole) * 3 // 4])
+    cut = whole[: len(whole) * 3 // 4]
+    path = write(tmp_path / "train.log.gz", cut)
+    readable, _ = zlib_prefix(cut)
+    complete = readable.count(b"\n")
+    assert not readable.endswith(b"\n")  # the cut falls inside a line: it is named as cut short
     result = analyze(path, "-o", "json")
     assert result.exit_code == code
     [warning] = warning_lines(result)
     assert re.fullmatch(
-        rf"memlog: warning: {re.escape(str(path))}: reading stopped after line [\d,]+: "
-        r"compressed stream is truncated or corrupt \(.+\); analysed what was readable",
+        rf"memlog: warning: {re.escape(str(path))}: reading stopped after line {complete:,}, the last complete line "
+        rf"\(line {complete + 1:,} is cut short\): compressed stream is truncated or corrupt \(.+\); analysed what was readable",
         warning,
     ), warning
     report = report_of(result)
     source = report["coverage"]["sources"][0]
     assert source["gzip"] and "truncated or corrupt" in source["damaged"]
+    assert (source["first_damaged_line"], source["lines"]) == (complete + 1, complete + 1)
     assert 0 < report["coverage"]["records"] < len(lines) - 1
+
+
+def test_corrupt_gzip_keeps_every_line_before_the_damage(tmp_path):
+    """GzipFile dropped what the failing call had decompressed (up to 128 KiB of input: here the
+    whole file); every line zlib can produce before it sees the damage is analysed, and the
+    warning names the last complete one."""
+    lines = flat_lines(memory=FLAT_GIB * 40)
+    whole = gzip.compress(("\n".join(lines) + "\n").encode())
+    rng = random.Random(7)
+    for _ in range(200):  # damage zlib detects mid-stream (most garbage decodes until the checksum)
+        damaged = bytearray(whole)
+        at = rng.randrange(len(whole) // 3, len(whole) * 2 // 3)
+        damaged[at : at + 16] = rng.randbytes(16)
+        readable, why = zlib_prefix(bytes(damaged))
+        if why and "check" not in why and why != "truncated" and readable.count(b"\n") > 50:
+            break
+    else:
+        pytest.fail("no located damage found")
+    complete = readable.count(b"\n")
+    path = write(tmp_path / "damaged.log.gz", bytes(damaged))
+    result = analyze(path, "-o", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    [warning] = warning_lines(result)
+    assert f"reading stopped after line {complete:,}, the last complete line" in warning, warning
+    assert why in warning
+    source = report_of(result)["coverage"]["sources"][0]
+    assert source["first_damaged_line"] == complete + 1
+    assert source["lines"] >= complete
+    assert report_of(result)["coverage"]["records"] >= complete - 2  # the capacity line is not a record
+
+
+def test_gzip_whose_checksum_fails_says_the_damage_cannot_be_placed(tmp_path):
+    """Most corrupt deflate data decodes (to wrong text) until the checksum at the end: the text is
+    analysed, and the warning says some of it is corrupt without pretending to know where."""
+    lines = flat_lines(memory=FLAT_GIB * 40)
+    damaged = bytearray(gzip.compress(("\n".join(lines) + "\n").encode()))
+    damaged[-8] ^= 0xFF  # the CRC-32 in the trailer
+    path = write(tmp_path / "crc.log.gz", bytes(damaged))
+    result = analyze(path, "-o", "json", "--fail-on", "never")
+    [warning] = warning_lines(result)
+    assert warning == (f"memlog: warning: {path}: compressed stream is truncated or corrupt (Error -3 while decompressing data: "
+                       f"incorrect data check): read to the end (line {len(lines):,}) but the checksum fails, so some of the "
+                       "text is corrupt and where cannot be told; analysed what was readable")
+    assert report_of(result)["coverage"]["sources"][0]["first_damaged_line"] is None
+
+
+def test_concatenated_gzip_members_and_zero_padding_are_read(tmp_path):
+    lines = flat_lines(memory=FLAT_GIB * 4)
+    half = len(lines) // 2
+    data = (gzip.compress(("\n".join(lines[:half]) + "\n").encode()) + gzip.compress(("\n".join(lines[half:]) + "\n").encode())
+            + b"\0" * 512)
+    result = analyze(write(tmp_path / "appended.log.gz", data), "-o", "json", "--fail-on", "never")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert report_of(result)["coverage"]["sources"][0]["lines"] == len(lines)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +345,7 @@ def test_read_error_mid_file_keeps_what_was_read(flat_log, monkeypatch):
     result = analyze(flat_log, "-o", "json")
     assert result.exit_code == code
     assert warning_lines(result) == [
-        f"memlog: warning: {flat_log}: reading stopped after line 13: read error (Input/output error); analysed what was readable"
+        f"memlog: warning: {flat_log}: reading stopped after line 13, the last complete line: read error (Input/output error); analysed what was readable"
     ]
     assert report_of(result)["coverage"]["records"] == clean["coverage"]["records"]
 
@@ -554,10 +627,13 @@ def test_config_unknown_keys(tmp_path, flat_log):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("capacity_gib: eighty", "{cfg}: capacity_gib must be a positive number, got 'eighty'"),
-        ("capacity_gib: .inf", "{cfg}: capacity_gib must be a positive number, got inf"),
-        ("capacity_gib: -80", "{cfg}: capacity_gib must be a positive number, got -80"),
-        ("capacity_gib: true", "{cfg}: capacity_gib must be a positive number, got True"),
+        ("capacity_gib: eighty", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got 'eighty'"),
+        ("capacity_gib: .inf", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got inf"),
+        ("capacity_gib: -80", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got -80"),
+        ("capacity_gib: true", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got True"),
+        # found by scripts/fuzz.py: an integer too large for a float overflowed deep in the analysis
+        ("capacity_gib: " + "1" + "0" * 400, "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got " + "1" + "0" * 39),
+        ("capacity_gib: .nan", "{cfg}: capacity_gib must be a positive number of GiB up to 1e+06, got nan"),
         ("rules: [memory-leak]", "{cfg}: `rules` maps rule ids to mappings of threshold: value"),
         ("rules: {memory-leak: 5}", "{cfg}: `rules` maps rule ids to mappings of threshold: value"),
         ("formats_dirs: 5", "{cfg}: formats_dirs must be a list of paths"),
@@ -891,3 +967,114 @@ def test_other_compressors_are_read_or_named(tmp_path):
     zst, zero = run("run.log.zst"), run("zero.log")
     assert zst.returncode == 2 and "zstd-compressed" in zst.stderr and len(zst.stderr.splitlines()) == 1
     assert zero.returncode == 2 and "bytes are NUL" in zero.stderr
+
+
+def test_stdin_closed_or_a_directory_is_one_line(tmp_path):
+    """`memlog analyze - <&-` and a directory on fd 0 are named in one line, exit 2. A shell's
+    `< DIR` itself cannot reach memlog: CPython stops at start-up ("Fatal Python error:
+    init_sys_streams: <stdin> is a directory", exit 1) before any of memlog's code runs; the README
+    says so. The directory case is reached here by rebinding fd 0 once Python has started."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for command in ("analyze", "watch"):
+        closed = subprocess.run(["sh", "-c", f'exec "$0" -m memlog {command} - <&-', sys.executable],
+                                capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert (closed.returncode, closed.stdout) == (2, ""), closed.stderr
+        assert closed.stderr.splitlines() == [
+            "memlog: error: <stdin>: standard input is closed; pipe or redirect a log into it, or name the file"]
+    rebound = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.dup2(os.open(sys.argv[1], os.O_RDONLY), 0); "
+         "sys.argv = ['memlog', 'analyze', '-']; from memlog.cli import main; main()", str(folder)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+    assert (rebound.returncode, rebound.stdout) == (2, ""), rebound.stderr
+    assert rebound.stderr.splitlines() == [
+        "memlog: error: <stdin>: is a directory, not a log file; name the directory as an argument to read its logs"]
+    shell = subprocess.run(["sh", "-c", f'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)],
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert shell.stdout == ""
+    if shell.returncode != 2:  # today's CPython: refused before memlog runs (documented in the README)
+        assert shell.returncode == 1 and "init_sys_streams: <stdin> is a directory" in shell.stderr, shell.stderr
+
+
+def test_closed_stdout_or_stderr_is_not_an_internal_error():
+    """`>&-` left sys.stdout None ("internal error: AttributeError"); `2>&-` made the error message
+    itself raise, so a missing file ended in exit 1, a verdict's code. Found by scripts/fuzz.py."""
+    log = REPO / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+
+    def run(args, redirect):
+        return subprocess.run(["sh", "-c", f'exec "$0" -m memlog {args} {redirect}', sys.executable],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+
+    no_stdout = run(f"analyze {log}", ">&-")
+    assert no_stdout.returncode == 2
+    assert no_stdout.stderr.splitlines() == [
+        "memlog: error: standard output is closed: there is nowhere to write to (redirect it to a file instead)"]
+    assert run(f"analyze {log}", "2>&- >/dev/null").returncode == 1  # the leak: the verdict's own code
+    assert run("analyze /nonexistent.log", "2>&-").returncode == 2
+    assert run(f"analyze {log}", ">&- 2>&-").returncode == 2
+
+
+@pytest.mark.parametrize("extreme", ["1e300", "-1e300", "1e154", "1.7976931348623157e308"])
+def test_finite_extremes_render_in_every_mode(tmp_path, extreme):
+    """Found by scripts/fuzz.py: a finite loss of 1e300 overflowed the HTML chart's tick arithmetic
+    (pygal); the chart is replaced by a line saying why, the rest of the page stays."""
+    lines = [f"train_step={i + 1} mem={v:.2f} loss={extreme if i in (5, 9) else 2.0 - 0.01 * i}" for i, v in enumerate(FLAT_GIB * 2)]
+    path = write(tmp_path / "extreme.log", lines)
+    spec = corrupt_values_spec(tmp_path)
+    for output in ("text", "json", "markdown", "github", "sarif", "junit", "html"):
+        result = analyze(path, "--formats-dir", spec, "-o", output, "--fail-on", "never")
+        assert result.exit_code == 0 and result.stderr == "", (output, result.stderr)
+    assert "Not drawn: values from" in result.stdout or extreme == "1e154"
+
+
+@pytest.mark.parametrize("low, high", [(1e300, 1e300), (0.0, 5e-324), (-1.7e308, 1.7e308), (2.5, 2.5), (30.0, 31.0)])
+def test_html_value_ticks_cover_any_finite_range(low, high):
+    """Found by scripts/fuzz.py: a loss of 1e300 at every step (1e300 - 1 == 1e300) and readings
+    5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span."""
+    from memlog.render.html import _value_ticks
+
+    ticks = _value_ticks(low, high)
+    assert 2 <= len(ticks) <= 13
+    assert ticks[0] <= low and ticks[-1] >= high and ticks == sorted(ticks)
+
+
+def test_a_loss_of_1e300_at_every_step_renders(tmp_path):
+    lines = [f"train_step={i + 1} mem={v:.2f} loss=1e300" for i, v in enumerate(FLAT_GIB * 2)]
+    path = write(tmp_path / "flat_extreme.log", lines)
+    result = analyze(path, "--formats-dir", corrupt_values_spec(tmp_path), "-o", "html", "--fail-on", "never")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("where", ["rules:\n  memory-leak: {min_growth_gib: %s}\n", "compare: {fail_on_increase_pct: %s}\n"])
+def test_a_threshold_too_large_for_a_float_is_a_config_error(tmp_path, flat_log, where):
+    """Found by scripts/fuzz.py: math.isfinite(10**400) raises OverflowError (an internal error)."""
+    cfg = write(tmp_path / "memlog.yaml", where % ("1" + "0" * 400))
+    if where.startswith("compare"):
+        result = runner.invoke(app, ["compare", str(flat_log), str(flat_log), "--config", str(cfg)])
+    else:
+        result = analyze(flat_log, "--config", cfg)
+    line = cannot_judge(result)
+    assert "must be a number, got 1000000000000000000000000000000000000000" in line and len(line) < 300, line
+
+
+def test_fuzz_findings_near_the_float_limits(tmp_path, flat_log):
+    """Found by scripts/fuzz.py (seed 2026): steps past 2**53 that a float cannot tell apart gave
+    the HTML chart a zero-width axis; losses of -1.7e308 and 1.7e308 gave the markdown sparkline
+    and the text chart NaN positions; `min_readings: 0` made corrupt-readings index an empty list."""
+    base = 2**53
+    lines = torchtitan_lines({0: FLAT_GIB}, steps=[base + i for i in range(len(FLAT_GIB))], capacity=CAPACITY_GIB)
+    steps_log = write(tmp_path / "steps.log", lines)
+    extremes = [f"train_step={i + 1} mem={v:.2f} loss={'-' if i % 2 else ''}1.7e308" for i, v in enumerate(FLAT_GIB * 2)]
+    loss_log = write(tmp_path / "loss.log", extremes)
+    spec = corrupt_values_spec(tmp_path)
+    for output in ("text", "markdown", "html"):
+        for log, extra in ((steps_log, []), (loss_log, ["--formats-dir", spec])):
+            result = analyze(log, *extra, "-o", output, "--fail-on", "never", *(["--chart"] if output == "text" else []))
+            assert result.exit_code == 0 and result.stderr == "", (output, log.name, result.stderr)
+    # fuzz input 7700 as found (DeepSpeed lines, a step of 2**53): its HTML chart divided by zero
+    found = write(tmp_path / "found.log", b'[2024-08-14 09:12:39,213] [INFO] [utils.py:789:see_eemori_usage] CPU Virtual Memory:  used =096.06 GB, Percent = 9.5%\n[2024-08-14 09:12:39,618] [INF\xcf] [logging.py:96:log_dirt] [Rank 0] step=9007199254740992, skipped=0, lr=[4.000000000000001e-06, 4.000000000000001e-06], mom=[(0.9, 0.999), (0.9, 0.999)]\n[2024-08-14 09:12:39,622] [INFO] [utids.py:781:see_memory_usagg] Engine after steq\n[2024-08-14 09:12:39,623] [INFO] [utils.py:782:see_memosy_usage] MA 23.53 GB         Max_MA 24.73 GB         CA 37.96 GB   "     Max_CA 38 GB \n[2024-08-14 09:12:39,624] _INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.19 GB, percent = 9.5%\n')
+    result = analyze(found, "-o", "html", "--fail-on", "never")
+    assert result.exit_code == 0 and "Not drawn" in result.stdout, result.stderr
+    cfg = write(tmp_path / "memlog.yaml", "rules:\n  corrupt-readings: {min_readings: 0}\n")
+    result = analyze(flat_log, "--config", cfg, "-o", "json")
+    assert result.exit_code == 0 and result.stderr == "", result.stderr

@@ -287,3 +287,46 @@ def test_a_file_name_that_is_not_utf8_gives_valid_documents_on_a_strict_stdout(t
         assert result.returncode == 1, (output, result.stderr)
         text = result.stdout.decode("utf-8")  # strictly valid UTF-8
         assert "\ufffd" in text or output == "github", output
+
+
+def hostile_spec_folder(tmp_path: Path) -> Path:
+    """A user format spec (--formats-dir) whose name and title are hostile: escapes, line breaks
+    that would start a workflow command, markdown and mentions."""
+    import yaml
+
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    evil = f"evil{PAYLOAD}\n::add-mask::secret\r\n##[error]boom {MARKUP} GH-12 [x](javascript:alert(1))"
+    spec = {
+        "name": evil,
+        "title": "Title " + evil,
+        "records": [{"name": "r", "literal": "train_step=",
+                     "regex": r"^train_step=(?P<step>\d+) mem=(?P<mem_allocated_gib>\d+(?:\.\d+)?)GiB"}],
+    }
+    (folder / "evil.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return folder
+
+
+def test_formats_list_and_show_escape_a_hostile_user_spec(tmp_path):
+    from memlog.formats import load_specs
+
+    folder = hostile_spec_folder(tmp_path)
+    listed = run("formats", "list", "--formats-dir", folder)
+    assert_inert(listed.stdout, "formats list")
+    assert "##[" not in listed.stdout
+    assert len(listed.stdout.splitlines()) == len(load_specs([folder]))  # one line per spec
+    name = next(n for n in load_specs([folder]) if n.startswith("evil"))
+    shown = run("formats", "show", name, "--formats-dir", folder)
+    assert_inert(shown.stdout, "formats show")
+    assert "##[" not in shown.stdout
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_a_hostile_spec_name_is_inert_in_every_report(tmp_path, output):
+    folder = hostile_spec_folder(tmp_path)
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"train_step={i} mem={30 + 0.01 * (i % 3):.2f}GiB\n" for i in range(1, 30)))
+    result = run("analyze", log, "--formats-dir", folder, "-o", output)
+    assert_inert(result.stdout, output)
+    assert "##[" not in result.stdout
+    assert_valid(output, result.stdout)

@@ -12,17 +12,17 @@ from typer.testing import CliRunner
 from memlog.api import analyze
 from memlog.cli import app
 from memlog.excerpt import attach_log_lines
-from memlog.render.markdown import LIMIT, code_block, md_text, render_markdown
+from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
 from memlog.rulekit import Finding
 
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
-HOSTILE = "@octocat <script>alert(1)</script> </details> ``` | #12 *bold* [x](javascript:alert(1)) \x1b[31mred\x1b[0m &amp;"
+HOSTILE = "GH-123 gh-7 @octocat <script>alert(1)</script> </details> ``` | #12 *bold* [x](javascript:alert(1)) \x1b[31mred\x1b[0m &amp;"
 OUR_HTML = re.compile(r"\s*(?:<details><summary>[A-Za-z0-9 ()]+</summary>|</details>)\s*")
 MENTION = re.compile(r"@\w")
-ISSUE_REF = re.compile(r"#\d")
+ISSUE_REF = re.compile(r"#\d|(?<![\w-])gh-\d", re.IGNORECASE)
 
 
 def parse(markdown: str):
@@ -98,6 +98,9 @@ def test_md_text_escapes():
     assert md_text("a|b") == "a\\|b"
     assert "@octocat" not in md_text("hi @octocat") and "octocat" in md_text("hi @octocat")
     assert "#12" not in md_text("see #12")
+    for ref in ("GH-123", "gh-123", "Gh-9"):
+        assert ref not in md_text(f"fixed in {ref}, see ({ref})") and ref.replace("-", ZWSP + "-") in md_text(ref)
+    assert md_text("SIGH-1 high-5 ugh-2") == "SIGH-1 high-5 ugh-2"  # only a whole word GH-n links
     assert md_text("x" * 50, limit=10) == "x" * 9 + "…"
     assert "\n" not in md_text("two\nlines")
 
@@ -118,7 +121,27 @@ def test_huge_reports_stay_under_the_limit():
     markdown = render_markdown(report)
     assert len(markdown) < LIMIT
     assert markdown.startswith("**memlog verdict: ") and "<details><summary>Environment</summary>" in markdown
-    assert "and 4990 more" in markdown
+    assert "and 4,990 more" in markdown
+    assert_inert(markdown)
+
+
+def test_ten_thousand_sources_stay_under_the_limit():
+    """A directory of 10,000 per-rank logs or 10,000 file arguments: the command, the source
+    list, the damaged and guessed lines are each bounded, however long each path is."""
+    report = copy.copy(sample_report(TORCHTITAN_LEAK))
+    deep = "/".join(["very-deep-folder"] * 240)  # a path near PATH_MAX (4 KiB)
+    names = [f"{deep}/rank{i}.log" for i in range(10_000)]
+    report.command = "memlog analyze " + " ".join(names) + " -o markdown"
+    report.coverage = {
+        **report.coverage,
+        "sources": [{"name": n, "lines": 3, "damaged": "read error (Input/output error)", "first_damaged_line": 4} for n in names],
+        "guessed": [{"source": n, "reader": "kv", "mapping": "m" * 3000} for n in names],
+        "formats": {f"format-{i}-" + "f" * 50: 1 for i in range(2000)},
+    }
+    markdown = render_markdown(report)
+    assert len(markdown) < LIMIT, len(markdown)
+    assert "and 9,990 more" in markdown and "rank0.log" in markdown
+    assert "<details><summary>Environment</summary>" in markdown
     assert_inert(markdown)
 
 

@@ -10,6 +10,7 @@ import typer
 
 from memlog.commands.common import EXIT_FINDING, EXIT_OK, Debug, FormatOpt, FormatsDir, PluginsDir, guard
 from memlog.errors import MemlogError
+from memlog.render import safe
 
 formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog reads.")
 
@@ -21,7 +22,8 @@ def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None,
 
     def action():
         for spec in load_specs(formats_dir or (), plugins_dir or ()).values():
-            typer.echo(spec.listing())
+            # A user spec's name, title and path are its author's text: one inert line each.
+            typer.echo(safe(" ".join(spec.listing().splitlines())))
 
     guard(debug, action)
 
@@ -35,7 +37,7 @@ def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: Plugins
         specs = load_specs(formats_dir or (), plugins_dir or ())
         if name not in specs:
             raise MemlogError(f"unknown format {name!r} (known: {', '.join(sorted(specs))})")
-        sys.stdout.write(specs[name].path.read_text(encoding="utf-8"))
+        sys.stdout.write(safe(specs[name].path.read_text(encoding="utf-8", errors="replace")))  # a user's file: inert
 
     guard(debug, action)
 

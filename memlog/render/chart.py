@@ -102,7 +102,12 @@ def render_chart(
             marked = sentinel if subject == "loss" else set()
             selection = select(report, [v for v in views if v.label not in marked], subject, MAX_SERIES)
             placeholders = [v for v in views if v.label in marked][:MAX_SERIES]
-            panels.append(_panel(plt, subject, selection, placeholders, panel_capacity(views), width, colour, ascii_only))
+            try:
+                panels.append(_panel(plt, subject, selection, placeholders, panel_capacity(views), width, colour, ascii_only))
+            except (OverflowError, ValueError, ZeroDivisionError):
+                # Finite but astronomical values or steps (found by scripts/fuzz.py): plotext's
+                # tick arithmetic fails (NaN, a zero-width axis). The rest of the report stands.
+                panels.append(f"({subject} chart not drawn: its values or steps are beyond what the chart can scale)")
     return "\n\n".join(panels)
 
 

@@ -86,8 +86,11 @@ def render_compare_text(c: Comparison) -> str:
 
 
 def _cell(text: str) -> str:
-    """Markdown table cell: log-derived text made inert (pipes, HTML, backticks)."""
-    return safe(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    """Markdown table cell or list item: log-derived text made inert as in the analyze report
+    (pipes, HTML, markdown, and no @mention, #123 or GH-123 that GitHub would link)."""
+    from memlog.render.markdown import md_text
+
+    return md_text(text.replace("->", "→"))
 
 
 def render_compare_markdown(c: Comparison) -> str:
@@ -98,7 +101,7 @@ def render_compare_markdown(c: Comparison) -> str:
     out.append("")
     out.append("| " + " | ".join(COLUMNS) + " |")
     out.append("|" + "---|" * len(COLUMNS))
-    out += ["| " + " | ".join(_cell(cell).replace("->", "→") for cell in _row(p)) + " |" for p in c.pairs[:64]]
+    out += ["| " + " | ".join(_cell(cell) for cell in _row(p)) + " |" for p in c.pairs[:64]]
     if c.findings or c.notes:
         out.append("")
     out += [f"- **{f.severity}** `{f.rule}`: {_cell(f.message)}" for f in c.findings]

@@ -304,7 +304,14 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
     chart.add_xml_filter(_without_scripts)
     for name, points, options, _, _ in series:
         chart.add(name, points, **options)
-    svg = _PYGAL_COMMENT.sub("", chart.render(is_unicode=True))
+    try:
+        svg = _PYGAL_COMMENT.sub("", chart.render(is_unicode=True))
+    except (OverflowError, ValueError, ZeroDivisionError):
+        # Finite but astronomical values (a loss of 1e300) or steps past 2**53 that a float cannot
+        # tell apart (found by scripts/fuzz.py): pygal's arithmetic overflows or divides by a zero
+        # width. The page still says what the chart would have shown.
+        svg = (f'<p class="muted">Not drawn: values from {low:g} to {high:g}, steps {min(all_steps):,} to '
+               f'{max(all_steps):,}, are beyond what the chart can scale.</p>')
 
     heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
     caption = []
@@ -343,14 +350,18 @@ def _swatch(colour: str, css: str, options: dict) -> str:
 
 def _value_ticks(low: float, high: float, count: int = 6) -> list[float]:
     """About `count` round values (1, 2 or 5 x 10^k apart) from at or below `low` to at or above `high`."""
-    if not high > low:
-        low, high = low - 1, high + 1
-    raw = (high - low) / max(count - 1, 1)
+    # Equal values, or values too close for a float to space ticks between (1e300 twice, 0 and
+    # 5e-324): widen by 1, or by a thousandth of their size where 1 is lost in the rounding.
+    scale = max(abs(low), abs(high), 1.0)
+    if not high - low >= scale * 1e-9:
+        low, high = low - scale * 1e-3 if scale > 1e3 else low - 1, high + scale * 1e-3 if scale > 1e3 else high + 1
+    # Two divisions, not one: the difference of -1e308 and 1e308 overflows to infinity.
+    raw = high / max(count - 1, 1) - low / max(count - 1, 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     spacing = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.floor(low / spacing) * spacing
     ticks = [first]
-    while ticks[-1] < high - 1e-9 * spacing:
+    while ticks[-1] < high - 1e-9 * spacing and len(ticks) <= 2 * count:
         ticks.append(first + len(ticks) * spacing)
     return [round(t, 10) for t in ticks]
 

@@ -7,7 +7,8 @@ rejects issue bodies over 65,536), whatever the size of the log.
 Anything that came from a log (worker names, file names, log lines, messages that quote them) is
 escaped so it cannot break the table, start markdown or HTML, or notify anyone: outside code, HTML
 specials become entities, markdown punctuation is backslash-escaped, and `@name` / `#123` get a
-zero-width space after the sign (GitHub links mentions and issue references in text, never in code).
+zero-width space after the sign, `GH-123` after `GH` (GitHub links mentions and issue references in
+text, never in code).
 Inside code blocks, text is left as it was and the fence is longer than any backtick run in it.
 """
 
@@ -31,10 +32,16 @@ MAX_SPARK_ROWS = 16
 MAX_MESSAGE_CHARS = 1500
 MAX_EVIDENCE_CHARS = 600
 MAX_SOURCES_LISTED = 10
+# The environment block always stays, so each of its lines is bounded: a command with 10,000 file
+# arguments, a 4 KiB path or a long message must not carry the report past LIMIT.
+MAX_ENV_LINE_CHARS = 1000
+MAX_NAME_CHARS = 200
 ZWSP = "\u200b"
 
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
 _MENTION_OR_REFERENCE = re.compile(r"([@#])(?=[\w-])")
+# GitHub also links `GH-123` (any case) to issue 123: a zero-width space after `GH` breaks it.
+_GH_REFERENCE = re.compile(r"(?<![\w-])(gh)(?=-\d)", re.IGNORECASE)
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -45,6 +52,7 @@ def md_text(text: str, limit: int | None = None) -> str:
         text = text[: limit - 1] + "…"
     text = html.escape(text, quote=False)
     text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    text = _GH_REFERENCE.sub(lambda m: m.group(1) + ZWSP, text)
     return _MENTION_OR_REFERENCE.sub(lambda m: m.group(1) + ZWSP, text)
 
 
@@ -78,6 +86,8 @@ def render_markdown(report: Report) -> str:
         keep = LIMIT - len(_join([required[0], *optional, env])) - 200
         table = required[1][: max(keep, 0)].rsplit("\n", 1)[0]
         text = _join([required[0], table + "\n\n*(table cut: the report is too long for an issue; see `-o json`)*", env])
+    if len(text) >= LIMIT:  # last resort: the verdict and the head of the environment block
+        text = _join([required[0], "*(report cut: too long for an issue; see `-o json`)*", _environment(report, brief=True)])
     return text
 
 
@@ -93,7 +103,7 @@ def _verdict_line(report: Report) -> str:
         context.append(workers_phrase_of(cov))
     if cov.get("steps"):
         context.append(f"steps {cov['steps'][0]}–{cov['steps'][1]}")
-    line = f"**memlog verdict: {name}** — {md_text(meaning)} ({md_text(', '.join(context))})"
+    line = f"**memlog verdict: {name}** — {md_text(meaning, MAX_MESSAGE_CHARS)} ({md_text(', '.join(context), MAX_ENV_LINE_CHARS)})"
     restarts = restarts_sentence(cov)
     return f"{line}\n\n{md_text(restarts)}" if restarts else line
 
@@ -179,10 +189,13 @@ def _spark_rows(report: Report, subject: str, views: list[SeriesView], sentinel:
 
 def _sparkline(points: list[float], low: float, high: float) -> str:
     """One mark per bucket, at the height of its mean (a maximum would turn a warmup into a bar)."""
-    span = high - low
-    if span <= 0:
+    # Halves: exact for floats, and the span of -1e308..1e308 stays finite (found by scripts/fuzz.py).
+    # A bucket mean can still overflow (two readings of 1e308): no mark there.
+    span = high / 2 - low / 2
+    if not 0 < span < math.inf:
         return SPARK[3] * len(points)
-    return "".join(SPARK[min(len(SPARK) - 1, int((p - low) / span * len(SPARK)))] for p in points)
+    positions = [(p / 2 - low / 2) / span * len(SPARK) for p in points]
+    return "".join(SPARK[max(0, min(len(SPARK) - 1, int(x)))] if math.isfinite(x) else " " for x in positions)
 
 
 def _num(value: float) -> str:
@@ -203,12 +216,12 @@ def _log_lines(report: Report) -> str:
     return details(f"Log lines behind the findings ({len(rows)})", code_block(rows))
 
 
-def _environment(report: Report) -> str:
+def _environment(report: Report, brief: bool = False) -> str:
     cov = report.coverage
     sources = cov.get("sources") or []
-    listed = [f"{s['name']} ({s['lines']:,} lines{', gzip' if s.get('gzip') else ''})" for s in sources[:MAX_SOURCES_LISTED]]
+    listed = [f"{_name(s['name'])} ({s['lines']:,} lines{', gzip' if s.get('gzip') else ''})" for s in sources[:MAX_SOURCES_LISTED]]
     if len(sources) > MAX_SOURCES_LISTED:
-        listed.append(f"and {len(sources) - MAX_SOURCES_LISTED} more")
+        listed.append(f"and {len(sources) - MAX_SOURCES_LISTED:,} more")
     ranks = cov.get("ranks") or []
     steps = f", steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else ""
     who = f"{workers_phrase_of(cov)}{f' ({_ranks(ranks)})' if ranks else ''}{steps}"
@@ -227,19 +240,37 @@ def _environment(report: Report) -> str:
         f"events      {', '.join(f'{k} {v}' for k, v in cov.get('event_counts', {}).items()) or 'none'}",
         f"capacity    {'; '.join(caps) or 'unknown'}",
     ]
-    for source in sources[:MAX_SOURCES_LISTED]:
-        damage = source_damage(source)
-        if damage:
-            lines.append(f"damaged     {source['name']}: {damage}")
-    for guessed in cov.get("guessed", ())[:MAX_SOURCES_LISTED]:
+    if brief:
+        return details("Environment", code_block(_cut(line, MAX_ENV_LINE_CHARS) for line in lines))
+    damaged = [s for s in sources if source_damage(s)]
+    for source in damaged[:MAX_SOURCES_LISTED]:
+        lines.append(f"damaged     {_name(source['name'])}: {source_damage(source)}")
+    if len(damaged) > MAX_SOURCES_LISTED:
+        lines.append(f"damaged     and {len(damaged) - MAX_SOURCES_LISTED:,} more")
+    guessed_all = cov.get("guessed", ())
+    for guessed in guessed_all[:MAX_SOURCES_LISTED]:
         said = guessed.get("mapping") or f"not read: {guessed.get('weak')}"
-        lines.append(f"guessed     {guessed['source']} ({guessed['reader']} reader): {said}")
+        lines.append(f"guessed     {_name(guessed['source'])} ({guessed['reader']} reader): {said}")
+    if len(guessed_all) > MAX_SOURCES_LISTED:
+        lines.append(f"guessed     and {len(guessed_all) - MAX_SOURCES_LISTED:,} more")
     for rule_id, values in report.thresholds.items():
         if values:
             lines.append(f"thresholds  {rule_id}: " + " ".join(f"{k}={v:g}" for k, v in values.items()))
     for skip in report.skipped[:20]:
         lines.append(f"skipped     {skip['rule']}: {' '.join(skip['reason'].split())[:300]}")
-    return details("Environment", code_block(lines))
+    return details("Environment", code_block(_cut(line, MAX_ENV_LINE_CHARS) for line in lines))
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]} … ({len(text) - limit + 40:,} more characters)"
+
+
+def _name(name: str) -> str:
+    """A source name of at most MAX_NAME_CHARS: the end of a long path (the file name) is kept."""
+    return name if len(name) <= MAX_NAME_CHARS else "…" + name[-(MAX_NAME_CHARS - 1) :]
 
 
 def _ranks(ranks: list[int]) -> str:
