@@ -2,7 +2,9 @@
 are read, so that the report can still quote its evidence lines afterwards (memlog/excerpt.py
 reads them back from the copy, with the same reader, so line numbers agree). The copy holds the
 bytes as they came (compressed ones too), at most MAX_SPOOL_BYTES: past that, later evidence lines
-are cited by number only. The copies are removed when the process ends."""
+are cited by number only. On Linux a copy has no name (an unlinked temporary file read back
+through /proc/self/fd), so nothing is left behind even when the process is killed; elsewhere it
+is a named temporary file removed at exit."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from typing import BinaryIO
 
 MAX_SPOOL_BYTES = 1 << 30  # disk, not memory; a longer stream keeps its first GiB quotable
 _copies: dict[str, Path] = {}
+_open: list[BinaryIO] = []  # the copies' files, open until the process ends
+_named: list[Path] = []  # copies that have a name (no /proc), removed at exit
 
 
 def rereadable(spec: str) -> bool:
@@ -44,31 +48,33 @@ class _Tee(io.RawIOBase):
             kept = min(n, self._left)
             self._copy.write(memoryview(buffer)[:kept])
             self._left -= kept
-            if self._left == 0:
-                self._copy.close()
-        elif not n and not self._copy.closed:
-            self._copy.close()
+        if not n or self._left == 0:
+            self._copy.flush()  # kept open: on Linux the copy has no name but this descriptor
         return n
-
-    def close(self) -> None:
-        if not self._copy.closed:
-            self._copy.close()
-        super().close()
 
 
 def copied(name: str, raw: BinaryIO) -> BinaryIO:
     """`raw` (the input shown as `name`), read through a copy kept for `copy_of(name)`."""
-    handle, path = tempfile.mkstemp(prefix="memlog-input-", suffix=".log")
-    _copies[name] = Path(path)
-    return _Tee(raw, os.fdopen(handle, "wb"))  # type: ignore[return-value]
+    copy = tempfile.TemporaryFile(prefix="memlog-input-")  # noqa: SIM115 - open until the process ends
+    path = Path(f"/proc/self/fd/{copy.fileno()}")
+    if not path.exists():  # no /proc: a named file, removed at exit
+        copy.close()
+        handle, named = tempfile.mkstemp(prefix="memlog-input-", suffix=".log")
+        copy, path = os.fdopen(handle, "w+b"), Path(named)
+        _named.append(path)
+    _open.append(copy)
+    _copies[name] = path
+    return _Tee(raw, copy)  # type: ignore[return-value]
 
 
 def copy_of(name: str) -> Path | None:
-    """The copy of a non-rereadable input read in this process, if one was kept."""
+    """A path to the copy of a non-rereadable input read in this process, if one was kept."""
     return _copies.get(name)
 
 
 @atexit.register
 def _remove_copies() -> None:
-    for path in _copies.values():
+    for copy in _open:
+        copy.close()
+    for path in _named:
         path.unlink(missing_ok=True)

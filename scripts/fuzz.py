@@ -574,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"crashes:       {outcomes['crash']}")
     print(f"unsafe:        {outcomes['unsafe']}")
     print(f"hangs:         {outcomes['hang']}")
-    print(f"exit codes:    " + ", ".join(f"{k[5:]}={v:,}" for k, v in sorted(outcomes.items()) if k.startswith("exit")))
+    print("exit codes:    " + ", ".join(f"{k[5:]}={v:,}" for k, v in sorted(outcomes.items()) if k.startswith("exit")))
     print(f"peak RSS:      {max(peak_rss_kib, children_rss) / 1024:.0f} MiB (largest worker)")
     print(f"time:          {elapsed:.1f} s ({done / elapsed:.0f} inputs/s, {len(workers)} workers, {'subprocess' if args.subprocess else 'in-process'})")
     for index, outcome, detail in failures[:5]:

@@ -901,17 +901,18 @@ def test_a_fifo_and_stdin_quote_the_same_evidence_lines_as_the_file(tmp_path):
     """Lines are kept while a non-rereadable input is read (memlog/spool.py): the markdown report of
     a FIFO and of standard input quotes the step lines a regular file's report quotes, and the
     copies are gone when memlog ends."""
-    import glob
     import os
     import subprocess
     import sys
-    import tempfile
     import threading
 
     log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+
     def quoted(args, **kw):
         result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, "-o", "markdown"],
-                                capture_output=True, timeout=120, **kw)
+                                capture_output=True, timeout=120, env={**os.environ, "TMPDIR": str(private_tmp)}, **kw)
         assert result.returncode == 1, result.stderr
         return [line for line in result.stdout.decode().splitlines() if "step:" in line]
 
@@ -923,7 +924,7 @@ def test_a_fifo_and_stdin_quote_the_same_evidence_lines_as_the_file(tmp_path):
     assert [line.replace(str(fifo), str(log)) for line in quoted([str(fifo)])] == from_file
     with open(log, "rb") as stdin:
         assert [line.replace("<stdin>", str(log)) for line in quoted(["-"], stdin=stdin)] == from_file
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), "memlog-input-*"))
+    assert not list(private_tmp.iterdir())
 
 
 def test_yaml_bombs_and_endless_configs_fail_in_one_line(tmp_path):
@@ -989,7 +990,7 @@ def test_stdin_closed_or_a_directory_is_one_line(tmp_path):
     assert (rebound.returncode, rebound.stdout) == (2, ""), rebound.stderr
     assert rebound.stderr.splitlines() == [
         "memlog: error: <stdin>: is a directory, not a log file; name the directory as an argument to read its logs"]
-    shell = subprocess.run(["sh", "-c", f'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)],
+    shell = subprocess.run(["sh", "-c", 'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)],
                            capture_output=True, text=True, timeout=60, cwd=REPO)
     assert shell.stdout == ""
     if shell.returncode != 2:  # today's CPython: refused before memlog runs (documented in the README)

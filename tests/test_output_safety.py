@@ -308,7 +308,7 @@ def hostile_spec_folder(tmp_path: Path) -> Path:
 
 
 def test_formats_list_and_show_escape_a_hostile_user_spec(tmp_path):
-    from memlog.formats import load_specs
+    from memlog.catalog import load_specs
 
     folder = hostile_spec_folder(tmp_path)
     listed = run("formats", "list", "--formats-dir", folder)

@@ -153,11 +153,13 @@ def test_cli_markdown_names_the_command(tmp_path):
     assert f"memlog analyze {log} -o markdown --fail-on warning" in result.stdout
 
 
-def test_from_stdin_the_parsed_event_lines_stand_in(tmp_path):
-    """stdin cannot be read twice: the OOM line (an event, whose text the parse kept) is still quoted."""
+def test_from_stdin_the_evidence_lines_are_quoted_as_from_a_file(tmp_path):
+    """stdin cannot be read twice: the copy kept while reading it (memlog/spool.py) gives the report
+    the same evidence lines, the step line and the OOM line, as the file would."""
     lines = torchtitan_lines({0: [20 + 2 * i for i in range(10)]}, capacity=79.11)
     oom = "[rank0]:[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free."
     result = runner.invoke(app, ["analyze", "-", "-o", "markdown"], input="\n".join(lines + [oom]) + "\n")
     assert result.exit_code == 1
-    assert f"{len(lines) + 1}  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in result.stdout
+    assert f"{len(lines) + 1}  {oom}" in result.stdout
+    assert f"{len(lines)}  {lines[-1]}" in result.stdout
     assert "memlog analyze - -o markdown" in result.stdout

@@ -55,7 +55,7 @@ def watch(
 def run_watch(
     inputs: list[str], *, output: str = "text", exit_on: str = "never", fail_on: str = "error", interval: float = 1.0,
     format=None, config: str | None = None, capacity_gib: float | None = None, formats_dirs=(), plugins_dirs=(),
-    write: Callable[[str], None] = sys.stdout.write, terminal: bool = False, ascii_only: bool = False,
+    write: Callable[[str], None] | None = None, terminal: bool = False, ascii_only: bool = False,
     notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
@@ -69,7 +69,7 @@ def run_watch(
     from memlog.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
 
     def flushed(text: str) -> None:
-        write(text)
+        (write or sys.stdout.write)(text)  # looked up now: a closed stdout is None at import time
         sys.stdout.flush()
 
     loaded = load_config(config)

@@ -15,6 +15,7 @@ Inside code blocks, text is left as it was and the fence is longer than any back
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Iterable
 
