@@ -4,11 +4,10 @@ lines at 512 characters) joined back into the lines the program printed.
 The longest lines of a source's start give the width W (at least MIN_WIDTH). A line of length W
 continues on the next one unless the next one starts the way the source's lines start (`_start`:
 its first characters, digits blurred, as seen on any line that does not follow a line of length
-W ending mid-text: a line there starts anew, since a wrapped line's last piece is shorter than W),
-or starts as the line itself does when that is a usual start. So step lines that
-merely share a length are not joined (what follows each is the next ordinary line), nor is a
-source where nearly every line would continue another (lines all printed at one length), nor a
-terminal's padding (every line W long, the shorter ones filled with blanks, which joining drops;
+W ending mid-text: a line there starts anew, since a wrapped line's last piece is shorter than W).
+So step lines that merely share a length are not joined (what follows each is the next ordinary
+line), nor is a source where nearly every line would continue another (lines all printed at one
+length), nor a terminal's padding (every line W long, the shorter ones filled with blanks, which joining drops;
 there a line cut just where a blank was printed cannot be told from a padded one and is not
 joined). A source is taken as wrapped when at least MIN_CUTS of its first lines continue. A
 joined line keeps the number of its first physical line.
@@ -49,11 +48,8 @@ class Wrap:
     def join(self, frame: pl.DataFrame) -> pl.DataFrame:
         """(line_no, text) with each cut line joined to the lines it continues on."""
         text = pl.col("text").str.strip_chars_end("\r")
-        start = text.str.slice(0, START_CHARS).str.replace_all(r"\d", "0")
-        next_start = start.shift(-1)
-        usual = list(self.starts)
-        new = next_start.is_in(usual) | ((next_start == start) & start.is_in(usual))
-        cut = (text.str.len_chars() == self.width) & ~new.fill_null(True)
+        next_start = text.str.slice(0, START_CHARS).str.replace_all(r"\d", "0").shift(-1)
+        cut = (text.str.len_chars() == self.width) & ~next_start.is_in(list(self.starts)).fill_null(True)
         if self.padded:  # a blank at the end is the terminal's padding (a cut on a blank is lost)
             cut = cut & ~text.str.contains(r"\s$")
         starts = ~cut.shift(1, fill_value=False)
@@ -88,7 +84,6 @@ def wrap_of(data: bytes) -> Wrap | None:
     if len(after_cut) > MAX_CONTINUED * len(lines):
         return None  # nearly every line would continue another: lines of one length, not a wrap
     starts = frozenset(_start(line) for i, line in enumerate(lines) if i not in after_cut)
-    cuts = sum(_start(lines[i]) not in starts and not (_start(lines[i]) == _start(lines[i - 1]) and _start(lines[i]) in starts) for i in after_cut)
-    if cuts < MIN_CUTS:
+    if sum(_start(lines[i]) not in starts for i in after_cut) < MIN_CUTS:
         return None
     return Wrap(width, starts, padded)
