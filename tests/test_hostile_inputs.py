@@ -9,6 +9,8 @@ Exit codes (memlog.cli): 0 judged and nothing at or above --fail-on, 1 a finding
 
 from __future__ import annotations
 
+import math
+
 import gzip
 import io
 import json
@@ -1028,15 +1030,19 @@ def test_finite_extremes_render_in_every_mode(tmp_path, extreme):
     assert "Not drawn: values from" in result.stdout or extreme == "1e154"
 
 
-@pytest.mark.parametrize("low, high", [(1e300, 1e300), (0.0, 5e-324), (-1.7e308, 1.7e308), (2.5, 2.5), (30.0, 31.0)])
+@pytest.mark.parametrize("low, high", [(1e300, 1e300), (0.0, 5e-324), (-1.7e308, 1.7e308), (2.5, 2.5), (30.0, 31.0),
+                                       (1.7976931348623157e308, 1.7976931348623157e308),
+                                       (-1.7976931348623157e308, 1.7976931348623157e308), (-1.7e308, -1.7e308)])
 def test_html_value_ticks_cover_any_finite_range(low, high):
     """Found by scripts/fuzz.py: a loss of 1e300 at every step (1e300 - 1 == 1e300) and readings
-    5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span."""
+    5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span; a flat
+    largest float overflowed when widened (seed 2028, input 5257)."""
     from memlog.render.html import _value_ticks
 
     ticks = _value_ticks(low, high)
     assert 2 <= len(ticks) <= 13
     assert ticks[0] <= low and ticks[-1] >= high and ticks == sorted(ticks)
+    assert all(isinstance(t, float) and math.isfinite(t) for t in ticks)
 
 
 def test_a_loss_of_1e300_at_every_step_renders(tmp_path):

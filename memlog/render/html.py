@@ -24,6 +24,7 @@ import html
 import json
 import math
 import re
+import sys
 from typing import Any
 
 from memlog import __version__
@@ -354,15 +355,19 @@ def _value_ticks(low: float, high: float, count: int = 6) -> list[float]:
     # 5e-324): widen by 1, or by a thousandth of their size where 1 is lost in the rounding.
     scale = max(abs(low), abs(high), 1.0)
     if not high - low >= scale * 1e-9:
-        low, high = low - scale * 1e-3 if scale > 1e3 else low - 1, high + scale * 1e-3 if scale > 1e3 else high + 1
+        widen = scale * 1e-3 if scale > 1e3 else 1.0
+        # Clamped: widening the largest floats (a flat 1.7e308) would overflow to infinity.
+        low, high = max(low - widen, -sys.float_info.max), min(high + widen, sys.float_info.max)
     # Two divisions, not one: the difference of -1e308 and 1e308 overflows to infinity.
     raw = high / max(count - 1, 1) - low / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))  # a float: an int of 10**307 outgrows what a float can hold
     spacing = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.floor(low / spacing) * spacing
+    # Ticks past the largest float are drawn at it (a range reaching +-1.8e308 has no rounder end).
+    biggest = sys.float_info.max
+    first = max(math.floor(low / spacing) * spacing, -biggest)
     ticks = [first]
     while ticks[-1] < high - 1e-9 * spacing and len(ticks) <= 2 * count:
-        ticks.append(first + len(ticks) * spacing)
+        ticks.append(min(first + len(ticks) * spacing, biggest))
     return [round(t, 10) for t in ticks]
 
 
