@@ -26,6 +26,7 @@ from memlog.errors import FormatSpecError, regex_problem
 from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 from memlog.names import shown
+from memlog.wrappers import node_with_task
 from memlog.yamlfile import YamlFileError, read_yaml
 
 # Named groups a record pattern may use besides the canonical value columns: the step, and who
@@ -112,9 +113,8 @@ class LinePattern:
         identity = {g: pl.coalesce(expr, pl.col(g)) for g, expr in named.items()}
         if "rank" in named and {"_task", "node"} <= set(hits.columns):
             # `task1`, or under a node label `gpu-a07/task1`: never the name of the lines whose rank is the task.
-            task = pl.lit("task") + pl.col("_task").cast(pl.String)
             node = identity.get("node", pl.col("node"))
-            by_task = pl.when(node.is_null()).then(task).otherwise(node + pl.lit("/") + task)
+            by_task = node_with_task(node, pl.col("_task"))
             identity["node"] = pl.when(named["rank"].is_not_null() & pl.col("_task").is_not_null()).then(by_task).otherwise(node)
         hits = hits.with_columns(
             *((pl.coalesce(exprs) if len(exprs) > 1 else exprs[0]).alias(group) for group, exprs in sources.items()),
@@ -140,8 +140,7 @@ class LinePattern:
         the line's other values decide whether it printed memory it did not read, parse.py)."""
         if wanted is None or not any(is_known_column(g) for g in self.groups):
             return True
-        return any(g in wanted or g in RECORD_KEYS or not is_known_column(g.removesuffix(UNIT_SUFFIX))
-                   for g in self.field_groups[i])
+        return any(g in wanted or g in RECORD_KEYS for g in self.field_groups[i])
 
     def _value(self, group: str, raw: pl.Series, unit: pl.Series | None = None) -> pl.Series:
         """A group's printed numbers as values: a step as an integer; a memory size in GiB, by the

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from memlog.wrappers import INNERMOST_WINS, WRAPPER_FIELDS, WrapperSpec, builtin_wrappers, by_priority, field_of
+from memlog.wrappers import INNERMOST_WINS, WRAPPER_FIELDS, WrapperSpec, builtin_wrappers, by_priority, field_of, node_with_task
 
 # Terminal escape sequences: CSI (colours, cursor moves, clear screen), OSC (window titles,
 # hyperlinks) terminated by BEL or ST, other two-byte ESC sequences, and the `#033[..m` form
@@ -114,11 +114,9 @@ class Unwrapper:
         # the task tells the nodes apart after all.
         # A node an outer wrapper named (a journald host over srun's output) keeps the task beside it.
         named = pl.col("rank").is_not_null() | pl.col("actor").is_not_null()
-        task = pl.lit("task") + pl.col("task").cast(pl.String)
-        by_task = pl.when(pl.col("node").is_null()).then(task).otherwise(pl.col("node") + pl.lit("/") + task)
         frame = frame.with_columns(
             rank=pl.when(named).then(pl.col("rank")).otherwise(pl.col("task")),
-            node=pl.when(named & pl.col("task").is_not_null()).then(by_task).otherwise(pl.col("node")),
+            node=pl.when(named & pl.col("task").is_not_null()).then(node_with_task(pl.col("node"), pl.col("task"))).otherwise(pl.col("node")),
             _task=pl.when(named).then(None).otherwise(pl.col("task")),
         ).drop("task")
         logger_ts = pl.lit(None, dtype=pl.String)
@@ -163,10 +161,9 @@ class Unwrapper:
             # A task label inside another (srun's output relabelled by an outer srun): the inner one
             # is the process's; the outer one names where it ran, beside any node already named.
             inner, outer = pl.coalesce(*by_field.pop("task")), pl.col("task")
-            outer_name = pl.lit("task") + outer.cast(pl.String)
             nested = outer.is_not_null() & inner.is_not_null()
             frame = frame.with_columns(
-                node=pl.when(nested).then(pl.coalesce(pl.col("node") + pl.lit("/") + outer_name, outer_name)).otherwise(pl.col("node")),
+                node=pl.when(nested).then(node_with_task(pl.col("node"), outer)).otherwise(pl.col("node")),
                 task=pl.coalesce(inner, outer),
             )
         return frame.with_columns(

@@ -40,6 +40,12 @@ WRAPPER_FIELDS: dict[str, pl.DataType] = {
 # every line of a process, the traceback's `[rankN]:` inside it only on some); the innermost names
 # the process itself (journald's pid is the launcher's, Ray's inner prefix the worker's).
 INNERMOST_WINS = frozenset({"actor", "pid", "ip", "ts", "stream", "repeated"})
+
+
+def node_with_task(node: pl.Expr, task: pl.Expr) -> pl.Expr:
+    """Where an srun task ran, as a node name: `task1`, or beside a node already named `gpu-a07/task1`."""
+    named = pl.lit("task") + task.cast(pl.String)
+    return pl.when(node.is_null()).then(named).otherwise(node + pl.lit("/") + named)
 KEYS = {"name", "title", "description", "prefix", "suffix", "marker", "priority", "samples"}
 
 
