@@ -508,23 +508,30 @@ class Terminated(Exception):
     """SIGTERM arrived (a batch scheduler stopping the job): end watching as Ctrl-C does."""
 
 
+def _raise_terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # raised once: the closing verdict is printed whole
+    raise Terminated
+
+
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
     """While watching, SIGTERM raises Terminated in the main thread (its default kills the process
-    with nothing printed); a second one while the verdict is being printed is ignored."""
+    with nothing printed); once watching ends (a first SIGTERM, or watch_loop finishing), SIGTERM
+    is ignored until the context closes, so the closing verdict is judged and printed whole."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum, frame) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # raised once: the closing verdict is printed whole
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _finishing() -> None:
+    """Watching is over: a SIGTERM from now on would cut the closing judgement or verdict short."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_after: float | None = None) -> tuple[Report | None, str]:
@@ -550,8 +557,10 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
                 time.sleep(POLL_SECONDS)
     except (KeyboardInterrupt, Terminated) as exc:
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        _finishing()
         watcher.poll()  # what was written up to the interrupt counts in the verdict printed
     finally:
+        _finishing()
         watcher.close()
     if watcher.unjudged:
         watcher.judge()

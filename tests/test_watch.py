@@ -328,6 +328,48 @@ def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
     assert final["watch"]["event"] == "final" and final["watch"]["ended"] == "terminated"
 
 
+SIGNALLED_AT_THE_END = """
+import os, signal, sys
+from memlog import watch
+from memlog.commands.watch import run_watch
+
+judge, judged = watch.Watcher.judge, []
+
+def judge_then_grow(self):
+    report = judge(self)
+    judged.append(report)
+    if len(judged) == 1:  # new steps arrive after the first judgement: the closing one judges them
+        with open(sys.argv[2], "a") as log:
+            log.write(sys.argv[3])
+    elif sys.argv[1] == "judging":
+        os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's SIGTERM during the closing judgement
+    return report
+
+def write(text):
+    if sys.argv[1] == "printing" and "memlog verdict" in text:
+        os.kill(os.getpid(), signal.SIGTERM)  # ... or while the verdict is printed
+    sys.stdout.write(text)
+
+watch.Watcher.judge = judge_then_grow
+code = run_watch([sys.argv[2]], interval=3600, stop_after=1.0, write=write)
+print("exit", code, "judgements", len(judged))
+"""
+
+
+def test_a_sigterm_while_the_closing_verdict_is_judged_or_printed_is_ignored(tmp_path):
+    """Watching ended (here: by time; also a pipe's end, --exit-on): a SIGTERM that comes while the
+    closing verdict is judged or printed neither cuts it short (the process killed with nothing
+    printed) nor becomes an error: the verdict is printed whole and the exit code is --fail-on's."""
+    lines = leak_lines(400)
+    for moment in ("judging", "printing"):
+        log = tmp_path / f"{moment}.log"
+        log.write_text("\n".join(lines[:300]) + "\n")
+        done = subprocess.run([sys.executable, "-c", SIGNALLED_AT_THE_END, moment, str(log), "\n".join(lines[300:]) + "\n"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (moment, done.returncode, done.stderr)
+        assert "memlog verdict: LEAK" in done.stdout and "exit 1 judgements 2" in done.stdout, (moment, done.stdout)
+
+
 def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     """watch on a pseudo-terminal: the status area (verdict, a row per rank with its level) is drawn,
     then redrawn over itself (cursor up as many lines as were drawn, clear to the end) at most once a

@@ -83,11 +83,13 @@ def run_watch(
         out.update(report)
         return should_exit(report, exit_on)
 
-    with sigterm_raises():  # a scheduler's SIGTERM ends watching as Ctrl-C does: the verdict, exit by --fail-on
+    # A scheduler's SIGTERM ends watching as Ctrl-C does (the verdict, exit by --fail-on); one that
+    # comes while the closing verdict is judged or printed is ignored (memlog.watch.sigterm_raises).
+    with sigterm_raises():
         report, why = watch_loop(watcher, on_report, stop_after=stop_after)
-    if report is None:
-        raise no_records_error(watcher)
-    out.final(report, why)
+        if report is None:
+            raise no_records_error(watcher)
+        out.final(report, why)
     if why == "stopped":
         notice(f"watch: stopping (--exit-on {exit_on}): {report.headline.headline}")
         return 1
