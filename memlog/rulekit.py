@@ -35,10 +35,42 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class Threshold:
+    """A named threshold of a rule, overridable from the config. The values a config may give are
+    bounded by the unit (UNIT_BOUNDS: a count is a whole number of at least 1, a p-value or share
+    lies in [0, 1], a size or a percentage is not negative), or by `low`/`high` where given."""
+
     name: str
     default: float | int
     unit: str
     description: str
+    low: float | None = None
+    high: float | None = None
+
+    def bounds(self) -> tuple[float | None, float | None, bool]:
+        """(lowest, highest, whole number) a config may set."""
+        low, high, whole = UNIT_BOUNDS.get(self.unit, (None, None, False))
+        return (low if self.low is None else self.low), (high if self.high is None else self.high), whole
+
+    def checked(self, value: Any) -> float | int:
+        """`value` as the rule reads it, or a ConfigError naming what is allowed (`rule`: the prefix)."""
+        low, high, whole = self.bounds()
+        what = f"threshold {self.name} counts {self.unit}: " if whole else f"threshold {self.name} must be "
+        if whole and value != int(value):
+            raise ValueError(f"{what}a whole number, got {value!r:.40}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            allowed = f"from {low:g} to {high:g}" if low is not None and high is not None else f"at least {low:g}" if low is not None else f"at most {high:g}"
+            raise ValueError(f"{what}{allowed}, got {value!r:.40}")
+        return int(value) if whole else value
+
+
+# What a threshold's unit allows (lowest, highest, whole number): a rule counting zero points or a
+# p-value above 1 is no threshold, and a count of 0 made rules read the first of no readings.
+COUNTS = ("points", "readings", "steps", "cycles", "peaks", "retries", "records")
+UNIT_BOUNDS: dict[str, tuple[float | None, float | None, bool]] = {
+    **{unit: (1, None, True) for unit in COUNTS},
+    **{unit: (0.0, 1.0, False) for unit in ("p", "share", "fraction")},
+    **{unit: (0.0, None, False) for unit in ("GiB", "%", "sigmas", "ratio")},
+}
 
 
 @dataclass(frozen=True)
@@ -122,6 +154,9 @@ class Rule:
     examples: tuple[str | Example, ...] = ()
     path: Path | None = None
 
+    def threshold(self, name: str) -> Threshold:
+        return next(t for t in self.thresholds if t.name == name)
+
     def defaults(self) -> dict[str, float | int]:
         return {t.name: t.default for t in self.thresholds}
 
@@ -134,7 +169,10 @@ class Rule:
                 raise ConfigError(f"rule {self.id}: unknown threshold {name!r} (known: {', '.join(values)})")
             if not finite_number(value):
                 raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r:.40}")
-            values[name] = value
+            try:
+                values[name] = self.threshold(name).checked(value)
+            except ValueError as exc:
+                raise ConfigError(f"rule {self.id}: {exc}") from None
         return values
 
     def finding(

@@ -76,7 +76,7 @@ RULE = Rule(
     not_meaning="Not divergence and not a bug in training: those ranks simply have no loss to report.",
     thresholds=(
         Threshold("min_points", 1, "points", "logged loss values needed"),
-        Threshold("max_abs_sentinel", 4096, "", "largest |placeholder| accepted (micro-batches x DP ranks)"),
+        Threshold("max_abs_sentinel", 4096, "", "largest |placeholder| accepted (micro-batches x DP ranks)", low=0),
     ),
     examples=(
         Example("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.", True,

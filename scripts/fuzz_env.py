@@ -86,6 +86,17 @@ def _value(rng: random.Random) -> str:
     return str(rng.choice(ODD_VALUES))
 
 
+def _threshold_value(rng: random.Random, threshold) -> str:
+    """Half the time an odd value (most are refused), else one a config may set: a bound of the
+    threshold's unit (Threshold.bounds), or its default scaled far up or down within them."""
+    if rng.random() < 0.5:
+        return _value(rng)
+    low, high, whole = threshold.bounds()
+    value = rng.choice([v for v in (low, high, threshold.default * 1e6, threshold.default / 1e6) if v is not None])
+    value = min(max(value, low if low is not None else value), high if high is not None else value)
+    return str(int(value) if whole else value)
+
+
 def _config(rng: random.Random, case: Case) -> str:
     from memlog.rulekit import load_rules
 
@@ -96,7 +107,7 @@ def _config(rng: random.Random, case: Case) -> str:
         lines = ["rules:"]
         for rule in rng.sample(rules, rng.randint(1, len(rules))):
             picks = rng.sample(rule.thresholds, rng.randint(1, len(rule.thresholds)))
-            lines.append(f"  {rule.id}: {{{', '.join(f'{t.name}: {_value(rng)}' for t in picks)}}}")
+            lines.append(f"  {rule.id}: {{{', '.join(f'{t.name}: {_threshold_value(rng, t)}' for t in picks)}}}")
         if rng.random() < 0.3:
             lines.append(f"  no-such-rule: {{x: {_value(rng)}}}")
         return "\n".join(lines) + "\n"

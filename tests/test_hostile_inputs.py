@@ -1067,7 +1067,8 @@ def test_a_threshold_too_large_for_a_float_is_a_config_error(tmp_path, flat_log,
 def test_fuzz_findings_near_the_float_limits(tmp_path, flat_log):
     """Found by scripts/fuzz.py (seed 2026): steps past 2**53 that a float cannot tell apart gave
     the HTML chart a zero-width axis; losses of -1.7e308 and 1.7e308 gave the markdown sparkline
-    and the text chart NaN positions; `min_readings: 0` made corrupt-readings index an empty list."""
+    and the text chart NaN positions; `min_readings: 0` made corrupt-readings index an empty list
+    (now refused when the config is read: a count is at least 1, rulekit.UNIT_BOUNDS)."""
     base = 2**53
     lines = torchtitan_lines({0: FLAT_GIB}, steps=[base + i for i in range(len(FLAT_GIB))], capacity=CAPACITY_GIB)
     steps_log = write(tmp_path / "steps.log", lines)
@@ -1082,6 +1083,6 @@ def test_fuzz_findings_near_the_float_limits(tmp_path, flat_log):
     found = write(tmp_path / "found.log", b'[2024-08-14 09:12:39,213] [INFO] [utils.py:789:see_eemori_usage] CPU Virtual Memory:  used =096.06 GB, Percent = 9.5%\n[2024-08-14 09:12:39,618] [INF\xcf] [logging.py:96:log_dirt] [Rank 0] step=9007199254740992, skipped=0, lr=[4.000000000000001e-06, 4.000000000000001e-06], mom=[(0.9, 0.999), (0.9, 0.999)]\n[2024-08-14 09:12:39,622] [INFO] [utids.py:781:see_memory_usagg] Engine after steq\n[2024-08-14 09:12:39,623] [INFO] [utils.py:782:see_memosy_usage] MA 23.53 GB         Max_MA 24.73 GB         CA 37.96 GB   "     Max_CA 38 GB \n[2024-08-14 09:12:39,624] _INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.19 GB, percent = 9.5%\n')
     result = analyze(found, "-o", "html", "--fail-on", "never")
     assert result.exit_code == 0 and "Not drawn" in result.stdout, result.stderr
-    cfg = write(tmp_path / "memlog.yaml", "rules:\n  corrupt-readings: {min_readings: 0}\n")
+    cfg = write(tmp_path / "memlog.yaml", "rules:\n  corrupt-readings: {min_readings: 0}\n")  # now refused: a count is at least 1
     result = analyze(flat_log, "--config", cfg, "-o", "json")
-    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert result.exit_code == 2 and result.stderr == "memlog: error: rule corrupt-readings: threshold min_readings counts readings: at least 1, got 0\n"

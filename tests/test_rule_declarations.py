@@ -134,3 +134,51 @@ def test_one_help_text_feeds_explain_and_sarif(rule: Rule):
     for t in rule.thresholds:
         assert t.name in text
     assert sarif_rule(rule)["help"]["text"] == text
+
+
+# -- thresholds a config may set -------------------------------------------------------------------
+
+THRESHOLDS = [(rule, t) for rule in RULES for t in rule.thresholds]
+
+
+@pytest.mark.parametrize(("rule", "threshold"), THRESHOLDS, ids=[f"{r.id}.{t.name}" for r, t in THRESHOLDS])
+def test_a_threshold_outside_what_its_unit_allows_is_one_config_error(rule: Rule, threshold: Threshold):
+    """A count of 0 (fuzz seed 2029, input 5381: `min_steps: 0` made nan-loss read the first of no
+    readings), a p-value of 2, a negative size: refused when the config is read, naming the range."""
+    from memlog.errors import ConfigError
+
+    low, high, whole = threshold.bounds()
+    assert rule.resolve({}) == rule.defaults()  # every default is allowed
+    assert rule.resolve({threshold.name: threshold.default})[threshold.name] == threshold.default
+    for value in [v for v in (low - 1 if low is not None else None, high + 1 if high is not None else None) if v is not None]:
+        with pytest.raises(ConfigError, match=rf"rule {rule.id}: threshold {threshold.name} (must be|counts \w+:) (from|at least|at most) .*, got"):
+            rule.resolve({threshold.name: value})
+    if whole:
+        with pytest.raises(ConfigError, match="a whole number"):
+            rule.resolve({threshold.name: threshold.default + 0.5})
+        assert rule.resolve({threshold.name: float(threshold.default)})[threshold.name] == threshold.default  # YAML `2.0`
+    if threshold.unit in ("points", "steps", "readings", "p", "GiB", "%"):  # the usual units are bounded
+        assert low is not None
+
+
+def test_every_rule_judges_every_example_with_thresholds_at_their_bounds(tmp_path):
+    """Whatever a config sets within the bounds, judging never fails: every rule's example runs
+    judged with every threshold at its lowest allowed value, then at its highest (or a huge one)."""
+    from memlog.api import analyze
+    from memlog.config import Config
+    from tests.scenarios import FORMATS_DIR, example_log
+
+    def extreme(t: Threshold, end: int):
+        value = t.bounds()[end]
+        if value is None:
+            value = 1e12 if end else -1e12
+        return int(value) if t.bounds()[2] else value
+
+    examples = [e for rule in RULES for e in rule.examples if not isinstance(e, str)]
+    for end in (0, 1):
+        config = Config(rules={rule.id: {t.name: extreme(t, end) for t in rule.thresholds} for rule in RULES if rule.thresholds})
+        for i, example in enumerate(examples):
+            path = tmp_path / f"{end}-{i}.log"
+            path.write_text(example_log(example))
+            report = analyze([str(path)], config=config, formats_dirs=[FORMATS_DIR])
+            assert report.verdict, example
