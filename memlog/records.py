@@ -240,8 +240,9 @@ def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
     (two log handlers, a restarted tail) and is dropped."""
     step_lines = ~pl.col("inherited").fill_null(False) if "inherited" in frame.columns else pl.lit(True)
     at_step = ["source", "worker", "kind", "segment", "step", "pattern"]
-    occurrence = pl.int_range(pl.len()).over(group_key(frame, at_step))
-    if not frame.select((step_lines & (occurrence > 0)).any()).item():
+    # A line that is not the first of its step and pattern (a window over as many groups as rows costs
+    # twenty times this test, and most logs print each step once).
+    if not frame.select((step_lines & ~group_key(frame, at_step).is_first_distinct()).any()).item():
         return frame.with_columns(collided=pl.lit(False)).drop("inherited", strict=False)  # no step line printed twice
     values = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     if values:
@@ -267,10 +268,13 @@ def _readings(frame: pl.DataFrame) -> pl.DataFrame:
     """Move 4 of the module docstring: number each line's reading within its step; the first line
     of a step stands for the step (`steps`), the others are further readings of it."""
     keys = ["source", "worker", "kind", "segment", "step"]
-    step_group = group_key(frame, keys)
+    by_pattern = group_key(frame, [*keys, "pattern"])
+    # Numbered within step and pattern only where a step holds several lines of one pattern: a window
+    # over as many groups as rows costs far more than the test.
+    several = frame.select(by_pattern.is_duplicated().any()).item()
     frame = frame.with_columns(
-        reading=pl.int_range(pl.len()).over(group_key(frame, [*keys, "pattern"])).cast(pl.Int64),
-        steps=pl.when(pl.int_range(pl.len()).over(step_group) == 0).then(pl.col("steps")).otherwise(0),
+        reading=pl.int_range(pl.len()).over(by_pattern).cast(pl.Int64) if several else pl.lit(0, dtype=pl.Int64),
+        steps=pl.when(group_key(frame, keys).is_first_distinct()).then(pl.col("steps")).otherwise(0),
     )
     frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
     firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]

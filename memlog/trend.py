@@ -335,19 +335,22 @@ def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, flo
     if span <= 0:
         return None
     best = None
+    # What does not depend on tau is computed once; each sum adds the same terms in the same order.
+    my = sum(ys) / len(ys)
+    from_first = [-(x - xs[0]) for x in xs]
     for k in range(24):
         tau = span * 0.01 * (300 ** (k / 23))  # 1 % .. 300 % of the span, log-spaced
-        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
-        mu, my = sum(u) / len(u), sum(ys) / len(ys)
-        suu = sum((ui - mu) ** 2 for ui in u)
+        u = [math.exp(d / tau) for d in from_first]
+        mu = sum(u) / len(u)
+        suu = sum([(ui - mu) ** 2 for ui in u])
         if suu <= 0:
             continue
-        c = sum((ui - mu) * (yi - my) for ui, yi in zip(u, ys)) / suu
+        c = sum([(ui - mu) * (yi - my) for ui, yi in zip(u, ys)]) / suu
         if c >= 0:
             continue
         cap = my - c * mu
         fitted = [cap + c * ui for ui in u]
-        sse = sum((yi - fi) ** 2 for yi, fi in zip(ys, fitted))
+        sse = sum([(yi - fi) ** 2 for yi, fi in zip(ys, fitted)])
         if best is None or sse < best[0]:
             best = (sse, cap, fitted)
     return best

@@ -34,6 +34,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
@@ -128,14 +129,14 @@ def _exponent(values: Sequence[float]) -> int:
     not change results, but keeps every value in (-1, 1) so that differences,
     squares and cross products cannot overflow.
     """
-    biggest = max((abs(v) for v in values), default=0.0)
+    biggest = max(map(abs, values), default=0.0)  # map: the same values as a generator, faster
     if biggest == 0.0 or not math.isfinite(biggest):
         return 0
     return math.frexp(biggest)[1]
 
 
 def _scaled(values: Sequence[float], e: int) -> list[float]:
-    return [math.ldexp(float(v), -e) for v in values]
+    return list(map(math.ldexp, map(float, values), repeat(-e, len(values))))
 
 
 def _unscale(value: float, e: int) -> float:
