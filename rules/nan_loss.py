@@ -58,7 +58,7 @@ def _workers(ctx) -> dict[SeriesKey, Worker]:
     columns = set(records.columns)
     conditions = []
     if "nan_iterations" in columns:
-        conditions.append(pl.col("nan_iterations") > 0)
+        conditions.append(pl.col("nan_iterations").is_between(1, MAX_COUNT))
     if {"grad_norm", "loss"} <= columns:
         conditions.append(~pl.col("grad_norm").is_finite() & pl.col("loss").is_null())
     if not conditions or records.is_empty():
@@ -70,13 +70,21 @@ def _workers(ctx) -> dict[SeriesKey, Worker]:
     for source, worker_name, segment, rank, step, line, nan_its, skipped, _grad, loss in rows.iter_rows():
         key = SeriesKey(str(source), str(worker_name), int(segment))
         worker = found.setdefault(key, Worker(key, rank, {}))
-        count = int(nan_its) if nan_its is not None and nan_its > 0 else 0
+        count = _count(nan_its) or 0
         bad = COUNTED if count else VANISHED
         printed = worker.readings.get(line)
         if printed is not None and printed.bad == PRINTED:
             bad = PRINTED  # the line printed its non-finite loss itself
-        worker.readings[line] = Reading(step, line, bad, loss, count, None if skipped is None else int(skipped))
+        worker.readings[line] = Reading(step, line, bad, loss, count, _count(skipped))
     return found
+
+
+# A printed count is a whole number a float holds exactly; anything else (inf, 1e300: a corrupt line) counts nothing.
+MAX_COUNT = 2**53
+
+
+def _count(value: float | None) -> int | None:
+    return int(value) if value is not None and 0 <= value <= MAX_COUNT else None
 
 
 def check(ctx, t) -> list[Finding]:

@@ -1086,3 +1086,19 @@ def test_fuzz_findings_near_the_float_limits(tmp_path, flat_log):
     cfg = write(tmp_path / "memlog.yaml", "rules:\n  corrupt-readings: {min_readings: 0}\n")  # now refused: a count is at least 1
     result = analyze(flat_log, "--config", cfg, "-o", "json")
     assert result.exit_code == 2 and result.stderr == "memlog: error: rule corrupt-readings: threshold min_readings counts readings: at least 1, got 0\n"
+
+
+def test_a_count_no_float_holds_counts_nothing(tmp_path):
+    """fuzz seed 2029, input 20298: `number of nan iterations:` followed by 400 nines (inf as a
+    float) made nan-loss convert infinity to an integer (internal error). A count that is not a
+    whole number a float holds exactly (inf, 1e300, -1) is a corrupt line: it counts nothing."""
+    source = (Path(__file__).resolve().parent.parent / "sample_logs/megatron/core_v011_bf16_nan.log").read_text().splitlines()
+    at = [i for i, line in enumerate(source) if "number of nan iterations:   0" in line]
+    for bad in ("9" * 400, "1e300", "inf", "nan"):
+        lines = list(source)
+        lines[at[0]] = lines[at[0]].replace("number of nan iterations:   0", f"number of nan iterations: {bad}")
+        lines[at[1]] = lines[at[1]].replace("number of skipped iterations:   0", f"number of skipped iterations: {bad}")
+        log = write(tmp_path / "run.log", lines)
+        result = analyze(log, "-o", "json", "--fail-on", "never")
+        assert result.exit_code == 0 and result.stderr == "", (bad, result.stderr)
+        assert json.loads(result.stdout)["verdict"]
