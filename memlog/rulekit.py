@@ -52,7 +52,7 @@ class Threshold:
         return (low if self.low is None else self.low), (high if self.high is None else self.high), whole
 
     def checked(self, value: Any) -> float | int:
-        """`value` as the rule reads it, or a ConfigError naming what is allowed (`rule`: the prefix)."""
+        """`value` as the rule reads it; a ValueError says what is allowed (Rule.resolve names the rule)."""
         low, high, whole = self.bounds()
         what = f"threshold {self.name} counts {self.unit}: " if whole else f"threshold {self.name} must be "
         if whole and value != int(value):
