@@ -113,24 +113,37 @@ def _open(spec: str) -> BinaryIO:
         raise InputError(f"{spec}: cannot open ({exc.strerror or exc})") from None
 
 
+def compression_of(head: bytes) -> str | None:
+    """The compressor a file's first 10 bytes name: gzip, bzip2, xz or zstd; None for none of them."""
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    if head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] == b"1AY&SY":
+        return "bzip2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    return None
+
+
 def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
     """Detect gzip by its magic bytes, not by the file name."""
     buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-    head = buffered.peek(10)[:10]
-    if head[:2] == GZIP_MAGIC:
+    compression = compression_of(buffered.peek(10)[:10])
+    if compression == "gzip":
         stats.gzip = True
         return SalvagingGzipReader(buffered)  # type: ignore[return-value]
     # The other compressors logs are kept in: the standard library reads bzip2 and xz; zstd it
     # cannot, and says so (as damage: reading never raises).
-    if len(head) == 10 and head[:3] == b"BZh" and head[3:4].isdigit() and head[4:] == b"1AY&SY":
+    if compression == "bzip2":
         import bz2
 
         return bz2.BZ2File(buffered)  # type: ignore[return-value]
-    if head[:6] == b"\xfd7zXZ\x00":
+    if compression == "xz":
         import lzma
 
         return lzma.LZMAFile(buffered)  # type: ignore[return-value]
-    if head[:4] == b"\x28\xb5\x2f\xfd":
+    if compression == "zstd":
         stats.damaged = "a zstd-compressed file, which memlog cannot read: decompress it first (`zstd -d FILE`, or `zstdcat FILE | memlog analyze -`)"
         return io.BytesIO(b"")  # type: ignore[return-value]
     return buffered

@@ -48,7 +48,7 @@ from memlog.formats import FormatSpec
 from memlog.inputs import directory_sources, file_source, natural_key
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Matches
-from memlog.reading import CHUNK_BYTES, GZIP_MAGIC, LineCutter, Piece, Source, read_pieces, stdin, to_frame
+from memlog.reading import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces, stdin, to_frame
 from memlog.records import Keep, compact_records, source_frame
 from memlog.report import Report
 from memlog.rulekit import Finding
@@ -143,7 +143,7 @@ class Follower:
             return False
         except OSError as exc:
             raise InputError(f"{self.source.spec}: cannot open ({exc.strerror or exc})") from None
-        if _compressed_magic(handle.read(10)):
+        if compression_of(handle.read(10)) is not None:
             handle.close()
             self.compressed = True
             return True
@@ -420,13 +420,6 @@ class Watcher:
     def close(self) -> None:
         for follower in self.followers.values():
             follower.close()
-
-
-def _compressed_magic(head: bytes) -> bool:
-    """gzip, bzip2, xz or zstd by their first bytes (memlog.reading opens the first three and says
-    it cannot read zstd)."""
-    bzip2 = head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] == b"1AY&SY"
-    return head[:2] == GZIP_MAGIC or bzip2 or head[:6] == b"\xfd7zXZ\x00" or head[:4] == b"\x28\xb5\x2f\xfd"
 
 
 # -- what changed between two judgements ---------------------------------------------------------
