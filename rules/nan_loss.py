@@ -24,6 +24,8 @@ from memlog.series import SeriesKey
 
 # Why a reading is non-finite, in the finding's words.
 PRINTED, COUNTED, VANISHED = "printed", "counted", "vanished"
+# A printed count is a whole number a float holds exactly; anything else (inf, 1e300: a corrupt line) counts nothing.
+MAX_COUNT = 2**53
 
 
 class Reading(NamedTuple):
@@ -77,10 +79,6 @@ def _workers(ctx) -> dict[SeriesKey, Worker]:
             bad = PRINTED  # the line printed its non-finite loss itself
         worker.readings[line] = Reading(step, line, bad, loss, count, _count(skipped))
     return found
-
-
-# A printed count is a whole number a float holds exactly; anything else (inf, 1e300: a corrupt line) counts nothing.
-MAX_COUNT = 2**53
 
 
 def _count(value: float | None) -> int | None:
