@@ -550,7 +550,7 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
                 time.sleep(POLL_SECONDS)
     except (KeyboardInterrupt, Terminated) as exc:
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        _finishing()
+        _finishing()  # after Ctrl-C, a SIGTERM during this last read would escape the loop
         watcher.poll()  # what was written up to the interrupt counts in the verdict printed
     finally:
         _finishing()
