@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memlog.errors import ConfigError, MemlogError
+from memlog.errors import MemlogError
 from memlog.report import Report, SeriesView
-from memlog.rulekit import Finding, Threshold, gib, rounded
+from memlog.rulekit import Finding, Threshold, gib, resolve_thresholds, rounded
 
 SCHEMA_VERSION = 1
 
@@ -53,15 +53,7 @@ class CompareError(MemlogError):
 
 
 def resolve(overrides: Mapping[str, Any], fail_on_increase: float | None = None) -> dict[str, float]:
-    from memlog.config import finite_number
-
-    values = {t.name: t.default for t in THRESHOLDS}
-    for name, value in overrides.items():
-        if name not in values:
-            raise ConfigError(f"compare: unknown threshold {name!r} (known: {', '.join(values)})")
-        if not finite_number(value):
-            raise ConfigError(f"compare: threshold {name} must be a number, got {value!r:.40}")
-        values[name] = value
+    values = resolve_thresholds("compare", THRESHOLDS, overrides)
     if fail_on_increase is not None:
         values["fail_on_increase_pct"] = fail_on_increase
     return values

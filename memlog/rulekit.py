@@ -73,6 +73,25 @@ UNIT_BOUNDS: dict[str, tuple[float | None, float | None, bool]] = {
 }
 
 
+def resolve_thresholds(owner: str, thresholds: Iterable[Threshold], overrides: Mapping[str, Any]) -> dict[str, float | int]:
+    """The defaults of `thresholds` with a config's `overrides`, each checked (Threshold.checked);
+    `owner` ("rule memory-leak", "compare") starts every error message."""
+    from memlog.config import finite_number
+
+    declared = {t.name: t for t in thresholds}
+    values = {name: t.default for name, t in declared.items()}
+    for name, value in overrides.items():
+        if name not in declared:
+            raise ConfigError(f"{owner}: unknown threshold {name!r} (known: {', '.join(values)})")
+        if not finite_number(value):
+            raise ConfigError(f"{owner}: threshold {name} must be a number, got {value!r:.40}")
+        try:
+            values[name] = declared[name].checked(value)
+        except ValueError as exc:
+            raise ConfigError(f"{owner}: {exc}") from None
+    return values
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A headline a rule's findings imply. The highest `rank` among the findings wins; a verdict that
@@ -154,26 +173,11 @@ class Rule:
     examples: tuple[str | Example, ...] = ()
     path: Path | None = None
 
-    def threshold(self, name: str) -> Threshold:
-        return next(t for t in self.thresholds if t.name == name)
-
     def defaults(self) -> dict[str, float | int]:
         return {t.name: t.default for t in self.thresholds}
 
     def resolve(self, overrides: Mapping[str, Any]) -> dict[str, float | int]:
-        from memlog.config import finite_number
-
-        values = self.defaults()
-        for name, value in overrides.items():
-            if name not in values:
-                raise ConfigError(f"rule {self.id}: unknown threshold {name!r} (known: {', '.join(values)})")
-            if not finite_number(value):
-                raise ConfigError(f"rule {self.id}: threshold {name} must be a number, got {value!r:.40}")
-            try:
-                values[name] = self.threshold(name).checked(value)
-            except ValueError as exc:
-                raise ConfigError(f"rule {self.id}: {exc}") from None
-        return values
+        return resolve_thresholds(f"rule {self.id}", self.thresholds, overrides)
 
     def finding(
         self,

@@ -80,6 +80,18 @@ def test_a_higher_plateau_is_a_regression_beyond_fail_on_increase(tmp_path, base
     assert as_json(base, higher, "--config", str(config))[0] == 0
 
 
+def test_compare_thresholds_take_what_their_unit_allows(tmp_path, base):
+    """compare's thresholds are checked as the rules' are (rulekit.resolve_thresholds): a count of 0
+    common points or a negative percentage is one line, exit 2."""
+    config = tmp_path / "memlog.yaml"
+    for line, message in (("min_common_points: 0", "compare: threshold min_common_points counts points: at least 1, got 0"),
+                          ("fail_on_increase_pct: -1", "compare: threshold fail_on_increase_pct must be at least 0, got -1"),
+                          ("bogus: 1", "compare: unknown threshold 'bogus'")):
+        config.write_text(f"compare: {{{line}}}\n")
+        code, out, err = run(base, base, "--config", str(config))
+        assert code == 2 and out == "" and err.startswith(f"memlog: error: {message}") and err.count("\n") == 1, err
+
+
 def test_a_lower_plateau_is_an_improvement(tmp_path, base):
     code, doc = as_json(base, write_run(tmp_path / "new.log", 27.0))
     assert code == 0 and doc["verdict"] == "improvement"
