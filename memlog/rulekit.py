@@ -173,9 +173,6 @@ class Rule:
     examples: tuple[str | Example, ...] = ()
     path: Path | None = None
 
-    def defaults(self) -> dict[str, float | int]:
-        return {t.name: t.default for t in self.thresholds}
-
     def resolve(self, overrides: Mapping[str, Any]) -> dict[str, float | int]:
         return resolve_thresholds(f"rule {self.id}", self.thresholds, overrides)
 

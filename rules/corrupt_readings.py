@@ -14,7 +14,7 @@ def check(ctx, t) -> list[Finding]:
     for column in MEMORY_COLUMNS:
         for series in ctx.series(column):
             dropped += [(series, c) for c in series.corrupt]
-    if not dropped or len(dropped) < t["min_readings"]:
+    if len(dropped) < t["min_readings"]:  # at least 1 (rulekit.UNIT_BOUNDS)
         return []
     dropped.sort(key=lambda pair: (pair[0].key.source, pair[1].line_no))
     reasons = Counter(c.reason for _, c in dropped)
