@@ -774,6 +774,42 @@ def test_spec_invalid_regex_names_the_file(tmp_path, flat_log, regex, why):
     assert re.fullmatch(r"memlog: error: mine\.yaml: records entry 'r': invalid regex \(.+\)", line), (why, line)
 
 
+def test_spec_invalid_regex_among_good_ones_is_the_one_named(tmp_path, flat_log):
+    """A spec's group names are read in one call for all its regexes (formats._learn_group_names):
+    one that does not compile must still be named, not its neighbours or the batch."""
+    text = f"""
+    name: mine
+    logger_prefixes: ['\\[\\d+\\] ']
+    records:{GOOD_RECORD}
+      - name: bad
+        literal: "eval_step="
+        regex: '^eval_step=(?P<step>\\d+'
+        fields: ['loss=(?P<loss>[0-9.]+)']
+    events:
+      - name: o
+        literal: "OOM"
+        regex: 'OOM'
+        event: oom
+    """
+    line, _ = spec_error(flat_log, tmp_path, text)
+    assert re.fullmatch(r"memlog: error: mine\.yaml: records entry 'bad': invalid regex \(.+\)", line), line
+
+
+def test_group_names_read_together_are_those_read_one_by_one():
+    from memlog import formats
+
+    regexes = sorted({r for spec in load_specs().values() for p in spec.patterns for r in (p.regex, *p.fields)}
+                     | {p for spec in load_specs().values() for p in spec.logger_prefixes})
+    one_by_one = {}
+    for regex_ in regexes:
+        formats._GROUP_NAMES.clear()
+        one_by_one[regex_] = formats._group_names(regex_)
+    formats._GROUP_NAMES.clear()
+    formats._learn_group_names(regexes)
+    assert {r: formats._GROUP_NAMES[r] for r in regexes} == one_by_one
+    assert any(one_by_one.values()) and not all(one_by_one.values())  # names read, and unnamed groups left out
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

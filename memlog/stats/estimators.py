@@ -29,6 +29,7 @@ input) cannot overflow; results are scaled back, so units are unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
@@ -418,11 +419,11 @@ def _pairwise_slopes(xs: list[float], ys: list[float]) -> list[float] | pl.Serie
     ):
         import polars as pl  # a dependency of memlog; imported here so stats alone stays light
 
-        pts = pl.DataFrame({"x": xs, "y": ys})
+        x, y = pl.lit(pl.Series(xs, dtype=pl.Float64)), pl.lit(pl.Series(ys, dtype=pl.Float64))
+        i, j = pl.col("i"), pl.col("j")
         # x ascending: x_j > x_i picks exactly the pairs i < j with x_j != x_i.
-        pairs = pts.join(pts, how="cross").filter(pl.col("x_right") > pl.col("x"))
-        dy, dx = pl.col("y_right") - pl.col("y"), pl.col("x_right") - pl.col("x")
-        return pairs.select(dy / dx).to_series()
+        pairs = _index_pairs(n).filter(x.gather(j) > x.gather(i))
+        return pairs.select((y.gather(j) - y.gather(i)) / (x.gather(j) - x.gather(i))).to_series()
     slopes: list[float] = []
     for i in range(n - 1):
         xi, yi = xs[i], ys[i]
@@ -431,6 +432,17 @@ def _pairwise_slopes(xs: list[float], ys: list[float]) -> list[float] | pl.Serie
             if dx != 0.0:
                 slopes.append((ys[j] - yi) / dx)
     return slopes
+
+
+@functools.lru_cache(maxsize=4)
+def _index_pairs(n: int) -> pl.DataFrame:
+    """Every pair i < j of n points as rows (i, j): gathering by them forms the pairwise
+    differences without the cross join's copies of both sides (a series is judged a few times over,
+    mostly at the same length)."""
+    import polars as pl
+
+    first = pl.DataFrame({"i": pl.int_range(0, n, dtype=pl.UInt32, eager=True)})
+    return first.with_columns(j=pl.int_ranges(pl.col("i") + 1, n, dtype=pl.UInt32)).explode("j").drop_nulls("j")
 
 
 def _sorted_between(slopes: list[float] | pl.Series, first: int, last: int) -> Sequence[float]:
