@@ -122,6 +122,13 @@ def _block_parser_file(where: str, spec_path: Path, name: str, plugins: bool) ->
     )
 
 
+def within_reach(start_rows: pl.Series, reach: int) -> pl.Expr:
+    """Rows of a chunk (`_row`) less than `reach` rows after one of `start_rows`, which are in."""
+    row = pl.col("_row")
+    since_start = row - pl.when(row.is_in(start_rows.implode())).then(row).forward_fill()
+    return (since_start < reach).fill_null(False)
+
+
 class BlockFeeder:
     """Feeds one source's chunks to one block parser: the rows near its start lines, in order."""
 
@@ -140,8 +147,7 @@ class BlockFeeder:
         if last_start is None and carry == 0:
             return None
         row = pl.col("_row")
-        since_start = row - pl.when(row.is_in(start_rows.implode())).then(row).forward_fill()
-        window = lines.filter((since_start < self.max_lines).fill_null(False) | (row < carry))
+        window = lines.filter(within_reach(start_rows, self.max_lines) | (row < carry))
         # A jump in row numbers means rows the parser did not see: blocks open before it end there.
         continued = (row == 0) & pl.lit(carry > 0)
         window = window.with_columns(window_start=(row.diff().fill_null(0) != 1) & ~continued)

@@ -14,7 +14,7 @@ import polars as pl
 
 from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
-from memlog.multiline import BlockFeeder, Continuation, Continuations
+from memlog.multiline import BlockFeeder, Continuation, Continuations, within_reach
 from memlog.unwrap import Unwrapper
 from memlog.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
 
@@ -40,6 +40,9 @@ class Scan:
     events: list[pl.DataFrame | tuple[pl.DataFrame, Continuation]]
     observed: list[tuple]  # (spec, pattern, hits) for `observe`
     markers: pl.DataFrame | None = None  # (line_no, actor) of lines naming who wrote the lines after them
+    # The rows block parsers will read after this chunk's start lines, unwrapped here, where chunks
+    # are scanned in parallel, rather than in `absorb`, where they go one at a time.
+    near_starts: pl.DataFrame | None = None
 
 
 class ChunkParser:
@@ -65,6 +68,8 @@ class ChunkParser:
         # The pre-filter as one regex alternation of the literals: the regex engine searches for
         # many literals at once with SIMD, several times faster than contains_any on long lines.
         self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
+        # How many rows after a start line each block parser reads (BlockFeeder.max_lines), for `scan`.
+        self.block_reach = [(spec, BlockFeeder(spec.block_parser, spec.name).max_lines) for spec in self.specs if spec.block_parser]
         self.start_source()
 
     def start_source(self) -> None:
@@ -94,7 +99,12 @@ class ChunkParser:
         candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
         if candidates.is_empty():
             return Scan(lines, candidates, None, [], [], [])
-        unwrapped = self.unwrap(candidates)
+        near = self._near_starts(candidates)
+        if near is None:
+            unwrapped, near_starts = self.unwrap(candidates), None
+        else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
+            near_starts = self.unwrap(lines.filter(near | pl.col("_row").is_in(candidates["_row"].implode())))
+            unwrapped = near_starts.filter(pl.col("_row").is_in(candidates["_row"].implode()))
         marked = None
         if self.marker is not None:
             found = unwrapped.select("line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
@@ -123,11 +133,11 @@ class ChunkParser:
                     events.append(_event_rows(hits, spec, pattern))
                 elif not hits.is_empty():
                     events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
-        return Scan(lines, candidates, unwrapped, records, events, observed, marked)
+        return Scan(lines, candidates, unwrapped, records, events, observed, marked, near_starts)
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""
-        carried = self._multiline(scan.lines, scan.candidates)
+        carried = self._multiline(scan.lines, scan.candidates, scan.near_starts)
         if scan.unwrapped is None:
             return carried
         events = []
@@ -158,13 +168,43 @@ class ChunkParser:
         self.named_by_marker = names["actor"][-1]
         return named
 
-    def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame) -> Matches:
+    def _near_starts(self, candidates: pl.DataFrame) -> pl.Expr | None:
+        """Which rows of the chunk lie within a block parser's reach after one of its start lines
+        (BlockFeeder.feed reads them, plus rows a block open at the end of the last chunk may
+        reach), or None when the chunk holds no start line."""
+        near = [within_reach(starts, reach) for spec, reach in self.block_reach if len(starts := self._starts(spec, candidates))]
+        return pl.any_horizontal(near) if near else None
+
+    @staticmethod
+    def _starts(spec: FormatSpec, candidates: pl.DataFrame) -> pl.Series:
+        return candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
+
+    def _unwrap_reusing(self, unwrapped: pl.DataFrame | None) -> Callable[[pl.DataFrame], pl.DataFrame]:
+        """`self.unwrap`, taking the rows already unwrapped by `scan` from `unwrapped`: the same
+        rows, columns and order as unwrapping them again would give."""
+        if unwrapped is None:
+            return self.unwrap
+
+        def unwrap(window: pl.DataFrame) -> pl.DataFrame:
+            added = [c for c in window.columns if c not in unwrapped.columns]  # the feeder's own (window_start)
+            columns = [*window.columns, *(c for c in unwrapped.columns if c not in window.columns)]  # as unwrap orders them
+            reused = unwrapped.join(window.select("_row", *added), on="_row", how="inner", maintain_order="left").select(columns)
+            rest = window.filter(~pl.col("_row").is_in(unwrapped["_row"].implode()))
+            if rest.is_empty():
+                return reused
+            return pl.concat([reused, self.unwrap(rest).select(columns)]).sort("_row", maintain_order=True)
+
+        return unwrap
+
+    def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame, near_starts: pl.DataFrame | None = None) -> Matches:
         """Block parsers' records from the rows near their start lines, and the events of earlier
-        chunks whose continuation lines this chunk completes (memlog/multiline.py)."""
+        chunks whose continuation lines this chunk completes (memlog/multiline.py). `near_starts`:
+        the rows near start lines already unwrapped (Scan)."""
         records = []
+        unwrap = self._unwrap_reusing(near_starts)
         for spec, feeder in self.blocks:
-            starts = candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
-            frame = feeder.feed(lines, starts, self.unwrap)
+            starts = self._starts(spec, candidates)
+            frame = feeder.feed(lines, starts, unwrap)
             if frame is not None:
                 records.append(frame)
         return Matches(records, _event_frame(self.continuations.resume(lines, self.unwrap)))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 import time
 
+import polars as pl
 import pytest
 
 from memlog.api import parse_sources
 from memlog.catalog import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
+from memlog.parse import ChunkParser
 from tests.samples import sample_logs
 
 SAMPLES = [str(p) for p in sample_logs()]
@@ -63,6 +65,30 @@ def test_every_sample_parses_the_same_on_one_thread_and_on_four_in_small_chunks(
         assert [e.to_json() for e in one.events] == [e.to_json() for e in other.events]
         assert one.events_dropped == other.events_dropped
     assert one_stats == four_stats == whole_stats
+
+
+def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwrap(tmp_path, monkeypatch):
+    """Rows near a block's start line are unwrapped while the chunk is scanned (ChunkParser.scan,
+    on the pool) and reused when the block parser reads them in order: the records must be those of
+    the parser unwrapping every row itself, with blocks crossing chunks (rows a block carries into
+    the next chunk are unwrapped then) and a line another rank glued into (two rows of one line)."""
+    glued = tmp_path / "easyr1_glued.log"
+    block = ["(Runner pid=7) Step {step}", "(Runner pid=7) actor:", "(Runner pid=7)   pg_loss: -0.01",
+             "(Runner pid=7) perf:", "(Runner pid=7)   max_memory_allocated_gb: {mem}",
+             "(Runner pid=7)   max_memory_reserved_gb: {mem}", "(Runner pid=7)   cpu_memory_used_gb: 12.5"]
+    lines = []
+    for step in range(1, 40):
+        lines += [line.format(step=step, mem=30 + step / 10) for line in block]
+        lines.append(f"[rank1]: noise {step} [rank0]:[titan] 2025-09-12 02:14:55,118 - root - INFO - step: {step}  loss:  3.2  memory: 9.1GiB(9.9%)")
+    glued.write_text("\n".join(lines) + "\n")
+    inputs = [*SAMPLES, str(glued)]
+    reused = [_parse(monkeypatch, "4", size, inputs)[0] for size in (4096, 8 << 20)]
+    monkeypatch.setattr(ChunkParser, "_near_starts", lambda self, candidates: None)
+    unwrapped_again = [_parse(monkeypatch, "4", size, inputs)[0] for size in (4096, 8 << 20)]
+    assert reused[0].records.filter(pl.col("source") == str(glued)).height > 39  # blocks and glued step lines read
+    for mine, theirs in zip(reused, unwrapped_again):
+        assert mine.records.equals(theirs.records, null_equal=True)
+        assert [e.to_json() for e in mine.events] == [e.to_json() for e in theirs.events]
 
 
 def test_read_stats_keep_the_first_damaged_line_in_file_order(tmp_path, monkeypatch):
