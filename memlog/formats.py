@@ -98,6 +98,8 @@ class LinePattern:
             return hits
         parts = pl.col("text").str.extract_groups(f"(?P<_whole>{self.regex})")
         hits = hits.with_columns(_m=parts).filter(pl.col("_m").struct.field("_whole").is_not_null())
+        if hits.is_empty():  # the literal's lines are not this pattern's (`step:` in `microstep:`)
+            return hits.drop("_m")
         # A group named in several field regexes (alternative spellings) takes the first match.
         sources: dict[str, list[pl.Expr]] = {g: [pl.col("_m").struct.field(g)] for g in self.groups}
         fields = [(i, regex_) for i, regex_ in enumerate(self.fields) if self._runs(i, wanted)]
