@@ -26,6 +26,7 @@ from memlog.errors import FormatSpecError, regex_problem
 from memlog.events import EVENT_KINDS, unknown_detail_keys
 from memlog.multiline import BlockParserSpec, Continuation, load_block_parser
 from memlog.names import shown
+from memlog.regexes import group_names, learn_group_names
 from memlog.wrappers import node_with_task
 from memlog.yamlfile import YamlFileError, read_yaml
 
@@ -84,11 +85,11 @@ class LinePattern:
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
-        return _group_names(self.regex)
+        return group_names(self.regex)
 
     @functools.cached_property
     def field_groups(self) -> tuple[tuple[str, ...], ...]:
-        return tuple(_group_names(f) for f in self.fields)
+        return tuple(group_names(f) for f in self.fields)
 
     def extract(self, lines: pl.DataFrame, wanted: frozenset[str] | None = None) -> pl.DataFrame:
         """Rows of `lines` that match, with one column per named group (numbers parsed). `wanted`:
@@ -185,45 +186,6 @@ class FormatSpec:
     @property
     def literals(self) -> set[str]:
         return {p.literal for p in self.patterns} | set(self.block_parser.start_literals if self.block_parser else ())
-
-
-# Regex -> its group names. Bounded: the generic reader makes specs of its own for every log it guesses.
-_GROUP_NAMES: dict[str, tuple[str, ...]] = {}
-_GROUP_NAMES_HELD = 4096
-
-
-def _group_names(regex_: str) -> tuple[str, ...]:
-    """Named groups in order, as polars' regex dialect reads them (raises if it cannot compile)."""
-    if regex_ not in _GROUP_NAMES:
-        _remember(regex_, _named(pl.Series([], dtype=pl.String).str.extract_groups(regex_).dtype))
-    return _GROUP_NAMES[regex_]
-
-
-def _remember(regex_: str, names: tuple[str, ...]) -> None:
-    if len(_GROUP_NAMES) >= _GROUP_NAMES_HELD:
-        _GROUP_NAMES.clear()
-    _GROUP_NAMES[regex_] = names
-
-
-def _named(struct: pl.DataType) -> tuple[str, ...]:
-    """The names of extract_groups' struct fields; unnamed groups come as "1", "2"..."""
-    return tuple(f.name for f in struct.fields if not f.name.isdigit())  # type: ignore[attr-defined]
-
-
-def _learn_group_names(regexes: Iterable[str]) -> None:
-    """The group names of many regexes read in one polars call: a spec has a dozen or more, and
-    asking one by one cost 15 of the 55 ms memlog's own specs took to load. A regex that does not
-    compile leaves them all to _group_names, whose error then names it."""
-    todo = list(dict.fromkeys(r for r in regexes if isinstance(r, str) and r not in _GROUP_NAMES))
-    if not todo:
-        return
-    empty = pl.LazyFrame(schema={"text": pl.String})
-    try:
-        schema = empty.select(pl.col("text").str.extract_groups(r).alias(str(i)) for i, r in enumerate(todo)).collect_schema()
-    except Exception:  # noqa: BLE001 - the one that fails is found and reported one by one
-        return
-    for i, regex_ in enumerate(todo):
-        _remember(regex_, _named(schema[str(i)]))
 
 
 def _is_str_list(value: Any) -> bool:
@@ -325,7 +287,7 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
             raise FormatSpecError(f"{path}: `{key}` must be a list")
     if not _is_str_list(raw.get("logger_prefixes") or []):
         raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
-    _learn_group_names([*(raw.get("logger_prefixes") or ()), *(
+    learn_group_names([*(raw.get("logger_prefixes") or ()), *(
         regex_ for section in ("records", "events") for entry in raw.get(section) or () if isinstance(entry, dict)
         for regex_ in (entry.get("regex"), *(entry.get("fields") or () if isinstance(entry.get("fields"), list) else ()))
     )])
@@ -350,7 +312,7 @@ def _check_logger_prefix(path: Path, prefix: str) -> None:
     """Logger prefixes of all specs are joined into one regex (unwrap.Unwrapper): each must compile
     alone and carry no named group, which would clash with another spec's."""
     try:
-        named = _group_names(prefix)
+        named = group_names(prefix)
     except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: invalid regex ({regex_problem(exc)})") from None
     if named:

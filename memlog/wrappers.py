@@ -29,6 +29,7 @@ import yaml
 
 from memlog.content import content_dir
 from memlog.errors import FormatSpecError, regex_problem
+from memlog.regexes import group_names, learn_group_names
 from memlog.yamlfile import YamlFileError, read_yaml
 
 # Who or when a wrapper can say, and the column type each becomes.
@@ -63,11 +64,11 @@ class WrapperSpec:
 
     @functools.cached_property
     def prefix_fields(self) -> tuple[str, ...]:
-        return _fields(self.prefix) if self.prefix else ()
+        return group_names(self.prefix) if self.prefix else ()
 
     @functools.cached_property
     def suffix_fields(self) -> tuple[str, ...]:
-        return _fields(self.suffix) if self.suffix else ()
+        return group_names(self.suffix) if self.suffix else ()
 
 
 def field_of(group: str) -> str:
@@ -75,16 +76,27 @@ def field_of(group: str) -> str:
     return group.split("__", 1)[0]
 
 
-def _fields(regex: str) -> tuple[str, ...]:
-    dtype = pl.Series([], dtype=pl.String).str.extract_groups(regex).dtype
-    return tuple(f.name for f in dtype.fields if not f.name.isdigit())  # type: ignore[union-attr]
-
-
 def load_wrapper(path: Path) -> WrapperSpec:
+    return wrapper_from_mapping(_read(path), path)
+
+
+def _read(path: Path) -> Any:
     try:
-        raw = read_yaml(path)
+        return read_yaml(path)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlFileError) as exc:
         raise FormatSpecError(f"{path}: cannot read wrapper spec ({str(exc).splitlines()[0]})") from None
+
+
+def _regexes(raw: Any) -> list[object]:
+    """What a wrapper spec's mapping holds as regexes, unchecked."""
+    if not isinstance(raw, dict):
+        return []
+    marker = raw.get("marker")
+    return [raw.get("prefix"), raw.get("suffix"), marker.get("regex") if isinstance(marker, dict) else None]
+
+
+def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
+    learn_group_names(_regexes(raw))
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise FormatSpecError(f"{path}: a wrapper spec is a mapping with at least `name:`")
     unknown = set(raw) - KEYS
@@ -110,7 +122,7 @@ def load_wrapper(path: Path) -> WrapperSpec:
         if regex is None:
             continue
         try:
-            fields = _fields(regex)
+            fields = group_names(regex)
         except Exception as exc:  # noqa: BLE001 - polars' own regex dialect decides
             raise FormatSpecError(f"{path.name}: {what}: invalid regex ({regex_problem(exc)})") from None
         bad = [g for g in fields if field_of(g) not in WRAPPER_FIELDS]
@@ -121,7 +133,9 @@ def load_wrapper(path: Path) -> WrapperSpec:
 
 @functools.lru_cache(maxsize=None)
 def _builtin(folder: str) -> tuple[WrapperSpec, ...]:
-    return tuple(load_wrapper(p) for p in sorted(Path(folder).glob("*.yaml")))
+    raws = [(_read(p), p) for p in sorted(Path(folder).glob("*.yaml"))]
+    learn_group_names(r for raw, _ in raws for r in _regexes(raw))  # all in one call
+    return tuple(wrapper_from_mapping(raw, p) for raw, p in raws)
 
 
 def builtin_wrappers() -> dict[str, WrapperSpec]:

@@ -775,8 +775,8 @@ def test_spec_invalid_regex_names_the_file(tmp_path, flat_log, regex, why):
 
 
 def test_spec_invalid_regex_among_good_ones_is_the_one_named(tmp_path, flat_log):
-    """A spec's group names are read in one call for all its regexes (formats._learn_group_names):
-    one that does not compile must still be named, not its neighbours or the batch."""
+    """A spec's group names are read in one call for all its regexes:
+    one that does not compile must still be named, not its neighbours or the batch (memlog/regexes.py)."""
     text = f"""
     name: mine
     logger_prefixes: ['\\[\\d+\\] ']
@@ -796,17 +796,21 @@ def test_spec_invalid_regex_among_good_ones_is_the_one_named(tmp_path, flat_log)
 
 
 def test_group_names_read_together_are_those_read_one_by_one():
-    from memlog import formats
+    """memlog/regexes.py reads the group names of a spec's or the wrappers' regexes in one call."""
+    from memlog import regexes
+    from memlog.wrappers import builtin_wrappers
 
-    regexes = sorted({r for spec in load_specs().values() for p in spec.patterns for r in (p.regex, *p.fields)}
-                     | {p for spec in load_specs().values() for p in spec.logger_prefixes})
+    specs = load_specs().values()
+    wrappers = builtin_wrappers().values()
+    every = sorted({r for spec in specs for p in spec.patterns for r in (p.regex, *p.fields)} | {p for spec in specs for p in spec.logger_prefixes}
+                   | {r for w in wrappers for r in (w.prefix, w.suffix, w.marker and w.marker["regex"]) if r})
     one_by_one = {}
-    for regex_ in regexes:
-        formats._GROUP_NAMES.clear()
-        one_by_one[regex_] = formats._group_names(regex_)
-    formats._GROUP_NAMES.clear()
-    formats._learn_group_names(regexes)
-    assert {r: formats._GROUP_NAMES[r] for r in regexes} == one_by_one
+    for regex_ in every:
+        regexes._GROUP_NAMES.clear()
+        one_by_one[regex_] = regexes.group_names(regex_)
+    regexes._GROUP_NAMES.clear()
+    regexes.learn_group_names(every)
+    assert {r: regexes._GROUP_NAMES[r] for r in every} == one_by_one
     assert any(one_by_one.values()) and not all(one_by_one.values())  # names read, and unnamed groups left out
 
 
