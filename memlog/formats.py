@@ -42,15 +42,33 @@ UNIT_SUFFIX = "_unit"
 # Number text as frameworks print it: `1,341.26`, `np.float64(0.12)`, `'1.234'` (HF 5.x), `N/A`.
 _NUMPY_WRAPPER = r"^np\.(?:float|int)\d*\((.*)\)$"
 
-def to_number(raw: pl.Series) -> pl.Series:
-    """Parse printed numbers; anything unparseable becomes null rather than an error."""
-    text = raw.str.strip_chars()
-    value = text.cast(pl.Float64, strict=False)
-    if value.null_count() == text.null_count():
-        # Every value is a plain number, so the cleaning below (two regex passes, most of the cost
-        # of a column) would remove nothing: a float that parses holds no `,'"%` and no `np.`.
-        return value
-    return text.str.replace(_NUMPY_WRAPPER, "$1").str.replace_all(r"[,'\"%]", "").cast(pl.Float64, strict=False)
+_NUMBER = "_number_"  # the column holding a group's text as a number, while a pattern's matches are built
+
+
+def _with_numbers(hits: pl.DataFrame, groups: list[str]) -> pl.DataFrame:
+    """`hits` with each group's printed text as a number (column `_number_<group>`), unparseable text
+    null. Two polars calls for all groups: a plain cast first; the cleaning (two regex passes, most of
+    the cost of a column) only for groups where some text did not cast. A text that casts holds no
+    `,'"%` and no `np.`, so cleaning leaves it as it is: per row, the number is the cast, else the
+    cleaned cast."""
+    if not groups:
+        return hits
+    hits = hits.with_columns(pl.col(g).str.strip_chars().cast(pl.Float64, strict=False).alias(_NUMBER + g) for g in groups)
+    missed = hits.select((pl.col(_NUMBER + g).is_null() & pl.col(g).is_not_null()).any().alias(g) for g in groups).row(0, named=True)
+    cleaned = [
+        pl.col(_NUMBER + g).fill_null(
+            pl.col(g).str.strip_chars().str.replace(_NUMPY_WRAPPER, "$1").str.replace_all(r"[,'\"%]", "").cast(pl.Float64, strict=False)
+        )
+        for g in groups if missed[g]
+    ]
+    return hits.with_columns(cleaned) if cleaned else hits
+
+
+def _step(group: str) -> pl.Expr:
+    """A group's printed step as an integer, never through a float: steps above 2**53 stay apart.
+    Text only a float reads (`1.0e3`, `np.int64(12)`) goes through its number (_with_numbers)."""
+    exact = pl.col(group).str.strip_chars().str.replace_all(r"[,']", "").cast(pl.Int64, strict=False)
+    return exact.fill_null(pl.col(_NUMBER + group).cast(pl.Int64, strict=False))
 
 
 @dataclass(frozen=True)
@@ -124,18 +142,20 @@ class LinePattern:
             *(expr.alias(g) for g, expr in identity.items()),
         ).drop(*scratch, "_task", strict=False)
         numbers = [group for group in sources if group == "step" or is_known_column(group)]
+        epochs = [g for g in EPOCH_GROUPS if "step" in sources and all(e in hits.columns for e in EPOCH_GROUPS)]
+        hits = _with_numbers(hits, [*numbers, *epochs])
         if "step" in sources:
             # A printed step that is no integer (overflow, garbage) is damage, not a line without
             # a step: it must not take a neighbour's step (records.build_records) and its values.
-            step = self._value("step", hits["step"])
-            if all(g in hits.columns for g in EPOCH_GROUPS):
-                epoch, length = (self._value("step", hits[g]) for g in EPOCH_GROUPS)
-                step = pl.select(pl.when(epoch.is_not_null() & length.is_not_null()).then(epoch * length + step).otherwise(step)).to_series().alias("step")
-            hits = hits.with_columns(step).filter(hits["step"].is_null() | step.is_not_null())
-        hits = hits.drop(*EPOCH_GROUPS, strict=False)
-        values = [self._value(group, hits[group], hits[group + UNIT_SUFFIX] if group + UNIT_SUFFIX in hits.columns else None)
-                  for group in numbers if group != "step"]
-        return hits.with_columns(values).drop([g for g in hits.columns if g.endswith(UNIT_SUFFIX)])
+            step = _step("step")
+            if epochs:
+                epoch, length = (_step(g) for g in EPOCH_GROUPS)
+                step = pl.when(epoch.is_not_null() & length.is_not_null()).then(epoch * length + step).otherwise(step)
+            hits = hits.with_columns(_step=step).filter(pl.col("step").is_null() | pl.col("_step").is_not_null())
+            hits = hits.with_columns(step=pl.col("_step")).drop("_step")
+        values = [self._value(group, group + UNIT_SUFFIX if group + UNIT_SUFFIX in hits.columns else None) for group in numbers if group != "step"]
+        scratch = [g for g in hits.columns if g.endswith(UNIT_SUFFIX) or g.startswith(_NUMBER)]
+        return hits.with_columns(values).drop(*scratch, *EPOCH_GROUPS, strict=False)
 
     def _runs(self, i: int, wanted: frozenset[str] | None) -> bool:
         """Whether field regex `i` is worth running for a caller keeping `wanted`: it may yield a
@@ -145,21 +165,17 @@ class LinePattern:
             return True
         return any(g in wanted or g in RECORD_KEYS for g in self.field_groups[i])
 
-    def _value(self, group: str, raw: pl.Series, unit: pl.Series | None = None) -> pl.Series:
-        """A group's printed numbers as values: a step as an integer; a memory size in GiB, by the
-        unit the line printed (`X_unit`), else the spec's `units:` for it, else as GiB."""
-        if group == "step":
-            # Parsed as an integer, never through a float: steps above 2**53 stay apart.
-            exact = raw.str.strip_chars().str.replace_all(r"[,']", "").cast(pl.Int64, strict=False)
-            return exact.fill_null(to_number(raw).cast(pl.Int64, strict=False))
-        value = to_number(raw)
+    def _value(self, group: str, unit: str | None = None) -> pl.Expr:
+        """A group's printed numbers (parsed by _with_numbers) as values: a memory size in GiB, by
+        the unit the line printed (`X_unit`), else the spec's `units:` for it, else as GiB."""
+        value = pl.col(_NUMBER + group)
         static = unit_gib(self.units[group]) if group in self.units else 1.0
         if unit is not None:
-            printed = unit.str.strip_chars().str.to_uppercase().replace_strict(UNIT_GIB, default=None, return_dtype=pl.Float64)
+            printed = pl.col(unit).str.strip_chars().str.to_uppercase().replace_strict(UNIT_GIB, default=None, return_dtype=pl.Float64)
             # A line that printed no unit (an optional group) is in the spec's unit.
-            scale = pl.select(pl.when(unit.is_null()).then(pl.lit(static)).otherwise(printed)).to_series()
+            scale = pl.when(pl.col(unit).is_null()).then(pl.lit(static)).otherwise(printed)
             return (value * scale).alias(group)
-        return value * static if static != 1.0 else value
+        return (value * static if static != 1.0 else value).alias(group)
 
 
 @dataclass(frozen=True)
