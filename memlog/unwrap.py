@@ -93,8 +93,7 @@ class Unwrapper:
         """lines(line_no, text) -> lines + the wrapper fields (node, rank, actor, pid, ip, ts, ...),
         with text unwrapped. A line with another rank's line glued into it comes out as two rows
         (split_interleaved)."""
-        frame = lines.with_columns(strip_escapes(pl.col("text")))
-        frame = self._strip_prefixes(frame.with_columns(pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items()))
+        frame = self._strip_prefixes(lines.with_columns(strip_escapes(pl.col("text")), *(pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items())))
         # Another rank's line glued into this one (shared stdout): its own prefix names its rank.
         frame = split_interleaved(frame)
         if frame["_glued"].any():
@@ -107,14 +106,15 @@ class Unwrapper:
             if frame.select(whole.is_not_null().any()).item():
                 cut = pl.col("text").str.len_chars() - whole.str.len_chars().fill_null(0)
                 frame = self._take(frame, self.suffix_groups).with_columns(pl.col("text").str.slice(0, cut))
-        frame = frame.drop("_w", strict=False)
+        # What is left is the same for every chunk and needs no look at the data: one lazy query, planned once.
+        rest = frame.drop("_w", strict=False).lazy()
         # srun's task id is the rank when nothing else names the process; under torchrun (one task
         # per node) or Ray it tells the nodes apart. `_task` keeps a task that stood in for the rank:
         # when the line's own text names its rank (Megatron's `[Rank N]`, formats.LinePattern.extract)
         # the task tells the nodes apart after all.
         # A node an outer wrapper named (a journald host over srun's output) keeps the task beside it.
         named = pl.col("rank").is_not_null() | pl.col("actor").is_not_null()
-        frame = frame.with_columns(
+        rest = rest.with_columns(
             rank=pl.when(named).then(pl.col("rank")).otherwise(pl.col("task")),
             node=pl.when(named & pl.col("task").is_not_null()).then(node_with_task(pl.col("node"), pl.col("task"))).otherwise(pl.col("node")),
             _task=pl.when(named).then(None).otherwise(pl.col("task")),
@@ -123,11 +123,11 @@ class Unwrapper:
         if self.logger_prefix is not None:
             prefix = pl.col("text").str.extract(self.logger_prefix, 0)
             logger_ts = prefix.str.extract(TIMESTAMP, 1)
-            frame = frame.with_columns(_logger_ts=logger_ts, text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)))
+            rest = rest.with_columns(_logger_ts=logger_ts, text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)))
             logger_ts = pl.col("_logger_ts")
         # The logger's own clock first (it is the program's); a wrapper's timestamp otherwise, when it parses.
         wrapper_ts = pl.col("ts").str.extract(TIMESTAMP, 1)
-        return frame.with_columns(ts=pl.coalesce(logger_ts, wrapper_ts)).drop("_logger_ts", strict=False)
+        return rest.with_columns(ts=pl.coalesce(logger_ts, wrapper_ts)).drop("_logger_ts", strict=False).collect()
 
     def _strip_prefixes(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Strip wrapper prefixes round after round, outermost first, while any line has one."""
