@@ -93,7 +93,8 @@ class Unwrapper:
         """lines(line_no, text) -> lines + the wrapper fields (node, rank, actor, pid, ip, ts, ...),
         with text unwrapped. A line with another rank's line glued into it comes out as two rows
         (split_interleaved)."""
-        frame = self._strip_prefixes(lines.with_columns(strip_escapes(pl.col("text")), *(pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items())))
+        fields = (pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items())
+        frame = self._strip_prefixes(lines.with_columns(strip_escapes(pl.col("text")), *fields))
         # Another rank's line glued into this one (shared stdout): its own prefix names its rank.
         frame = split_interleaved(frame)
         if frame["_glued"].any():
@@ -106,7 +107,8 @@ class Unwrapper:
             if frame.select(whole.is_not_null().any()).item():
                 cut = pl.col("text").str.len_chars() - whole.str.len_chars().fill_null(0)
                 frame = self._take(frame, self.suffix_groups).with_columns(pl.col("text").str.slice(0, cut))
-        # What is left is the same for every chunk and needs no look at the data: one lazy query, planned once.
+        # The rest needs no look at the data: one lazy query, planned once rather than step by step,
+        # in which the logger prefix's regex (its length and its timestamp are read) runs once.
         rest = frame.drop("_w", strict=False).lazy()
         # srun's task id is the rank when nothing else names the process; under torchrun (one task
         # per node) or Ray it tells the nodes apart. `_task` keeps a task that stood in for the rank:
