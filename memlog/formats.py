@@ -47,8 +47,8 @@ _NUMBER = "_number_"  # the column holding a group's text as a number, while a p
 
 def _with_numbers(hits: pl.DataFrame, groups: list[str]) -> pl.DataFrame:
     """`hits` with each group's printed text as a number (column `_number_<group>`), unparseable text
-    null. Two polars calls for all groups: a plain cast first; the cleaning (two regex passes, most of
-    the cost of a column) only for groups where some text did not cast. A text that casts holds no
+    null. A plain cast of all groups in one call; then the cleaning (two regex passes, most of the
+    cost of a column) only for groups where some text did not cast. A text that casts holds no
     `,'"%` and no `np.`, so cleaning leaves it as it is: per row, the number is the cast, else the
     cleaned cast."""
     if not groups:
