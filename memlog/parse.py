@@ -43,6 +43,7 @@ class Scan:
     # The rows block parsers will read after this chunk's start lines, unwrapped here, where chunks
     # are scanned in parallel, rather than in `absorb`, where they go one at a time.
     near_starts: pl.DataFrame | None = None
+    starts: dict[str, pl.Series] | None = None  # each block parser's start lines (`_row`), by format
 
 
 class ChunkParser:
@@ -99,12 +100,14 @@ class ChunkParser:
         candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
         if candidates.is_empty():
             return Scan(lines, candidates, None, [], [], [])
-        near = self._near_starts(candidates)
-        if near is None:
+        starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_reach}
+        near = [within_reach(starts[spec.name], reach) for spec, reach in self.block_reach if len(starts[spec.name])]
+        if not near:
             unwrapped, near_starts = self.unwrap(candidates), None
         else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
-            near_starts = self.unwrap(lines.filter(near | pl.col("_row").is_in(candidates["_row"].implode())))
-            unwrapped = near_starts.filter(pl.col("_row").is_in(candidates["_row"].implode()))
+            candidate = pl.col("_row").is_in(candidates["_row"].implode())
+            near_starts = self.unwrap(lines.filter(pl.any_horizontal(*near, candidate)))
+            unwrapped = near_starts.filter(candidate)
         marked = None
         if self.marker is not None:
             found = unwrapped.select("line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
@@ -133,11 +136,11 @@ class ChunkParser:
                     events.append(_event_rows(hits, spec, pattern))
                 elif not hits.is_empty():
                     events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
-        return Scan(lines, candidates, unwrapped, records, events, observed, marked, near_starts)
+        return Scan(lines, candidates, unwrapped, records, events, observed, marked, near_starts, starts)
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""
-        carried = self._multiline(scan.lines, scan.candidates, scan.near_starts)
+        carried = self._multiline(scan)
         if scan.unwrapped is None:
             return carried
         events = []
@@ -168,13 +171,6 @@ class ChunkParser:
         self.named_by_marker = names["actor"][-1]
         return named
 
-    def _near_starts(self, candidates: pl.DataFrame) -> pl.Expr | None:
-        """Which rows of the chunk lie within a block parser's reach after one of its start lines
-        (BlockFeeder.feed reads them, plus rows a block open at the end of the last chunk may
-        reach), or None when the chunk holds no start line."""
-        near = [within_reach(starts, reach) for spec, reach in self.block_reach if len(starts := self._starts(spec, candidates))]
-        return pl.any_horizontal(near) if near else None
-
     @staticmethod
     def _starts(spec: FormatSpec, candidates: pl.DataFrame) -> pl.Series:
         return candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
@@ -196,18 +192,19 @@ class ChunkParser:
 
         return unwrap
 
-    def _multiline(self, lines: pl.DataFrame, candidates: pl.DataFrame, near_starts: pl.DataFrame | None = None) -> Matches:
-        """Block parsers' records from the rows near their start lines, and the events of earlier
-        chunks whose continuation lines this chunk completes (memlog/multiline.py). `near_starts`:
-        the rows near start lines already unwrapped (Scan)."""
+    def _multiline(self, scan: Scan) -> Matches:
+        """Block parsers' records from the rows near their start lines (unwrapped by `scan`), and the
+        events of earlier chunks whose continuation lines this chunk completes (memlog/multiline.py)."""
         records = []
-        unwrap = self._unwrap_reusing(near_starts)
+        unwrap = self._unwrap_reusing(scan.near_starts)
         for spec, feeder in self.blocks:
-            starts = self._starts(spec, candidates)
-            frame = feeder.feed(lines, starts, unwrap)
+            starts = (scan.starts or {}).get(spec.name)
+            if starts is None:  # a chunk with no candidate line was not looked at for starts
+                starts = self._starts(spec, scan.candidates)
+            frame = feeder.feed(scan.lines, starts, unwrap)
             if frame is not None:
                 records.append(frame)
-        return Matches(records, _event_frame(self.continuations.resume(lines, self.unwrap)))
+        return Matches(records, _event_frame(self.continuations.resume(scan.lines, self.unwrap)))
 
 
 def _inherits(hits: pl.DataFrame, pattern: LinePattern) -> pl.Expr:
