@@ -279,18 +279,21 @@ def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[Piece]:
 def to_frame(piece: Piece) -> pl.DataFrame:
     """Decode and split a piece into (line_no, text); what it finds goes into `piece.stats`."""
     data, first_line_no, stats = piece.data, piece.first_line_no, piece.stats
-    nuls = data.count(b"\0")
-    if nuls:
+    if b"\0" in data:
         # Zero-filled blocks (a crash before the file system flushed) carry nothing; drop them
         # here so that a NUL run glued to the next line does not hide it from the parser.
-        stats.nul_bytes += nuls
+        stats.nul_bytes += data.count(b"\0")
         stats.first_nul_line = first_line_no + data.count(b"\n", 0, data.index(b"\0"))
         data = data.replace(b"\0", b"")
-    text = data.decode("utf-8", errors="replace")
-    replaced = text.count("\ufffd")
+    lines = _split_utf8(data, stats.lines)
+    if lines is None:
+        text = data.decode("utf-8", errors="replace")
+        replaced = text.count("\ufffd")
+        lines = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode()
+        lines = lines.head(len(lines) - 1)  # the piece after the final newline is empty
+    else:  # valid UTF-8: a U+FFFD is one the log printed, counted as decoding would count it
+        replaced = data.count(_REPLACEMENT) if _REPLACEMENT in data else 0
     stats.replaced_bytes += replaced
-    lines = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode()
-    lines = lines.head(len(lines) - 1)  # the piece after the final newline is empty
     frame = pl.DataFrame({"text": lines}).with_row_index("line_no", offset=first_line_no)
     frame = frame.with_columns(pl.col("line_no").cast(pl.Int64))
     if replaced:
@@ -307,6 +310,28 @@ def to_frame(piece: Piece) -> pl.DataFrame:
         stats.truncated_lines += int(long.sum())
         frame = frame.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES))
     return frame
+
+
+_REPLACEMENT = "\ufffd".encode()
+_BOM = b"\xef\xbb\xbf"
+
+
+def _split_utf8(data: bytes, lines: int) -> pl.Series | None:
+    """The lines of `data` (whole lines, no NUL) split by polars' own reader, in parallel and
+    without a Python string of the whole piece: a NUL, which cannot occur, as the column
+    separator, no quoting. None where it would not give what decoding and splitting give: bytes
+    that are not UTF-8 (they are replaced, as decoding does), a byte-order mark (the reader drops
+    it), or a line count other than the one the cutter counted."""
+    if not data or data.startswith(_BOM):
+        return None
+    try:
+        frame = pl.read_csv(data, has_header=False, separator="\0", quote_char=None, schema={"text": pl.String})
+    except pl.exceptions.PolarsError:  # not UTF-8
+        return None
+    if frame.height != lines:
+        return None
+    # The reader reads an empty line as null, and drops the `\r` of a CRLF: to_frame strips it anyway.
+    return frame.to_series().fill_null("")
 
 
 def _first_line_with(frame: pl.DataFrame, char: str) -> int:

@@ -7,6 +7,7 @@ import io
 import sys
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,3 +134,35 @@ def test_lines_that_merely_share_the_longest_length_are_not_joined(tmp_path):
         log = tmp_path / f"{name}.log"
         log.write_text("\n".join(lines) + "\n")
         assert [t for chunk in read_chunks(Source(str(log))) for t in chunk["text"].to_list()] == lines, name
+
+
+# Bytes the two ways of splitting a piece could read differently: line ends, CR, NUL, quotes and
+# separators a CSV reader knows, a byte-order mark, U+FFFD printed, invalid and multi-byte UTF-8.
+_AWKWARD = [b"a", b"\n", b"\r", b"\0", b'"', b",", b"\t", b" ", b"#", b"\xef\xbb\xbf", b"\xef\xbf\xbd",
+            b"\xff", b"\xc3", b"\xc3\xa9", b"\xe2\x96\x88"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_AWKWARD), max_size=40), st.integers(min_value=1, max_value=1000))
+def test_polars_split_reads_a_piece_as_decoding_and_splitting_it(parts, first):
+    """to_frame splits valid UTF-8 with polars' reader (reading._split_utf8) and decodes the rest
+    in Python: both give the same lines and the same reading stats for any piece."""
+    data = b"".join(parts) + b"\n"
+    lines = data.count(b"\n")
+
+    def frame(split) -> tuple[pl.DataFrame, reading.ReadStats]:
+        stats = reading.ReadStats(lines=lines)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(reading, "_split_utf8", split)
+            return reading.to_frame(reading.Piece(data, first, stats)), stats
+
+    (split, split_stats), (decoded, decoded_stats) = frame(reading._split_utf8), frame(lambda data, lines: None)
+    assert split.equals(decoded) and split_stats == decoded_stats
+
+
+def test_polars_split_is_taken_for_utf8_text():
+    """The fast path is the one valid UTF-8 (with CRs, quotes, empty lines) takes."""
+    data = 'a,"b\r\n\n\r\n é █ \ufffd\n'.encode()
+    split = reading._split_utf8(data, data.count(b"\n"))
+    assert split is not None and split.to_list() == ["a,\"b", "", "", " é █ \ufffd"]
+    assert reading._split_utf8(b"\xff\n", 1) is None and reading._split_utf8(b"\xef\xbb\xbfx\n", 1) is None
