@@ -53,7 +53,7 @@ def stage_of(func: str, file: str, line: int) -> str | None:
         return None
     text = _source(file, line)
     if name == "reading.py":
-        if func == "to_frame":
+        if func in ("to_frame", "_split_utf8"):
             return "decode" if ("decode" in text or "\\ufffd" in text) else "split"
         return "read"
     if name == "parallel.py":
