@@ -21,7 +21,8 @@ A block parser module defines `create(options) -> parser`, and the parser has:
   columns         the canonical columns its records may carry,
   feed(rows)      rows: polars frame of unwrapped window rows in file order (line_no, text, actor,
                   pid, ip, rank, ts, and `window_start`: true on the first row after rows the parser
-                  did not see, so blocks open before it must end) -> list of record dicts,
+                  did not see, so blocks open before it must end) -> records: a list of record
+                  dicts, or a polars frame with a column per record key (no dict per row to build),
   finish()        end of the source -> records of blocks still open,
   open_since()    optional: the first line of a block it holds back (may still end in a record),
                   or None; without it, every line since the first it was fed counts as open.
@@ -163,11 +164,14 @@ class BlockFeeder:
         ask = getattr(self.parser, "open_since", None)
         return ask() if ask is not None else self.first_fed
 
-    def _frame(self, rows: list[dict[str, Any]]) -> pl.DataFrame | None:
-        if not rows:
+    def _frame(self, rows: list[dict[str, Any]] | pl.DataFrame) -> pl.DataFrame | None:
+        if len(rows) == 0:
             return None
         columns = {**RECORD_SCHEMA, **{c: pl.Float64 for c in self.parser.columns}}
-        frame = pl.DataFrame([{k: r.get(k) for k in columns} for r in rows], schema=columns)
+        if isinstance(rows, pl.DataFrame):
+            frame = rows.select(pl.col(k).cast(t) if k in rows.columns else pl.lit(None, dtype=t).alias(k) for k, t in columns.items())
+        else:
+            frame = pl.DataFrame([{k: r.get(k) for k in columns} for r in rows], schema=columns)
         return frame.with_columns(
             pl.col("kind").fill_null("train"), format=pl.lit(self.format_name), pattern=pl.lit(f"{self.format_name}/block"), inherited=pl.lit(False)
         )

@@ -55,7 +55,7 @@ class YamlStepBlocks:
         self.max_lines = int(options.get("max_lines", 400))
         self.held: pl.DataFrame | None = None  # rows of blocks that may go on in the next chunk
 
-    def feed(self, rows: pl.DataFrame) -> list[dict[str, Any]]:
+    def feed(self, rows: pl.DataFrame) -> pl.DataFrame | list[dict[str, Any]]:
         parts = rows.select(
             "line_no", "ts", *WORKER, "window_start",
             step=pl.col("text").str.extract(self.start, 1).cast(pl.Int64, strict=False),
@@ -63,28 +63,31 @@ class YamlStepBlocks:
         ).unnest("line")
         return self._blocks(parts, final=False)
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> pl.DataFrame | list[dict[str, Any]]:
         return self._blocks(None, final=True)
 
     def open_since(self) -> int | None:
         """The first line of the blocks held back for the next chunk."""
         return None if self.held is None else int(self.held["line_no"].min())
 
-    def _blocks(self, parts: pl.DataFrame | None, final: bool) -> list[dict[str, Any]]:
+    def _blocks(self, parts: pl.DataFrame | None, final: bool) -> pl.DataFrame | list[dict[str, Any]]:
         frames = [f for f in (self.held, parts) if f is not None]
         self.held = None
         if not frames:
             return []
         frame = pl.concat([f.select(PARTS) for f in frames], how="vertical_relaxed")
-        window = [*WORKER, "_win"]
         is_key = pl.col("key").is_not_null()
         depth = pl.when(is_key).then(pl.col("indent").str.len_chars()).otherwise(-2)
         frame = frame.with_columns(_win=pl.col("window_start").cum_sum(), _depth=depth // 2, _odd=depth % 2 == 1)
+        # A worker's rows in one window, named by the first of them: one integer to partition by,
+        # instead of the five worker columns (strings, most of them) at every step below.
+        window = ["_wid"]
+        frame = frame.with_row_index("_wid").with_columns(pl.col("_wid").first().over(*WORKER, "_win"))
         # A worker's segment starts at each of its lines that is no key line: alive when that line
         # is a `Step N`. A key line deeper than one below the line before it ends the segment too.
-        segment = (~is_key).cum_sum().over(window).alias("_seg")
-        frame = frame.with_columns(segment)
-        skipped = pl.col("_depth") > pl.col("_depth").shift(1).over([*window, "_seg"]) + 1
+        # The line before, within the segment: the worker's line before, unless this line starts one.
+        before = pl.when(is_key).then(pl.col("_depth").shift(1).over(window))
+        skipped = pl.col("_depth") > before + 1
         frame = frame.with_columns(_seg=(~is_key | pl.col("_odd") | skipped.fill_null(False)).cum_sum().over(window))
         block = [*window, "_seg"]
         # Each worker's last segment in the last window may go on in the next chunk.
@@ -96,10 +99,10 @@ class YamlStepBlocks:
         frame = frame.filter(~pl.col("_hold"))
         if frame.is_empty():
             return []
-        heads = frame.filter(pl.col("step").is_not_null()).select(*block, "line_no", "ts", "step")
+        heads = frame.filter(pl.col("step").is_not_null()).select(*WORKER, *block, "line_no", "ts", "step")
         values = self._values(frame, block)
         records = heads.join(values, on=block, how="left", nulls_equal=True) if values is not None else heads
-        return records.drop("_win", "_seg").to_dicts()
+        return records.drop(*block)
 
     def _values(self, frame: pl.DataFrame, block: list[str]) -> pl.DataFrame | None:
         """The mapped metrics of each block, one column each (the last reading if a key repeats)."""

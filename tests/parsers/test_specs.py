@@ -147,6 +147,33 @@ def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
     assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]
 
 
+@pytest.mark.parametrize("log", ["easyr1/fr3_geometry3k_host_stairs_raykill.log", "threads/easyr1_260_vllm_sleep_wake_host_leak.log",
+                                 "verl/ray_driver_mixed.log"])
+def test_a_block_parser_may_return_dicts_or_a_frame(tmp_path, log):
+    """feed() and finish() may return a list of record dicts or a polars frame of them
+    (memlog/multiline.py): the records are the same either way, on multi-worker Ray logs."""
+    from memlog.formats import builtin_dir
+
+    (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
+    (tmp_path / "as_dicts.py").write_text(
+        "import importlib.util\nfrom pathlib import Path\n"
+        "spec = importlib.util.spec_from_file_location('yaml_blocks_copy', Path(__file__).parent / 'yaml_blocks.py')\n"
+        "module = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(module)\n\n"
+        "def dicts(found):\n    return found if isinstance(found, list) else found.to_dicts()\n\n"
+        "class AsDicts(module.YamlStepBlocks):\n"
+        "    def feed(self, rows):\n        return dicts(super().feed(rows))\n\n"
+        "    def finish(self):\n        return dicts(super().finish())\n\n"
+        "def create(options):\n    return AsDicts(options)\n"
+    )
+    easyr1 = SPECS["easyr1"]
+    (tmp_path / "easyr1.yaml").write_text("replaces: easyr1\n" + easyr1.path.read_text().replace("easyr1_blocks.py", "as_dicts.py"))
+    path = str(Path(__file__).parents[2] / "sample_logs" / log)
+    as_frames, _ = parse_sources([path], list(SPECS.values()))
+    as_dicts, _ = parse_sources([path], list(load_specs(plugin_dirs=[tmp_path]).values()))
+    assert as_frames.records.filter(pl.col("format").cast(pl.String) == "easyr1").height > 0
+    assert as_dicts.records.equals(as_frames.records)
+
+
 def test_a_user_spec_can_name_a_shipped_block_parser_without_trusting_anything(tmp_path):
     """`--formats-dir` and config folders run no code of their own, but reuse what memlog ships."""
     (tmp_path / "mine.yaml").write_text(
