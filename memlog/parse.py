@@ -101,7 +101,9 @@ class ChunkParser:
         if candidates.is_empty():
             return Scan(lines, candidates, None, [], [], [])
         starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_reach}
-        near = [within_reach(starts[spec.name], reach) for spec, reach in self.block_reach if len(starts[spec.name])]
+        # The first rows too, which a block open at the end of the chunk before may run into: a
+        # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
+        near = [within_reach(starts[spec.name], reach) | (pl.col("_row") < reach) for spec, reach in self.block_reach if len(starts[spec.name])]
         if not near:
             unwrapped, near_starts = self.unwrap(candidates), None
         else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
@@ -184,7 +186,10 @@ class ChunkParser:
         def unwrap(window: pl.DataFrame) -> pl.DataFrame:
             added = [c for c in window.columns if c not in unwrapped.columns]  # the feeder's own (window_start)
             columns = [*window.columns, *(c for c in unwrapped.columns if c not in window.columns)]  # as unwrap orders them
-            reused = unwrapped.join(window.select("_row", *added), on="_row", how="inner", maintain_order="left").select(columns)
+            # The window's rows are the chunk's, each once and in order: found by a binary search.
+            reused = unwrapped.filter(pl.col("_row").is_in(window["_row"].implode()))
+            at = window["_row"].search_sorted(reused["_row"])
+            reused = reused.hstack(window.select(added)[at]).select(columns)
             rest = window.filter(~pl.col("_row").is_in(unwrapped["_row"].implode()))
             if rest.is_empty():
                 return reused
