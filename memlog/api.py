@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 import itertools
+import os
 from itertools import groupby
 from pathlib import Path
 
@@ -45,15 +46,38 @@ def select_specs(specs: dict[str, FormatSpec], forced: str | Sequence[str] | Non
     return [s for s in specs.values() if s.name in names or not s.records]
 
 
-def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Source, Piece, Scan]]:
+# A log whose chunks hold few candidate lines (a step line per ~50) is scanned this many chunks at a
+# time (ChunkParser.scan_together): its per-chunk cost is then mostly polars' cost per call.
+SPARSE_CANDIDATES = 0.05  # candidate lines per line, below which a log counts as sparse
+SPARSE_TOGETHER = int(os.environ.get("MEMLOG_SPARSE_TOGETHER", "4"))
+
+
+def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int = CHUNK_BYTES, *,
+                   together: bool = True) -> Iterator[tuple[Source, Piece, Scan]]:
     """Every chunk of every source, decoded and scanned on all cores, in input order. One stream over
-    all sources keeps both cores busy across many small per-rank files."""
+    all sources keeps both cores busy across many small per-rank files. `together`: chunks of a
+    sparse source may be scanned several at a time (the scans are the same)."""
+    density = [1.0]  # candidate lines per line of the chunks scanned last
 
-    def scan(item: tuple[Source, Piece]) -> tuple[Source, Piece, Scan]:
-        source, piece = item
-        return source, piece, parser.scan(to_frame(piece))
+    def scan(item: tuple[Source, list[Piece]]) -> list[tuple[Source, Piece, Scan]]:
+        source, pieces = item
+        scans = parser.scan_together([to_frame(piece) for piece in pieces])
+        density[0] = sum(s.candidates.height for s in scans) / max(1, sum(s.lines.height for s in scans))
+        return [(source, piece, scan) for piece, scan in zip(pieces, scans)]
 
-    return ordered_map(scan, ((source, piece) for source in sources for piece in read_pieces(source, chunk_bytes)))
+    def groups() -> Iterator[tuple[Source, list[Piece]]]:
+        for source in sources:
+            group: list[Piece] = []
+            for piece in read_pieces(source, chunk_bytes):
+                group.append(piece)
+                if len(group) >= (SPARSE_TOGETHER if together and density[0] < SPARSE_CANDIDATES else 1):
+                    yield source, group
+                    group = []
+            if group:
+                yield source, group
+
+    for scanned in ordered_map(scan, groups()):
+        yield from scanned
 
 
 def parse_sources(
@@ -69,7 +93,7 @@ def parse_sources(
     parser = ChunkParser(specs, observe, wrappers, keep.values)
     sources = expand(list(inputs))
     record_frames, event_frames, guessed, summarised = [], [], [], []
-    for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes), key=lambda chunk: id(chunk[0])):
+    for _, chunks in groupby(scanned_chunks(sources, parser, chunk_bytes, together=observe is None), key=lambda chunk: id(chunk[0])):
         chunks = iter(chunks)
         first = next(chunks)
         guesser = SourceGuesser(first[0].name, specs, wrappers) if generic else None

@@ -46,6 +46,11 @@ class Scan:
     starts: dict[str, pl.Series] | None = None  # each block parser's start lines (`_row`), by format
 
 
+# Lines to unwrap (candidates and the rows near block starts) above which chunks are not scanned
+# together: a dense log's 4 MiB chunk holds ~20,000.
+MAX_ROWS_TOGETHER = 25_000
+
+
 class ChunkParser:
     """`scan` touches no state, so chunks can be scanned on several threads; `absorb` must then see
     the scans in file order (multi-line blocks and continuation lines run across chunks)."""
@@ -96,49 +101,88 @@ class ChunkParser:
         return self.absorb(self.scan(lines))
 
     def scan(self, lines: pl.DataFrame) -> Scan:
-        lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
-        candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
-        if candidates.is_empty():
-            return Scan(lines, candidates, None, [], [], [])
-        starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_reach}
-        # The first rows too, which a block open at the end of the chunk before may run into: a
-        # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
-        near = [within_reach(starts[spec.name], reach) | (pl.col("_row") < reach) for spec, reach in self.block_reach if len(starts[spec.name])]
-        if not near:
-            unwrapped, near_starts = self.unwrap(candidates), None
-        else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
-            candidate = pl.col("_row").is_in(candidates["_row"].implode())
-            near_starts = self.unwrap(lines.filter(pl.any_horizontal(*near, candidate)))
-            unwrapped = near_starts.filter(candidate)
-        marked = None
+        return self.scan_together([lines])[0]
+
+    def scan_together(self, chunks: list[pl.DataFrame]) -> list[Scan]:
+        """The scans of consecutive chunks of one source, each the one `scan` gives it, with the
+        unwrapping and extraction run once over all their lines that need it: a sparse log's chunk
+        holds a few hundred such lines, and its cost is then mostly polars' cost per call."""
+        scans: list[Scan] = []
+        wanted = []  # per chunk with candidates: the rows to unwrap, `_candidate` marking the candidates
+        for lines in chunks:
+            lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
+            candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
+            if candidates.is_empty():
+                scans.append(Scan(lines, candidates, None, [], [], []))
+                continue
+            starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_reach}
+            # The first rows too, which a block open at the end of the chunk before may run into: a
+            # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
+            near = [within_reach(starts[spec.name], reach) | (pl.col("_row") < reach) for spec, reach in self.block_reach if len(starts[spec.name])]
+            if not near:
+                rows = candidates
+            else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
+                candidate = pl.col("_row").is_in(candidates["_row"].implode())
+                rows = lines.filter(pl.any_horizontal(*near, candidate)).with_columns(_candidate=candidate)
+            scans.append(Scan(lines, candidates, None, [], [], [], starts=starts, near_starts=rows if near else None))
+            wanted.append((len(scans) - 1, rows))
+        # Chunks with many such lines (a dense log turning up among sparse chunks) in batches no
+        # larger than one dense chunk's, so that scanning together never costs more memory.
+        batch: list[tuple[int, pl.DataFrame]] = []
+        for item in wanted:
+            if batch and sum(rows.height for _, rows in batch) + item[1].height > MAX_ROWS_TOGETHER:
+                self._extract(scans, batch)
+                batch = []
+            batch.append(item)
+        if batch:
+            self._extract(scans, batch)
+        return scans
+
+    def _extract(self, scans: list[Scan], wanted: list[tuple[int, pl.DataFrame]]) -> None:
+        """Unwrap the rows `wanted` of the scans they name, and extract every pattern's matches."""
+        chunk_of = [i for i, _ in wanted]
+        together = len(wanted) > 1
+        near_rows = any(scans[i].near_starts is not None for i in chunk_of)  # rows beside the candidates
+        if near_rows:
+            wanted = [(i, r if "_candidate" in r.columns else r.with_columns(_candidate=pl.lit(True))) for i, r in wanted]
+        rows = pl.concat([r.with_columns(_chunk=pl.lit(i, dtype=pl.UInt32)) for i, r in wanted]) if together else wanted[0][1]
+        unwrapped = self.unwrap(rows)  # the columns unwrap adds come after `_candidate` and `_chunk`
+        for i, part in _by_chunk(unwrapped, chunk_of, together).items():
+            scan = scans[i]
+            scan.near_starts = part.drop("_candidate") if scan.near_starts is not None else None
+            scan.unwrapped = part.filter("_candidate").drop("_candidate") if near_rows else part
+        if near_rows:
+            unwrapped = unwrapped.filter("_candidate").drop("_candidate")
         if self.marker is not None:
-            found = unwrapped.select("line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
-            marked = found if found.height else None
-        # One Aho-Corasick pass says which literals this chunk holds; a pattern whose literal is
-        # absent is skipped instead of scanning the chunk for it.
+            found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
+            for i, part in _by_chunk(found, chunk_of, together).items():
+                scans[i].markers = part if part.height else None
+        # One Aho-Corasick pass says which literals the chunks hold; a pattern whose literal is
+        # absent is skipped instead of scanning the chunks for it.
         present = set(unwrapped.select(pl.col("text").str.extract_many(self.literals, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
-        absent = unwrapped.clear()
-        records, events, observed = [], [], []
         for spec in self.specs:
             for pattern in spec.records:
-                hits = pattern.extract(unwrapped, self.values) if pattern.literal in present else absent
-                observed.append((spec, pattern, hits))
-                if not hits.is_empty():
-                    if (unread := _memory_unread(hits, spec, pattern)) is not None:
-                        events.append(unread)
-                    records.append(hits.drop("text", "_row").with_columns(
-                        format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
-                        inherited=_inherits(hits, pattern), ordinal_step=pl.lit(pattern.ordinal_step),
-                        interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
-                    ))
+                found = pattern.extract(unwrapped, self.values) if pattern.literal in present else None
+                for i, hits in _by_chunk(found, chunk_of, together, scans).items():
+                    scan = scans[i]
+                    scan.observed.append((spec, pattern, hits))
+                    if not hits.is_empty():
+                        if (unread := _memory_unread(hits, spec, pattern)) is not None:
+                            scan.events.append(unread)
+                        scan.records.append(hits.drop("text", "_row").with_columns(
+                            format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
+                            inherited=_inherits(hits, pattern), ordinal_step=pl.lit(pattern.ordinal_step),
+                            interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
+                        ))
             for pattern in spec.events:
-                hits = pattern.extract(unwrapped) if pattern.literal in present else absent
-                observed.append((spec, pattern, hits))
-                if not hits.is_empty() and pattern.continuation is None:
-                    events.append(_event_rows(hits, spec, pattern))
-                elif not hits.is_empty():
-                    events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
-        return Scan(lines, candidates, unwrapped, records, events, observed, marked, near_starts, starts)
+                found = pattern.extract(unwrapped) if pattern.literal in present else None
+                for i, hits in _by_chunk(found, chunk_of, together, scans).items():
+                    scan = scans[i]
+                    scan.observed.append((spec, pattern, hits))
+                    if not hits.is_empty() and pattern.continuation is None:
+                        scan.events.append(_event_rows(hits, spec, pattern))
+                    elif not hits.is_empty():
+                        scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""
@@ -210,6 +254,19 @@ class ChunkParser:
             if frame is not None:
                 records.append(frame)
         return Matches(records, _event_frame(self.continuations.resume(scan.lines, self.unwrap)))
+
+
+def _by_chunk(frame: pl.DataFrame | None, chunks: list[int], together: bool, scans: list[Scan] | None = None) -> dict[int, pl.DataFrame]:
+    """Rows of chunks scanned together, by chunk (`_chunk` dropped), every chunk in `chunks`
+    included: a chunk without rows gets none (`frame`'s columns), and where `frame` is None (a
+    pattern whose literal no chunk holds) each chunk gets its unwrapped lines' empty frame."""
+    if frame is None:
+        return {i: scans[i].unwrapped.clear() for i in chunks}  # type: ignore[index,union-attr]
+    if not together:
+        return {chunks[0]: frame}
+    parts = frame.partition_by("_chunk", as_dict=True, include_key=False, maintain_order=True)
+    empty = frame.clear().drop("_chunk")
+    return {i: parts.get((i,), empty) for i in chunks}
 
 
 def _inherits(hits: pl.DataFrame, pattern: LinePattern) -> pl.Expr:

@@ -13,6 +13,7 @@ from memlog.catalog import load_specs
 from memlog.logwriters import torchtitan as titan
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser
+from memlog.reading import Source, read_pieces, to_frame
 from tests.samples import sample_logs
 
 SAMPLES = [str(p) for p in sample_logs()]
@@ -95,6 +96,44 @@ def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwra
     for mine, theirs in zip(reused, unwrapped_again):
         assert mine.records.equals(theirs.records, null_equal=True)
         assert [e.to_json() for e in mine.events] == [e.to_json() for e in theirs.events]
+
+
+def _same_frames(mine: list, theirs: list) -> bool:
+    """A scan's frames (events with continuation lines are (frame, continuation) pairs) equal, NaN
+    (a loss the log printed as nan) equal to NaN."""
+    def frame(item):
+        return item[0] if isinstance(item, tuple) else item
+
+    return len(mine) == len(theirs) and all(
+        frame(a).equals(frame(b), null_equal=True) and (a[1] if isinstance(a, tuple) else None) == (b[1] if isinstance(b, tuple) else None)
+        for a, b in zip(mine, theirs)
+    )
+
+
+@pytest.mark.parametrize("max_rows", [25_000, 40])
+def test_chunks_scanned_together_scan_as_each_alone(monkeypatch, max_rows):
+    """A sparse source's chunks are scanned several at a time (ChunkParser.scan_together): each
+    scan must be the one its chunk gets alone, for every sample log in small chunks (blocks,
+    markers, events with continuation lines, glued lines); with a small row bound too, where the
+    chunks are unwrapped in several batches."""
+    monkeypatch.setattr("memlog.parse.MAX_ROWS_TOGETHER", max_rows)
+    parser = ChunkParser(load_specs().values())
+    compared = 0
+    for sample in SAMPLES:
+        chunks = [to_frame(piece) for piece in read_pieces(Source(sample), 4096)]
+        for first in range(0, len(chunks), 3):
+            group = chunks[first:first + 3]
+            for alone, together in zip([parser.scan(chunk) for chunk in group], parser.scan_together(group)):
+                assert alone.lines.equals(together.lines) and alone.candidates.equals(together.candidates)
+                for name in ("unwrapped", "near_starts", "markers"):
+                    mine, theirs = getattr(alone, name), getattr(together, name)
+                    assert (mine is None and theirs is None) or mine.equals(theirs, null_equal=True), (sample, name)
+                assert _same_frames(alone.records, together.records), sample
+                assert _same_frames(alone.events, together.events), sample
+                assert {k: v.to_list() for k, v in (alone.starts or {}).items()} == {k: v.to_list() for k, v in (together.starts or {}).items()}
+                assert [(s.name, p.name, h.height) for s, p, h in alone.observed] == [(s.name, p.name, h.height) for s, p, h in together.observed]
+                compared += bool(alone.records)
+    assert compared > 100
 
 
 def test_read_stats_keep_the_first_damaged_line_in_file_order(tmp_path, monkeypatch):
