@@ -318,6 +318,9 @@ def to_frame(piece: Piece) -> pl.DataFrame:
 
 _REPLACEMENT = "\ufffd"
 _BOM = b"\xef\xbb\xbf"
+# Bytes polars' reader takes for a compressed file and decompresses (gzip, zlib, zstd): a piece
+# that starts with them is a log's own bytes, decoded in Python.
+_DECOMPRESSED = (b"\x1f\x8b", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x28\xb5\x2f\xfd")
 
 
 def _split_utf8(data: bytes, lines: int) -> pl.Series | None:
@@ -325,12 +328,13 @@ def _split_utf8(data: bytes, lines: int) -> pl.Series | None:
     without a Python string of the whole piece: a NUL, which cannot occur, as the column
     separator, no quoting. None where it would not give what decoding and splitting give: bytes
     that are not UTF-8 (they are replaced, as decoding does), a byte-order mark (the reader drops
-    it), or a line count other than the one the cutter counted."""
-    if not data or data.startswith(_BOM):
+    it) or a compressor's magic bytes (it decompresses) at the start, or a line count other than
+    the one the cutter counted."""
+    if not data or data.startswith((_BOM, *_DECOMPRESSED)):
         return None
     try:
         frame = pl.read_csv(data, has_header=False, separator="\0", quote_char=None, schema={"text": pl.String})
-    except pl.exceptions.PolarsError:  # not UTF-8
+    except Exception:  # noqa: BLE001 - not UTF-8, or anything else the reader refuses: decode in Python
         return None
     if frame.height != lines:
         return None

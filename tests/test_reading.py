@@ -137,9 +137,10 @@ def test_lines_that_merely_share_the_longest_length_are_not_joined(tmp_path):
 
 
 # Bytes the two ways of splitting a piece could read differently: line ends, CR, NUL, quotes and
-# separators a CSV reader knows, a byte-order mark, U+FFFD printed, invalid and multi-byte UTF-8.
+# separators a CSV reader knows, a byte-order mark, U+FFFD printed, invalid and multi-byte UTF-8,
+# the magic bytes of gzip, zlib and zstd (polars' reader decompresses what starts with them).
 _AWKWARD = [b"a", b"\n", b"\r", b"\0", b'"', b",", b"\t", b" ", b"#", b"\xef\xbb\xbf", b"\xef\xbf\xbd",
-            b"\xff", b"\xc3", b"\xc3\xa9", b"\xe2\x96\x88"]
+            b"\xff", b"\xc3", b"\xc3\xa9", b"\xe2\x96\x88", b"\x1f\x8b", b"x\x01", b"x\x9c", b"(\xb5/\xfd"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -166,3 +167,4 @@ def test_polars_split_is_taken_for_utf8_text():
     split = reading._split_utf8(data, data.count(b"\n"))
     assert split is not None and split.to_list() == ["a,\"b", "", "", " é █ \ufffd"]
     assert reading._split_utf8(b"\xff\n", 1) is None and reading._split_utf8(b"\xef\xbb\xbfx\n", 1) is None
+    assert reading._split_utf8(b"x\x01 not zlib\n", 1) is None  # polars would take it for zlib
