@@ -237,7 +237,25 @@ class LineCutter:
                 return
             block = block[cut + 1 :]
             self.dropping = False
-        data = self.carry + block if self.carry else block
+        if self.decided and self.wrap is None and (cut := block.rfind(b"\n")) >= 0:
+            # No hard wraps to join (most logs): the piece is the carry and the block up to its last
+            # newline, copied once (joining the two first copied the whole block twice).
+            n_lines = self.carry.count(b"\n") + block.count(b"\n", 0, cut + 1)
+            yield Piece(b"".join((self.carry, memoryview(block)[: cut + 1])), self.next_line, ReadStats(lines=n_lines))
+            self.next_line += n_lines
+            self.carry = block[cut + 1 :]
+        else:
+            yield from self._cut(self.carry + block if self.carry else block)
+        if len(self.carry) > MAX_LINE_BYTES:
+            # Keep the start of the line, drop the rest up to the next newline.
+            cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=self.next_line)
+            yield Piece(self.carry[:MAX_LINE_BYTES] + b"\n", self.next_line, cut_stats)
+            self.next_line += 1
+            self.carry, self.dropping = b"", True
+
+    def _cut(self, data: bytes) -> Iterator[Piece]:
+        """`data` (the carry and a block) cut after its last newline, or before the hard-wrapped
+        lines that end it; the rest is carried."""
         cut = data.rfind(b"\n")
         if cut >= 0:
             cut = self._settled(data, cut)
@@ -248,12 +266,6 @@ class LineCutter:
             self.next_line += n_lines
         else:
             self.carry = data
-        if len(self.carry) > MAX_LINE_BYTES:
-            # Keep the start of the line, drop the rest up to the next newline.
-            cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=self.next_line)
-            yield Piece(self.carry[:MAX_LINE_BYTES] + b"\n", self.next_line, cut_stats)
-            self.next_line += 1
-            self.carry, self.dropping = b"", True
 
     def finish(self) -> Iterator[Piece]:
         """The end of the input: an unfinished last line is still a line."""

@@ -76,6 +76,23 @@ def test_lines_across_chunk_boundaries(tmp_path):
     assert frame["line_no"].to_list() == list(range(1, 1001))
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet="ab \t:=[]0123456789\r\u00e9", max_size=120), max_size=60), st.integers(min_value=1, max_value=400))
+def test_lines_are_the_same_whatever_the_chunk_size(tmp_path_factory, lines, chunk):
+    """Cutting blocks into pieces of whole lines (reading.LineCutter; a piece is copied once where no
+    hard wrap is to be joined) gives the lines that one block holding the whole file gives. Hard
+    wraps are decided on the first 4 lines here, so that small files reach the pieces cut after."""
+    path = tmp_path_factory.mktemp("c") / "x.log"
+    path.write_bytes("\n".join(lines).encode())
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(reading.hardwrap, "SAMPLE_LINES", 4)
+        patched.setattr(reading.hardwrap, "ENOUGH_BYTES", 256)
+        whole, whole_source = lines_of(path, chunk_bytes=1 << 20)
+        cut, cut_source = lines_of(path, chunk_bytes=chunk)
+    assert cut.rows() == whole.rows()
+    assert cut_source.stats.lines == whole_source.stats.lines
+
+
 def test_overlong_line_is_cut_and_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(reading, "MAX_LINE_BYTES", 100)
     p = tmp_path / "long.log"
