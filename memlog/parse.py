@@ -108,7 +108,9 @@ class ChunkParser:
         unwrapping and extraction run once over all their lines that need it: a sparse log's chunk
         holds a few hundred such lines, and its cost is then mostly polars' cost per call."""
         scans: list[Scan] = []
-        wanted = []  # per chunk with candidates: the rows to unwrap, `_candidate` marking the candidates
+        # Per chunk with candidates: its index, the rows to unwrap, and whether rows near block starts
+        # are among them (then `_candidate` marks the candidates).
+        wanted: list[tuple[int, pl.DataFrame, bool]] = []
         for lines in chunks:
             lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
             candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
@@ -124,13 +126,13 @@ class ChunkParser:
             else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
                 candidate = pl.col("_row").is_in(candidates["_row"].implode())
                 rows = lines.filter(pl.any_horizontal(*near, candidate)).with_columns(_candidate=candidate)
-            scans.append(Scan(lines, candidates, None, [], [], [], starts=starts, near_starts=rows if near else None))
-            wanted.append((len(scans) - 1, rows))
+            scans.append(Scan(lines, candidates, None, [], [], [], starts=starts))
+            wanted.append((len(scans) - 1, rows, bool(near)))
         # Chunks with many such lines (a dense log turning up among sparse chunks) in batches no
         # larger than one dense chunk's, so that scanning together never costs more memory.
-        batch: list[tuple[int, pl.DataFrame]] = []
+        batch: list[tuple[int, pl.DataFrame, bool]] = []
         for item in wanted:
-            if batch and sum(rows.height for _, rows in batch) + item[1].height > MAX_ROWS_TOGETHER:
+            if batch and sum(rows.height for _, rows, _ in batch) + item[1].height > MAX_ROWS_TOGETHER:
                 self._extract(scans, batch)
                 batch = []
             batch.append(item)
@@ -138,20 +140,20 @@ class ChunkParser:
             self._extract(scans, batch)
         return scans
 
-    def _extract(self, scans: list[Scan], wanted: list[tuple[int, pl.DataFrame]]) -> None:
+    def _extract(self, scans: list[Scan], wanted: list[tuple[int, pl.DataFrame, bool]]) -> None:
         """Unwrap the rows `wanted` of the scans they name, and extract every pattern's matches."""
-        chunk_of = [i for i, _ in wanted]
+        chunk_of = [i for i, _, _ in wanted]
+        near = {i for i, _, has_near in wanted if has_near}
         together = len(wanted) > 1
-        near_rows = any(scans[i].near_starts is not None for i in chunk_of)  # rows beside the candidates
-        if near_rows:
-            wanted = [(i, r if "_candidate" in r.columns else r.with_columns(_candidate=pl.lit(True))) for i, r in wanted]
-        rows = pl.concat([r.with_columns(_chunk=pl.lit(i, dtype=pl.UInt32)) for i, r in wanted]) if together else wanted[0][1]
+        # Where some chunk brings rows near block starts, every chunk's rows carry `_candidate`.
+        parts = [r.with_columns(_candidate=pl.lit(True)) if near and i not in near else r for i, r, _ in wanted]
+        rows = pl.concat([r.with_columns(_chunk=pl.lit(i, dtype=pl.UInt32)) for i, r in zip(chunk_of, parts)]) if together else parts[0]
         unwrapped = self.unwrap(rows)  # the columns unwrap adds come after `_candidate` and `_chunk`
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
-            scan.near_starts = part.drop("_candidate") if scan.near_starts is not None else None
-            scan.unwrapped = part.filter("_candidate").drop("_candidate") if near_rows else part
-        if near_rows:
+            scan.near_starts = part.drop("_candidate") if i in near else None
+            scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
+        if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
         if self.marker is not None:
             found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
