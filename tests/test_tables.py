@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -106,3 +110,37 @@ def test_events_find_their_last_step_when_the_label_codes_cannot_be_packed(monke
     assert sum(e.after_step is not None for e in packed.events) > 20
     assert [e.to_json() for e in unpacked.events] == [e.to_json() for e in packed.events]
     assert unpacked.records.equals(packed.records)
+
+
+_HELD_ROWS = """
+import gc, sys
+import polars as pl
+from memlog.records import detached
+
+def anon_mib():
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return int(fields["RssAnon"].split()[0]) / 1024
+
+def held_growth(keep):
+    held, before = [], anon_mib()
+    for chunk in range(20):  # 20 chunks of ~3.5 MiB of text, one row of each held
+        lines = pl.DataFrame({"line_no": range(20_000), "text": [f"[rank0]: line {i} of chunk {chunk} " * 4 for i in range(20_000)]})
+        held.append(keep(lines.filter(pl.col("line_no") == 7)))
+        del lines
+        gc.collect()
+    assert all(frame["text"][0].startswith("[rank0]: line 7 ") for frame in held)
+    return anon_mib() - before
+
+print(held_growth(lambda frame: frame), held_growth(detached))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RssAnon from /proc")
+def test_rows_held_from_a_chunk_do_not_keep_its_text():
+    """Event rows are held to the end of the input; a row filtered out of a chunk shares the chunk's
+    string buffers. Measured in a fresh process whose allocator returns freed pages at once."""
+    env = {**os.environ, "_RJEM_MALLOC_CONF": "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"}
+    out = subprocess.run([sys.executable, "-c", _HELD_ROWS], capture_output=True, text=True, env=env, check=True).stdout
+    shared, copied = map(float, out.split())
+    assert shared > 40, f"polars no longer shares a filtered row's buffers ({shared:.0f} MiB held): detached may be dropped"
+    assert copied < 8, f"detached rows still hold their chunks: {copied:.0f} MiB for 20 rows"
