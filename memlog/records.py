@@ -21,6 +21,7 @@ Rows stay in (source, line) order, one per line read; `steps` says how many step
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -186,16 +187,44 @@ def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The rows of all sources as sort("source", "line_no") orders them, in one contiguous frame
     (polars would otherwise copy the many chunks at every later step), without sorting a source whose
     rows already are in line order (any log without multi-line blocks). Empties `frames`, so that
-    the chunks are freed once the copy is made."""
+    the chunks are freed as the copy is made."""
+    by_source = _by_source(frames)
+    ordered = []
+    for source in sorted(by_source):
+        ordered += _source_in_line_order(by_source.pop(source))
+    return _rebuilt(ordered, pl.Series.rechunk)
+
+
+def _by_source(frames: list[pl.DataFrame]) -> dict[str, list[pl.DataFrame]]:
+    """The frames grouped by source, in their order; empties `frames`. The helpers here hold frames
+    only in lists they hand on or empty: a frame left in a loop variable would outlive its copy."""
     by_source: dict[str, list[pl.DataFrame]] = {}
     for frame in frames:
         by_source.setdefault(frame["source"][0], []).append(frame)
     frames.clear()
-    ordered = []
-    for source in sorted(by_source):
-        frame = pl.concat(by_source[source], how="diagonal_relaxed")
-        ordered.append(frame if frame["line_no"].is_sorted() else frame.sort("line_no", maintain_order=True))
-    return pl.concat(ordered, how="diagonal_relaxed").rechunk()
+    return by_source
+
+
+def _source_in_line_order(parts: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """One source's frames as they are when their rows already are in line order, else sorted into one."""
+    line_no = pl.concat([part["line_no"] for part in parts])
+    if line_no.is_sorted():
+        return parts
+    order = line_no.to_frame().select(pl.arg_sort_by("line_no", maintain_order=True)).to_series()
+    return [_rebuilt(parts, lambda column: column.gather(order))]
+
+
+def _rebuilt(parts: list[pl.DataFrame], copy: Callable[[pl.Series], pl.Series]) -> pl.DataFrame:
+    """`pl.concat(parts)` with `copy` (a sort's gather, a rechunk) applied to every column, one column
+    at a time, each column's chunks freed once copied: the peak holds one column twice instead of the
+    whole table (DeepSpeed 256 MiB, 180 MiB of rows in 22 chunks, with freed pages returned at once:
+    peak 480 -> 304 MiB). Not `frame.drop(column)` in turn: polars' drop rechunks every other column,
+    a full copy. Empties `parts`, the only other holder of the rows."""
+    columns = pl.concat(parts, how="diagonal_relaxed").get_columns()
+    parts.clear()
+    for i in range(len(columns)):  # no loop variable: it would keep the column it names alive
+        columns[i] = copy(columns[i])
+    return pl.DataFrame(columns)
 
 
 def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:

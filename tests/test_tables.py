@@ -144,3 +144,27 @@ def test_rows_held_from_a_chunk_do_not_keep_its_text():
     shared, copied = map(float, out.split())
     assert shared > 40, f"polars no longer shares a filtered row's buffers ({shared:.0f} MiB held): detached may be dropped"
     assert copied < 8, f"detached rows still hold their chunks: {copied:.0f} MiB for 20 rows"
+
+
+def test_rows_in_line_order_are_the_sorted_rows():
+    """records._in_line_order copies column by column, sorting only the sources that need it: the
+    same rows, columns and order as concatenating and sorting by source and line."""
+    import random
+
+    from memlog.records import _in_line_order
+
+    rng = random.Random(5)
+    for _ in range(30):
+        frames = []
+        for _ in range(rng.randint(1, 6)):
+            source, n = rng.choice("abc"), rng.randint(1, 40)
+            lines = rng.sample(range(1000), n) if rng.random() < 0.5 else sorted(rng.sample(range(1000), n))
+            columns = {"source": [source] * n, "line_no": lines, "loss": [rng.random() for _ in range(n)]}
+            if rng.random() < 0.5:
+                columns["mem_reserved_gib"] = [rng.choice([None, 1.5]) for _ in range(n)]
+            frames.append(pl.DataFrame(columns).with_columns(pl.col("source").cast(pl.Categorical)))
+        expected = pl.concat(frames, how="diagonal_relaxed").with_row_index("_i")
+        expected = expected.sort(pl.col("source").cast(pl.String), "line_no", "_i").drop("_i")
+        got = _in_line_order(list(frames))
+        assert got.equals(expected)
+        assert all(got[c].n_chunks() == 1 for c in got.columns)
