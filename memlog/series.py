@@ -224,7 +224,7 @@ def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
     # first step (Series.x_origin), so neighbouring steps stay apart.
     origin = pl.when(pl.col("step").abs().max().over("_series") > 2**53).then(pl.col("step").min().over("_series")).otherwise(0)
     rows = rows.with_columns(_origin=origin)
-    if not rows.select((readings_at > 1).any()).item():
+    if not _several_at_a_step(rows, readings_at):
         return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
     logged = rows.select("_series", "step").unique(maintain_order=True)
     gap = pl.col("step").shift(-1).over("_series") - pl.col("step")
@@ -232,6 +232,16 @@ def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
     rows = rows.join(logged, on=["_series", "step"], how="left", maintain_order="left")
     within = pl.int_range(pl.len()).over("_series", "step")
     return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64) + within / readings_at * pl.col("_gap")).drop("_gap")
+
+
+def _several_at_a_step(rows: pl.DataFrame, readings_at: pl.Expr) -> bool:
+    """Whether some series holds several readings at one step. Where each series' steps ascend row by
+    row (the records table's order), they show as a step equal to the one before it in the series,
+    found without a window over (series, step), whose groups, one per row, cost a 630,000-row table
+    ~100 MiB and 70 ms; otherwise the window says."""
+    since = pl.col("step").diff().over("_series")
+    ascending, repeated = rows.select(((since >= 0) | since.is_null()).all().alias("ascending"), (since == 0).any().alias("repeated")).row(0)
+    return repeated if ascending else rows.select((readings_at > 1).any()).item()
 
 
 def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

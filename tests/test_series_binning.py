@@ -50,3 +50,28 @@ def test_a_nan_loss_survives_binning():
     (series,) = build_series(_records(values), "loss")
     assert len(series) == MAX_SERIES_POINTS
     assert sum(1 for v in series.values if math.isnan(v)) == 1
+
+
+def test_several_readings_at_a_step_found_without_the_window_as_with_it():
+    """series._several_at_a_step reads repeated steps off each series' ascending steps; on rows whose
+    steps do not ascend it asks the window over (series, step). Both ways say the same."""
+    import random
+
+    from memlog.series import _several_at_a_step
+
+    rng = random.Random(7)
+    readings_at = pl.len().over("_series", "step")
+    for _ in range(200):
+        n = rng.randint(1, 30)
+        series = [rng.randint(0, 3) for _ in range(n)]
+        steps: dict[int, int] = {}
+        rows = []
+        for s in series:
+            if rng.random() < 0.1:
+                step = rng.randint(0, 20)  # out of order now and then
+            else:
+                step = steps.get(s, 0) + (0 if rng.random() < 0.1 else rng.randint(1, 3))
+                steps[s] = step
+            rows.append((s, step))
+        frame = pl.DataFrame(rows, schema={"_series": pl.UInt64, "step": pl.Int64}, orient="row")
+        assert _several_at_a_step(frame, readings_at) == frame.select((readings_at > 1).any()).item(), rows
