@@ -26,7 +26,7 @@ from memlog.inputs import expand
 from memlog.parallel import ordered_map
 from memlog.parse import ChunkParser, Scan
 from memlog.reading import CHUNK_BYTES, Piece, Source, read_pieces, to_frame
-from memlog.records import Keep, KeepEvery, RecordSink, build_records, compact_records, detached, read_values, source_frame
+from memlog.records import Keep, KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
 from memlog.report import Report, ordered, series_views
 from memlog.rulekit import Finding, Skip, headline, load_rules
 from memlog.tables import Tables
@@ -125,7 +125,7 @@ def _read_source(
         rows = compact_records(source.name, matches.records, keep, source.identity) if matches.records else None
         # The sink is also told of a chunk's events when it has no records: they cut condensed runs.
         records += sink.add(rows, matches.events, piece.first_line_no, parser.open_since())
-        events += map(detached, matches.events)  # held to the end of the source: not the chunk's text with them
+        events += matches.events
         if read_values(matches.records):
             guesser, guessed_records = None, []  # a spec reads this source: the guess steps aside
         if guesser is not None:
@@ -143,7 +143,7 @@ def _read_source(
     if last.records:
         records.append(compact_records(source.name, last.records, keep, source.identity))
         guesser = None if read_values(last.records) else guesser
-    events += map(detached, last.events)
+    events += last.events
     guessed = None
     if guesser is not None:
         found, guessed = guesser.finish()

@@ -15,6 +15,7 @@ import polars as pl
 from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.multiline import BlockFeeder, Continuation, Continuations, within_reach
+from memlog.records import detached
 from memlog.unwrap import Unwrapper
 from memlog.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
 
@@ -25,6 +26,11 @@ class Matches:
 
     records: list[pl.DataFrame]
     events: list[pl.DataFrame]
+
+    def __post_init__(self) -> None:
+        # Callers hold event rows to the end of the input (analyze) or of the run (watch): copied out
+        # of the chunk's text, which they would otherwise keep alive (records.detached).
+        self.events = [detached(frame) for frame in self.events]
 
 
 @dataclass
