@@ -8,11 +8,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog.catalog import load_wrappers
+from memlog.catalog import load_specs, load_wrappers
+from memlog.formats import all_logger_prefixes
+from memlog.reading import Source, read_chunks
 from memlog.errors import FormatSpecError
 from memlog.unwrap import Unwrapper
 from memlog.unwrap import sample_mismatches
 from memlog.wrappers import WRAPPER_FIELDS, load_wrapper
+from tests.samples import sample_logs
 
 WRAPPERS = load_wrappers()
 
@@ -90,3 +93,22 @@ def test_invalid_wrapper_specs_are_refused_with_a_reason(tmp_path, text, message
 
 def test_wrapper_fields_are_the_identity_columns():
     assert {"node", "rank", "actor", "pid", "ip", "ts"} <= set(WRAPPER_FIELDS)
+
+
+def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monkeypatch, tmp_path):
+    """Unwrapper._read_prefix reads a wrapper prefix's groups once per distinct (prefix, next
+    character): every sample log, and lines whose prefixes differ only after the prefix's end, must
+    unwrap exactly as when each line's groups are read on its own. A user's wrapper whose groups
+    depend on the character after the prefix (`\\b`): `w7 x` names the node, `w7x` the actor."""
+    write(tmp_path / "wrappers" / "edge.yaml", "name: edge\nprefix: '(?:(?P<node>w\\d)\\b|(?P<actor>w\\d))'\n"
+          "samples:\n  - {line: 'w7 x', text: ' x', node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n")
+    unwrapper = Unwrapper(all_logger_prefixes(load_specs().values()), load_wrappers((tmp_path,)))
+    lines = [chunk for sample in sample_logs() for chunk in read_chunks(Source(str(sample)))]
+    tricky = ["[rank0]:step 1", "[rank0]: step 1", "[rank0]:", "0: x", "0:x", "10: y", "stdout: [rank1]:z", "stdout:", "(Runner pid=1) a",
+              "w7 x", "w7x", "w7"]
+    lines.append(pl.DataFrame({"line_no": list(range(1, 4 * len(tricky) + 1)), "text": tricky * 4}))
+    by_distinct = [unwrapper(chunk) for chunk in lines]
+    monkeypatch.setattr("memlog.unwrap.DISTINCT_PREFIXES", 0.0)  # every line read on its own
+    for chunk, mine in zip(lines, by_distinct):
+        assert mine.equals(unwrapper(chunk), null_equal=True)
+    assert sum(chunk.height for chunk in lines) > 10_000
