@@ -19,10 +19,16 @@ A block parser module defines `create(options) -> parser`, and the parser has:
   start_literals  literals marking a block's first line (they also join the literal pre-filter),
   max_lines       rows after a start line that may still belong to its block,
   columns         the canonical columns its records may carry,
-  feed(rows)      rows: polars frame of unwrapped window rows in file order (line_no, text, actor,
-                  pid, ip, rank, ts, and `window_start`: true on the first row after rows the parser
-                  did not see, so blocks open before it must end) -> records: a list of record
-                  dicts, or a polars frame with a column per record key (no dict per row to build),
+  prepare(rows)   optional: rows (unwrapped, as `feed` gets them but for `window_start`) -> a frame
+                  of columns of its own, one row per row (what each line says on its own, such as
+                  its key and value), which `feed` then gets instead of `text`. It must keep no
+                  state: it runs where chunks are scanned, on several threads at once, so that
+                  `feed`, which runs one chunk at a time, does less,
+  feed(rows)      rows: polars frame of unwrapped window rows in file order (line_no, text or the
+                  columns `prepare` made, actor, pid, ip, rank, ts, and `window_start`: true on the
+                  first row after rows the parser did not see, so blocks open before it must end)
+                  -> records: a list of record dicts, or a polars frame with a column per record
+                  key (no dict per row to build),
   finish()        end of the source -> records of blocks still open,
   open_since()    optional: the first line of a block it holds back (may still end in a record),
                   or None; without it, every line since the first it was fed counts as open.
@@ -137,24 +143,49 @@ class BlockFeeder:
         self.parser = spec.new()
         self.format_name = format_name
         self.max_lines = int(self.parser.max_lines)
+        self.parts: Callable[[pl.DataFrame], pl.DataFrame] | None = getattr(self.parser, "prepare", None)
         self.carry = 0  # rows at the start of the next chunk still inside the last window
         self.first_fed: int | None = None
 
-    def feed(self, lines: pl.DataFrame, start_rows: pl.Series, unwrap: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame | None:
-        """lines: the whole chunk with `_row`; start_rows: `_row` of the lines holding a start literal."""
+    def near(self, start_rows: pl.Series) -> pl.Expr:
+        """The rows of a chunk `feed` may read, whatever the chunks before it held: those within
+        `max_lines` of a start line, and as many at its top (a block from the chunk before)."""
+        return within_reach(start_rows, self.max_lines) | (pl.col("_row") < self.max_lines)
+
+    def prepare(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Unwrapped rows as `feed` hands them to the parser: the columns its `prepare` makes in place
+        of the text (which they were read from), so that rows waiting to be fed hold no text twice."""
+        if self.parts is None:
+            return rows
+        return rows.drop("text").hstack(self.parts(rows))
+
+    def feed(
+        self, lines: pl.DataFrame, start_rows: pl.Series, unwrap: Callable[[pl.DataFrame], pl.DataFrame],
+        near: pl.DataFrame | None = None,
+    ) -> pl.DataFrame | None:
+        """lines: the whole chunk with `_row`; start_rows: `_row` of the lines holding a start literal;
+        near: the rows `near` picks out, unwrapped and prepared already (where chunks are scanned in
+        parallel), or None: the window is then unwrapped and prepared here."""
         carry, height = self.carry, lines.height
         last_start = start_rows.max() if len(start_rows) else None
         self.carry = max(carry - height, self.max_lines - (height - last_start) if last_start is not None else 0, 0)
         if last_start is None and carry == 0:
             return None
         row = pl.col("_row")
-        window = lines.filter(within_reach(start_rows, self.max_lines) | (row < carry))
+        in_window = within_reach(start_rows, self.max_lines) | (row < carry)
         # A jump in row numbers means rows the parser did not see: blocks open before it end there.
+        # A line unwrapping cut in two (another rank's line glued into it) is one row number twice:
+        # its pieces take its flag.
         continued = (row == 0) & pl.lit(carry > 0)
-        window = window.with_columns(window_start=(row.diff().fill_null(0) != 1) & ~continued)
+        jump = row.diff()
+        window_start = pl.when(jump == 0).then(None).otherwise((jump != 1).fill_null(True) & ~continued).forward_fill()
+        if near is not None:
+            window = near.filter(in_window).with_columns(window_start=window_start)
+        else:
+            window = self.prepare(unwrap(lines.filter(in_window).with_columns(window_start=window_start)))
         if self.first_fed is None and window.height:
             self.first_fed = int(window["line_no"][0])
-        return self._frame(self.parser.feed(unwrap(window)))
+        return self._frame(self.parser.feed(window))
 
     def finish(self) -> pl.DataFrame | None:
         return self._frame(self.parser.finish())

@@ -14,7 +14,7 @@ import polars as pl
 
 from memlog.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.formats import FormatSpec, LinePattern, all_logger_prefixes
-from memlog.multiline import BlockFeeder, Continuation, Continuations, within_reach
+from memlog.multiline import BlockFeeder, Continuation, Continuations
 from memlog.records import detached
 from memlog.unwrap import Unwrapper
 from memlog.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
@@ -46,9 +46,10 @@ class Scan:
     events: list[pl.DataFrame | tuple[pl.DataFrame, Continuation]]
     observed: list[tuple]  # (spec, pattern, hits) for `observe`
     markers: pl.DataFrame | None = None  # (line_no, actor) of lines naming who wrote the lines after them
-    # The rows block parsers will read after this chunk's start lines, unwrapped here, where chunks
-    # are scanned in parallel, rather than in `absorb`, where they go one at a time.
-    near_starts: pl.DataFrame | None = None
+    # By format, the rows its block parser may read near this chunk's start lines, unwrapped and
+    # prepared (BlockFeeder.near, .prepare) here, where chunks are scanned in parallel, rather than
+    # in `absorb`, where they go one at a time.
+    near_starts: dict[str, pl.DataFrame] | None = None
     starts: dict[str, pl.Series] | None = None  # each block parser's start lines (`_row`), by format
 
 
@@ -80,8 +81,8 @@ class ChunkParser:
         # The pre-filter as one regex alternation of the literals: the regex engine searches for
         # many literals at once with SIMD, several times faster than contains_any on long lines.
         self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
-        # How many rows after a start line each block parser reads (BlockFeeder.max_lines), for `scan`.
-        self.block_reach = [(spec, BlockFeeder(spec.block_parser, spec.name).max_lines) for spec in self.specs if spec.block_parser]
+        # Which rows each block parser may read, and its `prepare`, for `scan` (no state of theirs is used).
+        self.block_probes = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
         self.start_source()
 
     def start_source(self) -> None:
@@ -123,10 +124,10 @@ class ChunkParser:
             if candidates.is_empty():
                 scans.append(Scan(lines, candidates, None, [], [], []))
                 continue
-            starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_reach}
+            starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_probes}
             # The first rows too, which a block open at the end of the chunk before may run into: a
             # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
-            near = [within_reach(starts[spec.name], reach) | (pl.col("_row") < reach) for spec, reach in self.block_reach if len(starts[spec.name])]
+            near = [probe.near(starts[spec.name]) for spec, probe in self.block_probes if len(starts[spec.name])]
             if not near:
                 rows = candidates
             else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
@@ -157,7 +158,9 @@ class ChunkParser:
         unwrapped = self.unwrap(rows)  # the columns unwrap adds come after `_candidate` and `_chunk`
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
-            scan.near_starts = part.drop("_candidate") if i in near else None
+            if i in near:
+                rows = part.drop("_candidate")
+                scan.near_starts = {spec.name: probe.prepare(rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}  # type: ignore[index]
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
@@ -229,36 +232,15 @@ class ChunkParser:
     def _starts(spec: FormatSpec, candidates: pl.DataFrame) -> pl.Series:
         return candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
 
-    def _unwrap_reusing(self, unwrapped: pl.DataFrame | None) -> Callable[[pl.DataFrame], pl.DataFrame]:
-        """`self.unwrap`, taking the rows already unwrapped by `scan` from `unwrapped`: the same
-        rows, columns and order as unwrapping them again would give."""
-        if unwrapped is None:
-            return self.unwrap
-
-        def unwrap(window: pl.DataFrame) -> pl.DataFrame:
-            added = [c for c in window.columns if c not in unwrapped.columns]  # the feeder's own (window_start)
-            columns = [*window.columns, *(c for c in unwrapped.columns if c not in window.columns)]  # as unwrap orders them
-            # The window's rows are the chunk's, each once and in order: found by a binary search.
-            reused = unwrapped.filter(pl.col("_row").is_in(window["_row"].implode()))
-            at = window["_row"].search_sorted(reused["_row"])
-            reused = reused.hstack(window.select(added)[at]).select(columns)
-            rest = window.filter(~pl.col("_row").is_in(unwrapped["_row"].implode()))
-            if rest.is_empty():
-                return reused
-            return pl.concat([reused, self.unwrap(rest).select(columns)]).sort("_row", maintain_order=True)
-
-        return unwrap
-
     def _multiline(self, scan: Scan) -> Matches:
         """Block parsers' records from the rows near their start lines (unwrapped by `scan`), and the
         events of earlier chunks whose continuation lines this chunk completes (memlog/multiline.py)."""
         records = []
-        unwrap = self._unwrap_reusing(scan.near_starts)
         for spec, feeder in self.blocks:
             starts = (scan.starts or {}).get(spec.name)
             if starts is None:  # a chunk with no candidate line was not looked at for starts
                 starts = self._starts(spec, scan.candidates)
-            frame = feeder.feed(scan.lines, starts, unwrap)
+            frame = feeder.feed(scan.lines, starts, self.unwrap, (scan.near_starts or {}).get(spec.name))
             if frame is not None:
                 records.append(frame)
         return Matches(records, _event_frame(self.continuations.resume(scan.lines, self.unwrap)))

@@ -15,7 +15,7 @@ may come in between and are not part of it. The block ends at that worker's firs
 (`window_start`: rows the parser did not see).
 
 The engine (memlog/multiline.py) feeds the unwrapped rows within `max_lines` after each line
-holding the start literal, chunk by chunk. Everything here is polars expressions over those rows:
+holding the start literal, chunk by chunk, each line's parts read by `prepare` beforehand. Everything here is polars expressions over those rows:
 blocks are runs of one worker's key lines after its `Step N`, a key's path is rebuilt from the
 nearest earlier key one level up (YAML's own rule), and blocks that may go on in the next chunk are
 held back and parsed again with it.
@@ -52,16 +52,22 @@ class YamlStepBlocks:
         self.start = str(options.get("start", r"^Step (\d+)$"))
         self.metrics = {str(k): str(v) for k, v in (options.get("metrics") or {}).items()}
         self.columns = tuple(dict.fromkeys(self.metrics.values()))
+        # What a key line must be to be read at all (see _values): a metric path has at least as
+        # many `/`-parts as its key line is deep plus one, and ends with that line's key.
+        self.deepest_metric = max((path.count("/") for path in self.metrics), default=0)
+        self.metric_tails = sorted({path.split("/", cut)[-1] for path in self.metrics for cut in range(1, path.count("/") + 1)})
         self.max_lines = int(options.get("max_lines", 400))
         self.held: pl.DataFrame | None = None  # rows of blocks that may go on in the next chunk
 
-    def feed(self, rows: pl.DataFrame) -> pl.DataFrame | list[dict[str, Any]]:
-        parts = rows.select(
-            "line_no", "ts", *WORKER, "window_start",
+    def prepare(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Each line's own parts: the step of a start line; indent, key and value of a key line."""
+        return rows.select(
             step=pl.col("text").str.extract(self.start, 1).cast(pl.Int64, strict=False),
             line=pl.col("text").str.extract_groups(KEY_LINE),
         ).unnest("line")
-        return self._blocks(parts, final=False)
+
+    def feed(self, rows: pl.DataFrame) -> pl.DataFrame | list[dict[str, Any]]:
+        return self._blocks(rows.select(PARTS), final=False)
 
     def finish(self) -> pl.DataFrame | list[dict[str, Any]]:
         return self._blocks(None, final=True)
@@ -106,7 +112,12 @@ class YamlStepBlocks:
 
     def _values(self, frame: pl.DataFrame, block: list[str]) -> pl.DataFrame | None:
         """The mapped metrics of each block, one column each (the last reading if a key repeats)."""
-        keys = frame.filter(pl.col("key").is_not_null())
+        # The key lines that may be a metric (key and depth fit some metric path), and every line
+        # above the deepest of those, which may be their parents: of an EasyR1 block's ~40 key
+        # lines, the few sections and the 7 metrics.
+        depth, key = pl.col("_depth"), pl.col("key")
+        may_be_metric = pl.when(depth == 0).then(key.is_in(list(self.metrics))).otherwise(key.is_in(self.metric_tails))
+        keys = frame.filter(key.is_not_null() & ((depth < self.deepest_metric) | (may_be_metric & (depth <= self.deepest_metric))))
         if keys.is_empty() or not self.metrics:
             return None
         deepest = int(keys["_depth"].max())

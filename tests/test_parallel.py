@@ -69,18 +69,21 @@ def test_every_sample_parses_the_same_on_one_thread_and_on_four_in_small_chunks(
 
 
 def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwrap(tmp_path, monkeypatch):
-    """Rows near a block's start line are unwrapped while the chunk is scanned (ChunkParser.scan,
-    on the pool) and reused when the block parser reads them in order: the records must be those of
-    the parser unwrapping every row itself, with blocks crossing chunks (rows a block carries into
-    the next chunk are unwrapped then) and a line another rank glued into (two rows of one line)."""
+    """Rows near a block's start line are unwrapped and prepared (the parser's `prepare`) while the
+    chunk is scanned (ChunkParser.scan, on the pool) and read in order from there by the block
+    parser: the records must be those of the parser unwrapping every row of its window itself, with
+    blocks crossing chunks (rows a block carries into the next chunk are unwrapped then) and a line
+    another rank glued into (two rows of one line)."""
     glued = tmp_path / "easyr1_glued.log"
     block = ["(Runner pid=7) Step {step}", "(Runner pid=7) actor:", "(Runner pid=7)   pg_loss: -0.01",
              "(Runner pid=7) perf:", "(Runner pid=7)   max_memory_allocated_gb: {mem}",
              "(Runner pid=7)   max_memory_reserved_gb: {mem}", "(Runner pid=7)   cpu_memory_used_gb: 12.5"]
     lines = []
     for step in range(1, 40):
-        lines += [line.format(step=step, mem=30 + step / 10) for line in block]
-        lines.append(f"[rank1]: noise {step} [rank0]:[titan] 2025-09-12 02:14:55,118 - root - INFO - step: {step}  loss:  3.2  memory: 9.1GiB(9.9%)")
+        # The glued line inside the block, where its two rows must not read as a gap in the block.
+        glued_line = f"[rank1]: noise {step} [rank0]:[titan] 2025-09-12 02:14:55,118 - root - INFO - step: {step}  loss:  3.2  memory: 9.1GiB(9.9%)"
+        lines += [line.format(step=step, mem=30 + step / 10) for line in block[:4]] + [glued_line]
+        lines += [line.format(step=step, mem=30 + step / 10) for line in block[4:]]
     glued.write_text("\n".join(lines) + "\n")
     inputs = [*SAMPLES, str(glued)]
     reused = [_parse(monkeypatch, "4", size, inputs)[0] for size in (4096, 8 << 20)]
@@ -88,11 +91,12 @@ def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwra
 
     def unwrapping_in_order(self, *args, **kwargs):  # no block rows unwrapped in the scan
         original(self, *args, **kwargs)
-        self.block_reach = []
+        self.block_probes = []
 
     monkeypatch.setattr(ChunkParser, "__init__", unwrapping_in_order)
     unwrapped_again = [_parse(monkeypatch, "4", size, inputs)[0] for size in (4096, 8 << 20)]
-    assert reused[0].records.filter(pl.col("source") == str(glued)).height > 39  # blocks and glued step lines read
+    read = reused[0].records.filter(pl.col("source") == str(glued))
+    assert read.height > 39 and read["mem_max_allocated_gib"].drop_nulls().len() >= 39  # blocks, whole, and glued step lines read
     for mine, theirs in zip(reused, unwrapped_again):
         assert mine.records.equals(theirs.records, null_equal=True)
         assert [e.to_json() for e in mine.events] == [e.to_json() for e in theirs.events]
@@ -125,9 +129,11 @@ def test_chunks_scanned_together_scan_as_each_alone(monkeypatch, max_rows):
             group = chunks[first:first + 3]
             for alone, together in zip([parser.scan(chunk) for chunk in group], parser.scan_together(group)):
                 assert alone.lines.equals(together.lines) and alone.candidates.equals(together.candidates)
-                for name in ("unwrapped", "near_starts", "markers"):
+                for name in ("unwrapped", "markers"):
                     mine, theirs = getattr(alone, name), getattr(together, name)
                     assert (mine is None and theirs is None) or mine.equals(theirs, null_equal=True), (sample, name)
+                mine, theirs = alone.near_starts or {}, together.near_starts or {}
+                assert mine.keys() == theirs.keys() and all(mine[k].equals(theirs[k], null_equal=True) for k in mine), sample
                 assert _same_frames(alone.records, together.records), sample
                 assert _same_frames(alone.events, together.events), sample
                 assert {k: v.to_list() for k, v in (alone.starts or {}).items()} == {k: v.to_list() for k, v in (together.starts or {}).items()}
