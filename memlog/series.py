@@ -219,19 +219,64 @@ def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows` with `_x`, where each point sits in steps: its step, or, for the readings of a step that
     holds several, spread evenly from that step to the series' next logged step (the last step of a
     series by its usual interval), in reading order."""
-    readings_at = pl.len().over("_series", "step")
     # A float holds every integer only up to 2**53: a series with larger steps is placed from its
     # first step (Series.x_origin), so neighbouring steps stay apart.
     origin = pl.when(pl.col("step").abs().max().over("_series") > 2**53).then(pl.col("step").min().over("_series")).otherwise(0)
     rows = rows.with_columns(_origin=origin)
+    runs = _step_runs(rows)
+    if runs is None:
+        return _positioned_by_windows(rows)
+    return _positioned_by_runs(rows, runs)
+
+
+def _x(within: pl.Expr, readings_at: pl.Expr, gap: pl.Expr) -> pl.Expr:
+    return (pl.col("step") - pl.col("_origin")).cast(pl.Float64) + within / readings_at * gap
+
+
+def _gaps(logged: pl.DataFrame) -> pl.DataFrame:
+    """Each logged (series, step) with `_gap`, the steps to the series' next one (at its last, the
+    series' median gap)."""
+    gap = pl.col("step").shift(-1).over("_series") - pl.col("step")
+    return logged.with_columns(_gap=gap).with_columns(_gap=pl.col("_gap").fill_null(pl.col("_gap").median().over("_series")).fill_null(1))
+
+
+def _step_runs(rows: pl.DataFrame) -> pl.Series | None:
+    """Where each series' rows are consecutive and its steps ascend (the records table's order), the
+    readings of a step are one run of rows: true on each run's first row. None otherwise."""
+    series, step = pl.col("_series"), pl.col("step")
+    new_series = (series != series.shift()).fill_null(True)
+    found = rows.select(
+        series_runs=new_series.sum(), series=series.n_unique(), nulls=step.null_count(),
+        ascending=((step >= step.shift()) | new_series).all(),
+        runs=(new_series | (step != step.shift())).fill_null(True),
+    )
+    if found["series_runs"][0] != found["series"][0] or found["nulls"][0] or not found["ascending"][0]:
+        return None
+    return found["runs"]
+
+
+def _positioned_by_runs(rows: pl.DataFrame, runs: pl.Series) -> pl.DataFrame:
+    """_positioned where a step's readings are one run of rows: read off each row's run instead of
+    windows over (series, step), whose groups, one per row, cost a 1.4 M-row DeepSpeed table
+    ~60 ms per series."""
+    if runs.all():  # one reading per step
+        return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
+    per_run = _gaps(rows.select("_series", "step", _first=pl.int_range(pl.len())).filter(runs))
+    per_run = per_run.with_columns(_length=pl.col("_first").shift(-1, fill_value=rows.height) - pl.col("_first"))
+    run = runs.cum_sum() - 1
+    first, length, gap = (pl.lit(per_run[column].gather(run)) for column in ("_first", "_length", "_gap"))
+    return rows.with_columns(_x=_x(pl.int_range(pl.len()) - first, length, gap))
+
+
+def _positioned_by_windows(rows: pl.DataFrame) -> pl.DataFrame:
+    """_positioned for rows in any order: by windows over (series, step)."""
+    readings_at = pl.len().over("_series", "step")
     if not _several_at_a_step(rows, readings_at):
         return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
-    logged = rows.select("_series", "step").unique(maintain_order=True)
-    gap = pl.col("step").shift(-1).over("_series") - pl.col("step")
-    logged = logged.with_columns(_gap=gap).with_columns(_gap=pl.col("_gap").fill_null(pl.col("_gap").median().over("_series")).fill_null(1))
+    logged = _gaps(rows.select("_series", "step").unique(maintain_order=True))
     rows = rows.join(logged, on=["_series", "step"], how="left", maintain_order="left")
     within = pl.int_range(pl.len()).over("_series", "step")
-    return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64) + within / readings_at * pl.col("_gap")).drop("_gap")
+    return rows.with_columns(_x=_x(within, readings_at, pl.col("_gap"))).drop("_gap")
 
 
 def _several_at_a_step(rows: pl.DataFrame, readings_at: pl.Expr) -> bool:

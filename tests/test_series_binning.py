@@ -75,3 +75,33 @@ def test_several_readings_at_a_step_found_without_the_window_as_with_it():
             rows.append((s, step))
         frame = pl.DataFrame(rows, schema={"_series": pl.UInt64, "step": pl.Int64}, orient="row")
         assert _several_at_a_step(frame, readings_at) == frame.select((readings_at > 1).any()).item(), rows
+
+
+def test_readings_placed_by_runs_of_rows_as_by_windows():
+    """series._positioned reads a step's readings off runs of rows where each series' rows are
+    consecutive with ascending steps (_step_runs), else by windows over (series, step): on random
+    rows, consecutive or not, ascending or not, with steps past 2**53, both place every reading alike."""
+    import random
+
+    from memlog.series import _positioned_by_runs, _positioned_by_windows, _step_runs
+
+    rng = random.Random(11)
+    by_runs = 0
+    for _ in range(300):
+        rows = []
+        for series in rng.sample(range(6), rng.randint(1, 4)):
+            step = rng.choice([0, 2**60])
+            for _ in range(rng.randint(1, 12)):
+                step += rng.choice([0, 0, 1, 1, 3, 10]) if rng.random() > 0.05 else -2  # now and then a step back
+                rows.append((series, step))
+        if rng.random() < 0.2:
+            rng.shuffle(rows)  # series interleaved
+        frame = pl.DataFrame(rows, schema={"_series": pl.UInt64, "step": pl.Int64}, orient="row")
+        origin = pl.when(pl.col("step").abs().max().over("_series") > 2**53).then(pl.col("step").min().over("_series")).otherwise(0)
+        frame = frame.with_columns(_origin=origin)
+        runs = _step_runs(frame)
+        if runs is None:
+            continue
+        by_runs += 1
+        assert _positioned_by_runs(frame, runs).equals(_positioned_by_windows(frame)), rows
+    assert by_runs > 100
