@@ -243,6 +243,8 @@ def _gaps(logged: pl.DataFrame) -> pl.DataFrame:
 def _step_runs(rows: pl.DataFrame) -> pl.Series | None:
     """Where each series' rows are consecutive and its steps ascend (the records table's order), the
     readings of a step are one run of rows: true on each run's first row. None otherwise."""
+    if rows.is_empty():
+        return None
     series, step = pl.col("_series"), pl.col("step")
     new_series = (series != series.shift()).fill_null(True)
     found = rows.select(
