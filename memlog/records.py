@@ -114,11 +114,15 @@ def _seconds(rows: pl.DataFrame) -> pl.Series:
     """Logger timestamps (`2025-03-04 17:22:10,931`, ISO `T`, `.` or `,` fractions) as seconds."""
     if "ts" not in rows.columns or rows["ts"].dtype != pl.String:
         return pl.Series([None] * rows.height, dtype=pl.Float64)
-    parsed = (
-        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
-    )
-    return rows.select((parsed.dt.epoch("ms") / 1000).alias("s"))["s"]
+    # Python's logging prints milliseconds after a comma: that one shape read by a fixed format
+    # (a quarter of the cost of the general one: 40 against 164 ms for 600,000), and the general
+    # format run only where some timestamp has another shape. Where both read one, they agree.
+    ts = pl.col("ts")
+    parsed = rows.select(ts.str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))["ts"]
+    if parsed.null_count() > rows["ts"].null_count():  # (a timestamp not read is a null, as one not printed)
+        general = ts.str.replace(",", ".", literal=True).str.replace("T", " ", literal=True).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+        parsed = rows.select(pl.coalesce(pl.lit(parsed), general))["ts"]
+    return (parsed.dt.epoch("ms") / 1000).alias("s")
 
 
 def source_frame(source: str, frames: list[pl.DataFrame], identity: dict[str, object] | None = None) -> pl.DataFrame:

@@ -186,3 +186,35 @@ def test_rows_in_line_order_are_the_sorted_rows():
         got = _in_line_order(list(frames))
         assert got.equals(expected)
         assert all(got[c].n_chunks() == 1 for c in got.columns)
+
+
+def test_timestamps_read_by_the_common_shape_as_by_the_general_one():
+    """records._seconds reads `YYYY-MM-DD HH:MM:SS,mmm` by a fixed format and every other shape the
+    general way: on timestamps of every shape (fractions of 0-7 digits, `.` or `,`, a `T`, digits
+    unpadded, days and hours out of range, garbage), mixed with the common one, the seconds are those
+    the general way alone reads."""
+    import random
+
+    from memlog.records import _seconds
+
+    rng = random.Random(5)
+
+    def stamp() -> str | None:
+        if rng.random() < 0.05:
+            return None
+        y, mo, d, h, mi, s = rng.randint(1970, 2100), rng.randint(0, 13), rng.randint(0, 32), rng.randint(0, 25), rng.randint(0, 60), rng.randint(0, 61)
+        pad = (lambda v: f"{v:02d}") if rng.random() < 0.9 else str
+        fraction = "" if rng.random() < 0.1 else rng.choice(",.") + "".join(rng.choice("0123456789") for _ in range(rng.choice([0, 1, 2, 3, 3, 3, 4, 6, 7])))
+        text = f"{y}-{pad(mo)}-{pad(d)}{rng.choice(' T') if rng.random() < 0.2 else ' '}{pad(h)}:{pad(mi)}:{pad(s)}{fraction}"
+        return text + rng.choice(["", "", "", "x", " "]) if rng.random() < 0.1 else text
+
+    general = (
+        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False).dt.epoch("ms") / 1000
+    )
+    for mixed in (0.0, 0.5, 0.99):  # share of the common shape
+        rows = pl.DataFrame({"ts": [f"2025-09-12 01:02:{rng.randint(0, 59):02d},{rng.randint(0, 999):03d}" if rng.random() < mixed else stamp()
+                                    for _ in range(3000)]}, schema={"ts": pl.String})
+        mine = _seconds(rows)
+        assert mine.to_list() == rows.select(general)["ts"].to_list()
+        assert mine.drop_nulls().len() > 1000
