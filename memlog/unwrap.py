@@ -42,6 +42,9 @@ MAX_DEPTH = 6
 # Distinct prefixes per line below which their groups are read once per distinct prefix
 # (Unwrapper._read_prefix); above it (a timestamp in every prefix), line by line.
 DISTINCT_PREFIXES = 0.5
+# Share of a chunk's lines with a wrapper prefix below which those are read apart from the others
+# (Unwrapper._strip_prefixes); above it all lines are read together.
+PREFIXED_APART = 0.5
 
 
 # One pass: at each position an escape sequence is tried before a lone control character,
@@ -65,11 +68,15 @@ def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
     """Cut lines where another rank's line was glued in; the pieces keep their line number, and
     `_glued` is true on every piece but the first (each starts with its own `[rankN]:`)."""
     glued = pl.col("text").str.contains(INTERLEAVED)
-    # Literal test first: a glued line holds a `]:` beyond the torchrun prefix it may start with.
+    # Literal tests first: a glued line holds a `]:` beyond the torchrun prefix it may start with
+    # (most chunks hold no `]:` at all once their wrappers are off: a quarter of counting them).
+    not_glued = lines.with_columns(_glued=pl.lit(False))
+    if not lines.select(pl.col("text").str.contains("]:", literal=True).any()).item():
+        return not_glued
     leading = pl.col("text").str.contains(LEADING_TORCHRUN_PREFIX).cast(pl.UInt32)
     maybe = lines.filter(pl.col("text").str.count_matches("]:", literal=True) > leading)
     if not maybe.select(glued.any()).item():
-        return lines.with_columns(_glued=pl.lit(False))
+        return not_glued
     pieces = pl.when(glued).then(pl.col("text").str.replace_all(INTERLEAVED, "$1\n$2")).otherwise(pl.col("text")).str.split("\n")
     return lines.with_columns(pieces).explode("text").with_columns(_glued=pl.int_range(pl.len()).over("line_no") > 0)
 
@@ -150,13 +157,14 @@ class Unwrapper:
         if self.prefix is None:
             return frame
         for _ in range(MAX_DEPTH):
-            # A yes/no pass first: most lines carry one wrapper or none, and the capturing pass
-            # then runs only on the lines that still have one.
+            # A yes/no pass first: most lines carry one wrapper or none. Where most lines of the
+            # chunk have none, the others are read on their own; where most have one, all are read
+            # together (a line without one is left as it was), sparing a split and a re-sort.
             has = frame.select(pl.col("text").str.contains(self.prefix)).to_series()
             if not has.any():
                 break
             rest = None
-            if not has.all():
+            if has.sum() < PREFIXED_APART * len(has):
                 frame = frame.with_row_index("_i")
                 frame, rest = frame.filter(has), frame.filter(~has)
             frame = self._take(self._read_prefix(frame), self.prefix_groups).drop("_w")
@@ -165,7 +173,8 @@ class Unwrapper:
         return frame
 
     def _read_prefix(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Lines that all start with a wrapper prefix, with it cut off and its groups in `_w`.
+        """Lines with their wrapper prefix cut off and its groups in `_w` (a line without one is left
+        as it was, its groups null).
 
         The groups are read once per distinct prefix: a chunk's prefixes repeat (a few ranks,
         workers, hosts), and the capturing pass is most of unwrapping's cost, where finding and

@@ -98,7 +98,8 @@ def test_wrapper_fields_are_the_identity_columns():
 def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monkeypatch, tmp_path):
     """Unwrapper._read_prefix reads a wrapper prefix's groups once per distinct (prefix, next
     character): every sample log, and lines whose prefixes differ only after the prefix's end, must
-    unwrap exactly as when each line's groups are read on its own. A user's wrapper whose groups
+    unwrap exactly as when each line's groups are read on its own, and as when the lines with a
+    prefix are read apart from those without or together with them. A user's wrapper whose groups
     depend on the character after the prefix (`\\b`): `w7 x` names the node, `w7x` the actor."""
     write(tmp_path / "wrappers" / "edge.yaml", "name: edge\nprefix: '(?:(?P<node>w\\d)\\b|(?P<actor>w\\d))'\n"
           "samples:\n  - {line: 'w7 x', text: ' x', node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n")
@@ -112,3 +113,8 @@ def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monk
     for chunk, mine in zip(lines, by_distinct):
         assert mine.equals(unwrapper(chunk), null_equal=True)
     assert sum(chunk.height for chunk in lines) > 10_000
+    # Lines with a prefix read apart from the others (the unprefixed put back in order), or all together.
+    for share in (0.0, 1.01):
+        monkeypatch.setattr("memlog.unwrap.PREFIXED_APART", share)
+        for chunk, mine in zip(lines, by_distinct):
+            assert mine.equals(unwrapper(chunk), null_equal=True)
