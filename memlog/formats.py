@@ -112,13 +112,16 @@ class LinePattern:
     def extract(self, lines: pl.DataFrame, wanted: frozenset[str] | None = None) -> pl.DataFrame:
         """Rows of `lines` that match, with one column per named group (numbers parsed). `wanted`:
         the value columns the caller keeps; a field regex that can only yield others is not run."""
-        hits = lines.filter(pl.col("text").str.contains(self.literal, literal=True))
-        if hits.is_empty():
-            return hits
-        parts = pl.col("text").str.extract_groups(f"(?P<_whole>{self.regex})")
-        hits = hits.with_columns(_m=parts).filter(pl.col("_m").struct.field("_whole").is_not_null())
-        if hits.is_empty():  # the literal's lines are not this pattern's (`step:` in `microstep:`)
-            return hits.drop("_m")
+        # Which lines match is decided on their text alone; only those lines are then taken whole
+        # (a chunk's unwrapped lines carry a dozen columns: taking every line holding the literal
+        # cost a pattern whose literal is common, `step:`, more than its regex).
+        text = lines["text"]
+        has_literal = text.str.contains(self.literal, literal=True)
+        parts = text.filter(has_literal).str.extract_groups(f"(?P<_whole>{self.regex})")
+        matched = parts.struct.field("_whole").is_not_null()
+        if not matched.any():  # none, or the literal's lines are not this pattern's (`step:` in `microstep:`)
+            return lines.clear()
+        hits = lines[has_literal.arg_true().filter(matched)].with_columns(parts.filter(matched).alias("_m"))
         # A group named in several field regexes (alternative spellings) takes the first match.
         sources: dict[str, list[pl.Expr]] = {g: [pl.col("_m").struct.field(g)] for g in self.groups}
         fields = [(i, regex_) for i, regex_ in enumerate(self.fields) if self._runs(i, wanted)]
