@@ -159,8 +159,8 @@ class ChunkParser:
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
             if i in near:
-                rows = part.drop("_candidate")
-                scan.near_starts = {spec.name: probe.prepare(rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}  # type: ignore[index]
+                near_rows = part.drop("_candidate")
+                scan.near_starts = {spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}  # type: ignore[index]
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")

@@ -178,14 +178,14 @@ class Unwrapper:
 
         The groups are read once per distinct prefix: a chunk's prefixes repeat (a few ranks,
         workers, hosts), and the capturing pass is most of unwrapping's cost, where finding and
-        cutting the prefix is a tenth of it. The regex's match and groups depend on the prefix and
+        cutting the prefix is a sixth of it (a Ray chunk: 37 ms against 6). The regex's match and groups depend on the prefix and
         on the character after it only (it has no look-ahead; `\\b` and `$` at its end see that
         character), so one line per distinct (prefix, next character) stands for all of them."""
         text = pl.col("text")
         frame = frame.with_columns(_rest=text.str.replace(self.prefix, ""))
         cut = text.str.len_chars() - pl.col("_rest").str.len_chars()
         frame = frame.with_columns(_cut=cut, _key=text.str.head(cut + 1))
-        groups = pl.col("text").str.extract_groups(f"(?P<_whole>{self.prefix})")
+        groups = text.str.extract_groups(f"(?P<_whole>{self.prefix})")
         distinct = frame.unique(["_cut", "_key"], keep="any")
         if distinct.height > DISTINCT_PREFIXES * frame.height:
             frame = frame.with_columns(_w=groups)

@@ -15,10 +15,11 @@ may come in between and are not part of it. The block ends at that worker's firs
 (`window_start`: rows the parser did not see).
 
 The engine (memlog/multiline.py) feeds the unwrapped rows within `max_lines` after each line
-holding the start literal, chunk by chunk, each line's parts read by `prepare` beforehand. Everything here is polars expressions over those rows:
-blocks are runs of one worker's key lines after its `Step N`, a key's path is rebuilt from the
-nearest earlier key one level up (YAML's own rule), and blocks that may go on in the next chunk are
-held back and parsed again with it.
+holding the start literal, chunk by chunk, each line's parts read beforehand by `prepare` (on the
+threads that scan chunks). Everything here is polars expressions over those rows: blocks are runs
+of one worker's key lines after its `Step N`, a key's path is rebuilt from the nearest earlier key
+one level up (YAML's own rule), and blocks that may go on in the next chunk are held back and
+parsed again with it.
 
 Options (from the spec's `block_parser:`):
   start_literal  literal every block's first line holds ("Step ")
@@ -52,10 +53,11 @@ class YamlStepBlocks:
         self.start = str(options.get("start", r"^Step (\d+)$"))
         self.metrics = {str(k): str(v) for k, v in (options.get("metrics") or {}).items()}
         self.columns = tuple(dict.fromkeys(self.metrics.values()))
-        # What a key line must be to be read at all (see _values): a metric path has at least as
-        # many `/`-parts as its key line is deep plus one, and ends with that line's key.
+        # The key lines read at all (see _values): a line N deep has a path of N + 1 parts or more,
+        # so none deeper than the deepest metric is one, and one that deep is one only if its key is
+        # a metric path's last part; every line above may be a metric's parent.
         self.deepest_metric = max((path.count("/") for path in self.metrics), default=0)
-        self.metric_tails = sorted({path.split("/", cut)[-1] for path in self.metrics for cut in range(1, path.count("/") + 1)})
+        self.metric_leaves = sorted({path.rsplit("/", 1)[-1] for path in self.metrics})
         self.max_lines = int(options.get("max_lines", 400))
         self.held: pl.DataFrame | None = None  # rows of blocks that may go on in the next chunk
 
@@ -112,12 +114,11 @@ class YamlStepBlocks:
 
     def _values(self, frame: pl.DataFrame, block: list[str]) -> pl.DataFrame | None:
         """The mapped metrics of each block, one column each (the last reading if a key repeats)."""
-        # The key lines that may be a metric (key and depth fit some metric path), and every line
-        # above the deepest of those, which may be their parents: of an EasyR1 block's ~40 key
-        # lines, the few sections and the 7 metrics.
+        # Only the key lines that may be a metric or a metric's parent (see __init__): of an EasyR1
+        # block's ~40 key lines, its few sections and its 7 metrics.
         depth, key = pl.col("_depth"), pl.col("key")
-        may_be_metric = pl.when(depth == 0).then(key.is_in(list(self.metrics))).otherwise(key.is_in(self.metric_tails))
-        keys = frame.filter(key.is_not_null() & ((depth < self.deepest_metric) | (may_be_metric & (depth <= self.deepest_metric))))
+        at_leaf = (depth == self.deepest_metric) & key.is_in(self.metric_leaves)
+        keys = frame.filter(key.is_not_null() & ((depth < self.deepest_metric) | at_leaf))
         if keys.is_empty() or not self.metrics:
             return None
         deepest = int(keys["_depth"].max())

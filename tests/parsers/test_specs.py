@@ -186,6 +186,23 @@ def test_a_user_spec_can_name_a_shipped_block_parser_without_trusting_anything(t
     assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]
 
 
+def test_block_metrics_at_any_depth_and_keys_holding_slashes_are_read(tmp_path):
+    """easyr1_blocks reads only the key lines that may be a metric or a metric's parent: a metric
+    two levels down, one whose key holds a `/`, one at the top, a deeper line under a metric's
+    parent, and look-alike keys in other sections must still come out as the paths say."""
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nblock_parser: {module: easyr1_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
+        "metrics: {a/b/c: loss, a/x/y: grad_norm, z: lr, a/k: host_mem_used_gib}}\n"
+    )
+    log = tmp_path / "run.log"
+    block = ["Iteration {i}", "a:", "  b:", "    c: {c}", "    deep:", "      c: 99", "  k: {k}", "  x/y: {xy}", "other:", "  c: 98",
+             "  k: 97", "  x/y: 96", "z: {z}"]
+    log.write_text("".join(line.format(i=i, c=i + 0.5, k=i + 0.25, xy=i * 2, z=i / 10) + "\n" for i in (1, 2) for line in block))
+    tables, _ = parse_sources([str(log)], select_specs(load_specs([tmp_path]), "mine"))
+    assert tables.records.select("step", "loss", "host_mem_used_gib", "grad_norm", "lr").rows() == [
+        (1, 1.5, 1.25, 2.0, 0.1), (2, 2.5, 2.25, 4.0, 0.2)]
+
+
 # --------------------------------------------------------------------------
 # memlog formats check
 # --------------------------------------------------------------------------
