@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from memlog.catalog import load_specs, load_wrappers
+from memlog.errors import FormatSpecError
 from memlog.formats import all_logger_prefixes
 from memlog.reading import Source, read_chunks
-from memlog.errors import FormatSpecError
 from memlog.unwrap import Unwrapper
 from memlog.unwrap import sample_mismatches
 from memlog.wrappers import WRAPPER_FIELDS, load_wrapper
