@@ -160,7 +160,9 @@ class ChunkParser:
             scan = scans[i]
             if i in near:
                 near_rows = part.drop("_candidate")
-                scan.near_starts = {spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}  # type: ignore[index]
+                scan.near_starts = {
+                    spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])  # type: ignore[index]
+                }
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")

@@ -158,8 +158,8 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with its text columns copied out of the chunk they were read from, for rows held
     until the end of the input (every event row: parse.Matches). polars' strings are views into
     shared buffers: a few event rows filtered out of a chunk kept the chunk's whole text (~4 MiB)
-    alive, one chunk per source of 64 per-rank files and one per chunk of a log warning all along. Concatenating an empty string
-    copies (a no-op slice or a single-input concat would not)."""
+    alive, one chunk per source of 64 per-rank files and one per chunk of a log warning all along.
+    Concatenating an empty string copies (a no-op slice or a single-input concat would not)."""
     text = [c for c, t in frame.schema.items() if t == pl.String]
     return frame.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in text) if text else frame
 

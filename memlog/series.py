@@ -229,7 +229,13 @@ def _positioned(rows: pl.DataFrame) -> pl.DataFrame:
     return _positioned_by_runs(rows, runs)
 
 
+def _at_steps(rows: pl.DataFrame) -> pl.DataFrame:
+    """_positioned where every step holds one reading: at its step."""
+    return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
+
+
 def _x(within: pl.Expr, readings_at: pl.Expr, gap: pl.Expr) -> pl.Expr:
+    """A step's `within`-th of its `readings_at` readings, spread over the `gap` steps to the next."""
     return (pl.col("step") - pl.col("_origin")).cast(pl.Float64) + within / readings_at * gap
 
 
@@ -241,8 +247,10 @@ def _gaps(logged: pl.DataFrame) -> pl.DataFrame:
 
 
 def _step_runs(rows: pl.DataFrame) -> pl.Series | None:
-    """Where each series' rows are consecutive and its steps ascend (the records table's order), the
-    readings of a step are one run of rows: true on each run's first row. None otherwise."""
+    """Where each series' rows are consecutive (the records table is in line order: so in a source
+    one worker wrote, such as a per-rank file or a DeepSpeed log of one rank, not in a teed log whose
+    ranks alternate) and its steps ascend, the readings of a step are one run of rows: true on each
+    run's first row. None otherwise."""
     if rows.is_empty():
         return None
     series, step = pl.col("_series"), pl.col("step")
@@ -262,7 +270,7 @@ def _positioned_by_runs(rows: pl.DataFrame, runs: pl.Series) -> pl.DataFrame:
     windows over (series, step), whose groups, one per row, cost a 1.4 M-row DeepSpeed table
     ~60 ms per series."""
     if runs.all():  # one reading per step
-        return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
+        return _at_steps(rows)
     per_run = _gaps(rows.select("_series", "step", _first=pl.int_range(pl.len())).filter(runs))
     per_run = per_run.with_columns(_length=pl.col("_first").shift(-1, fill_value=rows.height) - pl.col("_first"))
     run = runs.cum_sum() - 1
@@ -274,7 +282,7 @@ def _positioned_by_windows(rows: pl.DataFrame) -> pl.DataFrame:
     """_positioned for rows in any order: by windows over (series, step)."""
     readings_at = pl.len().over("_series", "step")
     if not _several_at_a_step(rows, readings_at):
-        return rows.with_columns(_x=(pl.col("step") - pl.col("_origin")).cast(pl.Float64))
+        return _at_steps(rows)
     logged = _gaps(rows.select("_series", "step").unique(maintain_order=True))
     rows = rows.join(logged, on=["_series", "step"], how="left", maintain_order="left")
     within = pl.int_range(pl.len()).over("_series", "step")
