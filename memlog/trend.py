@@ -312,10 +312,9 @@ def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float,
     n = len(ys)
     # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
     bins = min(n, stats.MAX_PAIRWISE_POINTS)
-    edges = [b * n // bins for b in range(bins + 1)]
+    edges = stats.index_bins(n, bins)
     if bins < n:
-        xs = [stats.median(xs[a:b]) for a, b in zip(edges, edges[1:])]
-        ys = [stats.median(ys[a:b]) for a, b in zip(edges, edges[1:])]
+        xs, ys = stats.medians_between(xs, edges), stats.medians_between(ys, edges)
     line = stats.ols(xs, ys)
     if line is None:
         return None

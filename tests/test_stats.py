@@ -39,6 +39,27 @@ def test_median_does_not_overflow():
     assert median([1e308, 1e308, 1.7e308, 1.7e308]) == pytest.approx(1.35e308)
 
 
+def _same_float(a: float, b: float) -> bool:
+    """Bit for bit: NaN is NaN, and -0.0 is not +0.0."""
+    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1.0, a) == math.copysign(1.0, b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, 1e308, -1e308, math.inf, -math.inf, math.nan, 3, 7]), min_size=1, max_size=60),
+    st.integers(min_value=1, max_value=60),
+)
+def test_medians_between_are_the_medians_of_the_bins(values, bins):
+    """The binning every long series goes through gives, bin for bin, the very floats `median` does
+    (ties of -0.0 and +0.0, NaN, infinities, ints, bins of one or two values)."""
+    bins = min(bins, len(values))
+    edges = stats.index_bins(len(values), bins)
+    assert edges[0] == 0 and edges[-1] == len(values) and all(b > a for a, b in zip(edges, edges[1:]))
+    got = stats.medians_between(values, edges)
+    want = [median(values[lo:hi]) for lo, hi in zip(edges, edges[1:])]
+    assert len(got) == len(want) and all(type(g) is float and _same_float(g, w) for g, w in zip(got, want))
+
+
 def test_ols_exact_and_degenerate():
     assert ols([0, 1, 2, 3], [1, 3, 5, 7]) == pytest.approx((2.0, 1.0))
     assert ols([], []) is None

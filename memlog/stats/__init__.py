@@ -10,8 +10,10 @@ from memlog.stats.estimators import (
     _bin_medians,
     _pairwise_slopes,
     _sorted_between,
+    index_bins,
     mann_kendall,
     median,
+    medians_between,
     ols,
     ols_slope_interval,
     student_t_quantile,
@@ -23,7 +25,7 @@ from memlog.stats.patterns import Knee, Onset, Period, Stairs, find_knee, find_o
 __all__ = [
     "MAX_PAIRWISE_POINTS", "SlopeFit", "TrendTest", "Knee", "Onset", "Period", "Stairs",
     "theil_sen", "mann_kendall", "adjusted_p_increasing", "autocorrelation", "ols", "ols_slope_interval",
-    "student_t_quantile", "robust_sigma", "residual_sigma", "mad_sigma", "median", "project_crossing",
+    "student_t_quantile", "robust_sigma", "residual_sigma", "mad_sigma", "median", "medians_between", "index_bins", "project_crossing",
     "find_knee", "find_onset", "find_sawtooth", "find_stairs",
     "_bin_medians", "_pairwise_slopes", "_sorted_between",  # tests reach into these
 ]  # fmt: skip
