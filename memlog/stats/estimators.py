@@ -216,10 +216,7 @@ def medians_between(values: Sequence[float], edges: Sequence[int]) -> list[float
     """``median(values[lo:hi])`` of each bin between consecutive ``edges``, the same floats, without
     a call per bin: a judged series is binned a few hundred bins at a time, dozens of times (its
     shape's fits), and most bins hold one or two values, where the calls were most of the cost."""
-    out = []
-    for lo, hi in zip(edges, edges[1:]):
-        out.append(float(values[lo]) if hi - lo == 1 else _median_sorted(sorted(values[lo:hi])))
-    return out
+    return [float(values[lo]) if hi - lo == 1 else _median_sorted(sorted(values[lo:hi])) for lo, hi in zip(edges, edges[1:])]
 
 
 def _step_noise(d: Sequence[float]) -> float:
