@@ -119,7 +119,7 @@ class ChunkParser:
         # are among them (then `_candidate` marks the candidates).
         wanted: list[tuple[int, pl.DataFrame, bool]] = []
         for lines in chunks:
-            lines = lines.with_row_index("_row")  # multi-line parsing finds the rows after a match by it
+            lines = self.unwrap.with_line_prefixes(lines).with_row_index("_row")  # multi-line parsing finds the rows after a match by it
             candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
             if candidates.is_empty():
                 scans.append(Scan(lines, candidates, None, [], [], []))

@@ -152,6 +152,35 @@ class Unwrapper:
         wrapper_ts = pl.col("ts").str.extract(TIMESTAMP, 1)
         return rest.with_columns(ts=pl.coalesce(logger_ts, wrapper_ts)).drop("_logger_ts", strict=False).collect()
 
+    def with_line_prefixes(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """`lines` where the pieces of a physical line that reading cut at `\\r` (reading.to_frame) carry
+        the wrapper prefixes the line began with: a launcher labels the whole line it relays
+        (`gpu-a07: 45%|###|\\r(Runner pid=5121) Step 3`), so every piece is that node's (without it, a
+        block whose first line came after a progress bar lost its node, and the block with it). A
+        piece that starts with the line's outermost prefix already was labelled itself (and this may
+        run twice): it is left as it is."""
+        if self.prefix is None or lines.height < 2:
+            return lines
+        later = (pl.col("line_no").diff() == 0).fill_null(False)  # rows are in line order: a later piece repeats its number
+        if not lines.select(later.any()).item():
+            return lines
+        heads = lines.filter(later.shift(-1, fill_value=False) & ~later).select(
+            "line_no", _rest=strip_escapes(pl.col("text")), _prefix=pl.lit(""), _outer=pl.lit(None, dtype=pl.String))
+        found = pl.col("_found")
+        for _ in range(MAX_DEPTH):  # the stack of wrappers, outermost first, as _strip_prefixes takes it off
+            heads = heads.with_columns(_found=pl.col("_rest").str.extract(self.prefix, 0).fill_null(""))
+            if not heads.select((found != "").any()).item():
+                break
+            heads = heads.with_columns(_outer=pl.coalesce("_outer", pl.when(found != "").then(found)), _prefix=pl.col("_prefix") + found,
+                                       _rest=pl.col("_rest").str.slice(found.str.len_chars()))
+        heads = heads.filter(pl.col("_prefix") != "").select("line_no", "_prefix", "_outer")
+        if heads.is_empty():
+            return lines
+        text, prefix = pl.col("text"), pl.col("_prefix")
+        carried = later & prefix.is_not_null() & ~strip_escapes(text).str.starts_with(pl.col("_outer"))
+        lines = lines.join(heads, on="line_no", how="left", maintain_order="left")
+        return lines.with_columns(text=pl.when(carried).then(prefix + text).otherwise(text)).drop("_prefix", "_outer")
+
     def _strip_prefixes(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Strip wrapper prefixes round after round, outermost first, while any line has one."""
         if self.prefix is None:

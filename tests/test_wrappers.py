@@ -118,3 +118,26 @@ def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monk
         monkeypatch.setattr("memlog.unwrap.PREFIXED_APART", share)
         for chunk, mine in zip(lines, by_distinct):
             assert mine.equals(unwrapper(chunk), null_equal=True)
+
+
+def test_pieces_after_a_carriage_return_keep_the_label_of_their_line():
+    """A launcher labels the physical line it relays; reading cuts it at `\\r` (a progress bar), and
+    every piece is still that node's: its own Ray prefix names its process, the line's the node."""
+    unwrap = Unwrapper([])  # the built-in wrappers
+    lines = pl.DataFrame({"line_no": [1, 2, 2, 2, 3, 3], "text": [
+        "gpu-a07: (Runner pid=5121) actor:",
+        "gpu-a07: Running step:  2%|#  | 1/40",
+        "\x1b[36m(Runner pid=5121)\x1b[0m Step 1",
+        "gpu-a07: (Runner pid=5121) Step 2",  # labelled itself: left as it is
+        "(Runner pid=9) no label on this line",
+        "Step 3",
+    ]})
+    carried = unwrap.with_line_prefixes(lines)
+    assert carried["text"].to_list()[2] == "gpu-a07: \x1b[36m(Runner pid=5121)\x1b[0m Step 1"
+    assert carried["text"].to_list()[3] == "gpu-a07: (Runner pid=5121) Step 2"
+    assert carried["text"].to_list()[5] == "(Runner pid=9) Step 3"  # the process's own tqdm line
+    assert unwrap.with_line_prefixes(carried).equals(carried)  # twice is once
+    read = unwrap(carried).select("node", "actor", "pid", "text").rows()
+    assert read[2] == ("gpu-a07", "Runner", 5121, "Step 1")
+    whole_lines = lines.filter(pl.col("line_no") == 1)
+    assert unwrap.with_line_prefixes(whole_lines) is whole_lines  # no line cut: nothing to do

@@ -45,6 +45,7 @@ class SourceGuesser:
     def feed(self, lines: pl.DataFrame, skip: set[int]) -> list[pl.DataFrame]:
         """A chunk no spec claimed a line of (`skip`: line numbers of its events). Returns the
         record frames read so far that are ready."""
+        lines = self.unwrap.with_line_prefixes(lines)  # (the parser's scan did it already, for most callers)
         if skip:
             lines = lines.filter(~pl.col("line_no").is_in(list(skip)))
         if self.first:
