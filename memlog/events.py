@@ -72,7 +72,7 @@ EVENT_KINDS: dict[str, EventKind] = {
               loss_scale=FLOAT, new_loss_scale=FLOAT, hysteresis=INT, iteration=INT),
         _kind("version", "a framework version the log names", framework=TEXT, version=TEXT, git_hash=TEXT, git_branch=TEXT),
         _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", fatal=True,
-              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT),
+              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT, node=TEXT, tasks=TEXT),
         _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
         _kind("memory_unread", "a step line prints memory that its format did not read (a unit or a layout it does not know)",
               fragment=TEXT, pattern=TEXT),
@@ -152,6 +152,7 @@ class Event:
     detail: dict[str, Any] = field(default_factory=dict)
     after_step: int | None = None  # the last step this worker logged before the event
     machine: str | None = None  # the node the printer runs on (IP, else host name), when a prefix says
+    named: bool = False  # the line names the process that printed it (a rank, a Ray actor or pid)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,6 +198,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
                 # The step context is the printer's (the raylet, the driver: any worker of the source).
                 after_step=row["_after_step"],
                 machine=row.get("ip") or row.get("node"),
+                named=any(row.get(c) is not None for c in ("rank", "actor", "pid")),
             )
         )
     return events, dropped

@@ -6,6 +6,8 @@ from memlog.events import ray_death_cause
 from memlog.rulekit import Example, Finding, Rule, Verdict, workers_phrase
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
+# Signal names as strsignal prints them (srun's `task 12: Killed`), to their numbers.
+STRSIGNAL = {"killed": 9, "aborted": 6, "segmentation fault": 11, "terminated": 15, "bus error": 7}
 
 
 def _cause(event) -> tuple[str, str]:
@@ -14,13 +16,18 @@ def _cause(event) -> tuple[str, str]:
     if event.kind == "crash" and "op" in d:
         timeout = f" after {d['timeout_ms'] / 60000:g} min" if "timeout_ms" in d else ""
         return f"an NCCL collective ({d['op']}) timed out{timeout}: a rank stopped answering", "no"
+    if event.kind == "crash" and "heartbeat" in str(d.get("cause", "")).lower():
+        return "the NCCL heartbeat monitor timed out and took the process down: a collective hung (a rank stopped answering)", "no"
     if event.kind == "crash":
         signal = str(d.get("signal", ""))
         memory = "likely" if signal.lower() in ("killed", "sigkill") else "unknown"
         how = f" by signal {signal}" if signal else " unexpectedly"
         return f"a DataLoader worker was killed{how}", memory
     code = d.get("return_code")
-    signal = d.get("signal") or (-code if isinstance(code, int) and code < 0 else None)
+    named = STRSIGNAL.get(str(d.get("signal_name", "")).lower())
+    signal = d.get("signal") or (-code if isinstance(code, int) and code < 0 else None) or named
+    if signal == 9 and named == 9 and not d.get("signal"):
+        return f"a process was killed (`{d['signal_name']}`: SIGKILL): usually the Linux OOM killer, out of host memory", "likely"
     if signal == 9:
         return "a process was killed (SIGKILL, exit code -9): usually the Linux OOM killer, out of host memory", "likely"
     if signal == 6:
@@ -28,10 +35,12 @@ def _cause(event) -> tuple[str, str]:
     if signal:
         return f"a process died of signal {signal} ({SIGNALS.get(signal, d.get('signal_name', '?'))})", "unknown"
     if ray_death_cause(event) == "possible":
-        return (f"a Ray worker process died unexpectedly ({d.get('exit_type', '?')}, connection lost): Ray lists the Linux "
-                "OOM killer first among the possible causes", "likely")
+        how = f"{d['exit_type']}, connection lost" if "exit_type" in d else "connection lost"
+        return (f"a Ray worker process died unexpectedly ({how}): Ray lists the Linux OOM killer first among the possible "
+                "causes", "likely")
     if event.kind == "worker_died":
-        return f"a Ray worker died ({d.get('exit_type', '?')}: {d.get('exit_detail', 'no detail')})", "unknown"
+        how = ": ".join(str(d[k]) for k in ("exit_type", "exit_detail") if k in d) or "no detail"
+        return f"a Ray worker died ({how})", "unknown"
     if isinstance(code, int):
         return f"a process exited with code {code}", "unknown"
     return "a worker process failed (torchrun)", "unknown"
@@ -43,7 +52,7 @@ def check(ctx, t) -> list[Finding]:
     died = [
         e for e in ctx.tables.events
         if e.kind in ("crash", "child_failed", "worker_died")
-        or (e.kind == "process_exit" and (e.detail.get("signal") or e.detail.get("return_code", 0) != 0))
+        or (e.kind == "process_exit" and (e.detail.get("signal") or e.detail.get("signal_name") or e.detail.get("return_code", 0) != 0))
     ]
     died = [e for e in died if ray_death_cause(e) != "killed"]  # the oom rule explains those
     if not died:
@@ -83,7 +92,7 @@ def check(ctx, t) -> list[Finding]:
 RULE = Rule(
     id="crash",
     severity="error",
-    verdict=Verdict("crash", 70, "CRASH: a process died, not of an out-of-memory error (see the crash finding)"),
+    verdict=Verdict("crash", 70, "CRASH: a process died; no out-of-memory error in the log (see the crash finding)"),
     summary="A process died of something else than an out-of-memory error: an NCCL timeout, a killed DataLoader worker, a signal.",
     explanation=(
         "Fires on the crashes users paste besides OOM errors when the log holds no out-of-memory event: the NCCL "

@@ -52,15 +52,19 @@ def check(ctx, t) -> list[Finding]:
     ooms = ooms or [e for e in ctx.tables.events if e.kind == "oom_summary"]
     if not ooms:
         return []
-    # One entry per worker; launchers repeat the same error in their failure summaries
-    # (torchrun's ChildFailedError block), so an identical message counts once.
-    first_per_worker, seen_messages = {}, set()
+    # One entry per worker. Launchers and drivers repeat a process's error in their own summaries
+    # (torchrun's ChildFailedError block, the traceback Ray re-raises on the driver): an identical
+    # message counts once when the line repeating it names no process of its own and no other machine
+    # than the ones it came from (two nodes' identical OOMs under pdsh are two).
+    first_per_worker: dict = {}
+    seen_on: dict[tuple, set] = {}
     for event in ooms:
         message = (event.source, event.kind, json.dumps(event.detail, sort_keys=True))  # detail may hold lists (Ray's top-10 table)
-        if message in seen_messages and event.rank is None:
-            continue
-        seen_messages.add(message)
-        first_per_worker.setdefault((event.source, event.worker), event)
+        machines = seen_on.setdefault(message, set())
+        repeat = bool(machines) and not event.named and (event.machine is None or event.machine in machines)
+        machines.add(event.machine)
+        if not repeat:
+            first_per_worker.setdefault((event.source, event.worker), event)
     events = list(first_per_worker.values())
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
     first = next((e for e in events if e.kind == "oom"), events[0])

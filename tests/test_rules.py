@@ -377,3 +377,46 @@ def test_a_trend_below_the_leak_thresholds_is_described_not_hidden(tmp_path):
     finding = next(f for f in report.findings if f.rule == "insufficient-data")
     assert report.verdict == "inconclusive"
     assert "it rises 0.99 GiB (fitted) from step 1 to 100" in finding.message and "less than the leak thresholds" in finding.message
+
+
+OOM_TEXT = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 2.31 GiB is free.")
+
+
+@pytest.mark.parametrize("labels, workers", [
+    (("gpu-a07: ", "gpu-a08: "), ["gpu-a07/main", "gpu-a08/main"]),  # two nodes under pdsh
+    (("(WorkerDict pid=3611, ip=10.0.0.2) ", "(WorkerDict pid=3611, ip=10.0.0.3) "),  # one pid on two nodes
+     ["WorkerDict pid=3611, ip=10.0.0.2", "WorkerDict pid=3611, ip=10.0.0.3"]),
+    (("(WorkerDict pid=3611) ", "(WorkerDict pid=3650) "), ["WorkerDict pid=3611", "WorkerDict pid=3650"]),  # two local actors
+    (("[rank0]: ", ""), ["rank0"]),  # torchrun's failure summary repeats rank 0's error: one OOM
+    (("gpu-a07: [rank0]: ", "gpu-a07: "), ["gpu-a07/rank0"]),  # ... on the node it came from
+    (("(WorkerDict pid=3611, ip=10.0.0.2) ", ""), ["WorkerDict pid=3611, ip=10.0.0.2"]),  # the driver's re-raise
+])
+def test_identical_oom_lines_of_two_processes_are_two_and_a_summary_is_none(tmp_path, labels, workers):
+    log = tmp_path / "crash.log"
+    log.write_text("".join(f"{label}{OOM_TEXT}\n" for label in labels))
+    [oom] = [f for f in analyze([str(log)]).findings if f.rule == "oom"]
+    assert sorted(oom.series) == workers
+
+
+@pytest.mark.parametrize("paste, memory", [
+    ("ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this task. Check "
+     "python-core-worker-*.log files for more information.", "unknown"),
+    ("srun: error: gpu-b14: task 12: Killed\nsrun: error: gpu-b14: tasks 8-11,13-15: Exited with exit code 1", "likely"),
+    ("[rank3]:[E304 11:32:40.551908231 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat "
+     "monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2", "no"),
+    ("(raylet) Worker unexpectedly exits with a connection error code 2. There are some potential root causes. (1) The "
+     "process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker "
+     "is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n"
+     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", "likely"),
+])
+def test_a_crash_pasted_alone_is_judged_a_crash(tmp_path, paste, memory):
+    """The crash messages users paste on their own (launchers-and-crashes.md, log-formats.md §3.5) are
+    a crash, whether memory may be involved is said, and the headline claims nothing about memory."""
+    log = tmp_path / "paste.log"
+    log.write_text(paste + "\n")
+    report = analyze([str(log)])
+    assert report.verdict == "crash"
+    [crash] = [f for f in report.findings if f.rule == "crash"]
+    assert crash.evidence["observed"]["memory_involved"] == memory
+    assert "out-of-memory error in the log" in report.headline.headline
