@@ -418,6 +418,12 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
+    if stairs and onset is not None and stairs.jumps[0] > 1:
+        # A hinge fitted to stairs falls inside the flat run before their first jump: the growth starts
+        # there, so the onset is that run's last point (where a hinge's onset is too: the level held).
+        moved = stairs.jumps[0] - 1
+        onset = start = start + moved
+        stairs = stats.Stairs(tuple(j - moved for j in stairs.jumps), stairs.mean_jump, stairs.flat_sd)
     bend = None
     if warmup and onset is None and not stairs and not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         found = tails.saturation(start)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -420,3 +421,15 @@ def test_a_crash_pasted_alone_is_judged_a_crash(tmp_path, paste, memory):
     [crash] = [f for f in report.findings if f.rule == "crash"]
     assert crash.evidence["observed"]["memory_involved"] == memory
     assert "out-of-memory error in the log" in report.headline.headline
+
+
+@pytest.mark.parametrize("first_jump, every, jumps", [(100, 100, 3), (50, 50, 6), (150, 80, 4)])
+def test_stairs_after_a_flat_stretch_start_at_their_first_jump(tmp_path, first_jump, every, jumps):
+    """A staircase after a long flat stretch: the growth starts where the first jump is, whatever
+    point a hinge fitted to the whole would pick, and the level held is the one before it."""
+    n = first_jump + every * jumps
+    level = [30.0 + 3.0 * (i >= first_jump) + 3.0 * sum(i >= first_jump + every * k for k in range(1, jumps)) for i in range(n)]
+    steps = list(range(10, 10 * n + 1, 10))
+    report, found = run(tmp_path, {0: noisy(level, 0.01)}, steps=steps)
+    said = re.search(r"it started growing at step (\d+) after holding at ~([\d.]+) GiB", found["memory-leak"].message)
+    assert said and int(said[1]) == steps[first_jump - 1] and abs(float(said[2]) - 30.0) < 0.05
