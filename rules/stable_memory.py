@@ -5,6 +5,9 @@ from __future__ import annotations
 from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
 from memlog.trend import shape_of
 
+# Readings off a stable level by more than the tolerance, at most this share of a series', are spikes
+# worth naming; more are the series' own pattern.
+STRAY_SHARE = 0.05
 NOT_IN_THIS_LOG_HINT = (
     "If memory grows somewhere else (nvidia-smi, host RAM, a monitoring dashboard), that growth is not in this "
     "log's device metric: log host RSS per process and per dataloader worker, or the driver's view of the device."
@@ -47,6 +50,17 @@ def _finding(ctx, subject, stable, t) -> Finding:
     saws = [sh for _, sh in stable if sh.sawtooth]
     if saws:
         msg += f" (a small bounded sawtooth on {len(saws)} series)"
+    # The movement bounds the level, not each reading: a few readings far off it (spikes) are said, not
+    # hidden. Many are a pattern of the series (readings before and after an offload at every step).
+    strays = []
+    for series, shape in stable:
+        off = [(abs(v - shape.level), v, at, series) for v, at in zip(series.values, series.steps) if abs(v - shape.level) > tolerance]
+        if len(off) <= STRAY_SHARE * len(series):
+            strays += off
+    if strays:
+        _, value, step, series = max(strays, key=lambda stray: stray[0])
+        where = f"{gib(value)} at {step_word([series])} {step} on {workers_phrase([ctx.label(series)])}"
+        msg += f"; one reading strays further: {where}" if len(strays) == 1 else f"; {len(strays)} readings stray further, the farthest {where}"
     msg += "."
     hints = [NOT_IN_THIS_LOG_HINT] if subject == "device" and not ctx.host_series else []
     return RULE.finding(

@@ -433,3 +433,13 @@ def test_stairs_after_a_flat_stretch_start_at_their_first_jump(tmp_path, first_j
     report, found = run(tmp_path, {0: noisy(level, 0.01)}, steps=steps)
     said = re.search(r"it started growing at step (\d+) after holding at ~([\d.]+) GiB", found["memory-leak"].message)
     assert said and int(said[1]) == steps[first_jump - 1] and abs(float(said[2]) - 30.0) < 0.05
+
+
+def test_a_stable_verdict_says_the_reading_that_strays_from_the_level(tmp_path):
+    """Flat memory with one spike is stable (the level does not move), and the spike is said with its
+    value and step rather than hidden behind "moving by at most 0.00 GiB"."""
+    values = noisy([30.0] * 100, 0.01)
+    _, found = run(tmp_path, {0: values[:50] + [39.0] + values[51:]}, steps=list(range(10, 1001, 10)))
+    assert "39.00 GiB at step 510 on rank 0" in found["stable-memory"].message
+    _, calm = run(tmp_path, {0: values}, steps=list(range(10, 1001, 10)))
+    assert "stray" not in calm["stable-memory"].message
