@@ -10,8 +10,10 @@ the file itself. Its lines become records in four moves (build_records):
    `segment`, so a series never joins two runs;
 3. the same step line printed twice with different values is two processes the log does not tell
    apart (two nodes' `[rank2]:`, or ranks with no prefix at all): when most steps are printed that
-   way, the worker is split into copies `#1`, `#2`... ordered by their reading at each step, and
-   `collided` says so;
+   way, the worker is split into copies `#1`, `#2`... numbered by their reading (lowest first), and
+   `collided` says so: copies whose readings lie apart are followed from step to step, so one
+   rising through another's level keeps its number; copies whose readings mingle are numbered by
+   size at each step (_copies);
 4. every line is a reading: the k-th line of one kind (one pattern) within a step is its reading k,
    so a memory line printed several times between two step lines counts every time.
 
@@ -21,6 +23,8 @@ Rows stay in (source, line) order, one per line read; `steps` says how many step
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -301,11 +305,101 @@ def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(collided=collided).drop("_again")
     if not frame["collided"].any():
         return frame.drop("inherited", strict=False)
-    copy = _sort_value(frame).rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)
+    frame = _copies(frame, at_step)
     return frame.with_columns(
-        worker=pl.when("collided").then(pl.col("worker").cast(pl.String) + pl.lit("#") + copy.cast(pl.String))
+        worker=pl.when("collided").then(pl.col("worker").cast(pl.String) + pl.lit("#") + pl.col("_copy").cast(pl.String))
         .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
-    ).drop("inherited", strict=False)
+    ).drop("inherited", "_copy", strict=False)
+
+
+def _copies(frame: pl.DataFrame, at_step: list[str]) -> pl.DataFrame:
+    """`frame` with `_copy`, the copy each collided row is. A worker's copies whose readings lie apart
+    (at a typical step, further apart than a step moves them: two nodes' ranks of different stages,
+    or one leaking past another) are followed from step to step (_tracked_copies); copies whose
+    readings mingle (eight ranks of one data-parallel group) are numbered by size at each step, as no
+    reading says which is which. Following copies that every step finds in the order of their sizes
+    numbers them by size too: that is taken as it is, in polars (Python follows ~450,000 rows a
+    second)."""
+    series = [k for k in at_step if k != "step"]
+    by_size = _sort_value(frame).rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)
+    frame = frame.with_row_index("_i").with_columns(_copy=pl.when("collided").then(by_size), _value=_sort_value(frame))
+    value = pl.col("_value")
+    # A copy's next reading as _predicted has it: its last plus the median of its last rises.
+    predicted = (value + value.diff().rolling_median(TRACKED_RISES, min_samples=1).fill_null(0.0)).shift(1)
+    rows = frame.filter("collided").select("_i", *series, "step", "_copy", "_value").with_columns(
+        _predicted=predicted.over([*series, "_copy"], order_by="step"))
+    all_there = pl.len().over([*series, "step"]) == pl.col("_copy").max().over(series)
+    by_size_too = pl.col("_predicted").diff().over([*series, "step"], order_by="_copy").fill_null(0.0) >= 0
+    rows = rows.with_columns(_in_order=(all_there & value.is_finite() & by_size_too).all().over(series), _all_there=all_there)
+    # Apart or mingling, judged on the steps that have every copy (a lone reading's size says nothing).
+    full = rows.filter("_all_there").with_columns(
+        _closest=value.diff().over([*series, "step"], order_by="_copy").min().over([*series, "step"]),
+        _moved=value.diff().over([*series, "_copy"], order_by="step").abs())
+    apart = full.group_by(series).agg(_apart=pl.col("_closest").median() > COPIES_APART * pl.col("_moved").median().fill_null(0.0))
+    rows = rows.join(apart, on=series, how="left", nulls_equal=True).with_columns(_followed=pl.col("_apart").fill_null(False) & ~pl.col("_in_order"))
+    followed = rows.filter("_followed").select("_i", *series, "step", "_value")
+    if followed.height:
+        tracked = pl.DataFrame({"_i": followed["_i"], "_tracked": pl.Series(_tracked_copies(followed), dtype=pl.Int64)})
+        frame = frame.join(tracked, on="_i", how="left", maintain_order="left").with_columns(pl.coalesce("_tracked", "_copy").alias("_copy"))
+    return frame.drop("_i", "_value", "_tracked", strict=False)
+
+
+def _tracked_copies(rows: pl.DataFrame) -> list[int]:
+    """The copy (1, 2, ...) each row of a collided worker is, rows in line order: numbered by their
+    reading at the worker's first step, then followed from step to step (_assigned). Ordering them by
+    size at every step instead swapped two copies where one's rising readings crossed the other's
+    flat ones (two nodes' unlabelled `[rank0]:`, one leaking): a warmup was invented on one and the
+    leak's onset moved on the other."""
+    copies = [0] * rows.height
+    keys = [c for c in rows.columns if c not in ("_i", "step", "_value")]
+    position = {i: n for n, i in enumerate(rows["_i"].to_list())}
+    for _, group in rows.group_by(keys, maintain_order=True):
+        history: list[list[float]] = []  # per copy, its readings so far
+        for _, at_step in itertools.groupby(group.select("_i", "step", "_value").iter_rows(), key=lambda row: row[1]):
+            readings = sorted(((value, i) for i, _, value in at_step), key=lambda reading: reading[0])  # ties: line order
+            for (value, i), c in zip(readings, _assigned([value for value, _ in readings], history)):
+                if c == len(history):
+                    history.append([])
+                history[c].append(value)
+                copies[position[i]] = c + 1
+    return copies
+
+
+def _assigned(values: list[float], history: list[list[float]]) -> list[int]:
+    """The copies a step's readings (ascending) go to: as many as there are copies, in the order of
+    the copies' predicted readings; otherwise each to the free copy predicted nearest it, and a
+    reading left over to a new copy (all of them at the first step, numbered in ascending order)."""
+    predicted = {c: _predicted(readings) for c, readings in enumerate(history)}
+    if len(values) == len(history):
+        return sorted(predicted, key=lambda c: (predicted[c], c))
+    out: list[int | None] = [None] * len(values)
+    free = set(predicted)
+    for _, j, c in sorted((_distance(v, predicted[c]), j, c) for j, v in enumerate(values) for c in predicted):
+        if out[j] is None and c in free:
+            out[j] = c
+            free.discard(c)
+    new = iter(range(len(history), len(history) + len(values)))
+    return [c if c is not None else next(new) for c in out]
+
+
+TRACKED_RISES = 5  # a copy's next reading: its last one plus the median of its last this many rises
+COPIES_APART = 4.0  # copies are told apart when their closest readings at a step are this many typical moves apart
+
+
+def _predicted(readings: list[float]) -> float:
+    last = readings[-1]
+    rises = sorted(b - a for a, b in zip(readings[-TRACKED_RISES - 1 :], readings[-TRACKED_RISES:]) if math.isfinite(b - a))
+    if not rises or not math.isfinite(last):
+        return last
+    middle = len(rises) // 2  # the median as polars' rolling_median takes it (_copies)
+    return last + (rises[middle] if len(rises) % 2 else (rises[middle - 1] + rises[middle]) / 2)
+
+
+def _distance(value: float, predicted: float) -> float:
+    """|value - predicted|, where a non-finite reading (no memory printed: -inf) is near only another."""
+    if math.isfinite(value) and math.isfinite(predicted):
+        return abs(value - predicted)
+    return 0.0 if value == predicted else math.inf
 
 
 def _readings(frame: pl.DataFrame) -> pl.DataFrame:

@@ -443,3 +443,22 @@ def test_a_stable_verdict_says_the_reading_that_strays_from_the_level(tmp_path):
     assert "39.00 GiB at step 510 on rank 0" in found["stable-memory"].message
     _, calm = run(tmp_path, {0: values}, steps=list(range(10, 1001, 10)))
     assert "stray" not in calm["stable-memory"].message
+
+
+@pytest.mark.parametrize("order", ["leak first", "flat first", "alternating"])
+def test_two_unlabelled_nodes_copies_are_followed_where_their_readings_cross(tmp_path, order):
+    """Two nodes both print `[rank0]:` (no launcher label): one leaks from 30 GiB through the other's
+    flat 34 GiB. The copies keep their identity where the readings cross: a leak from the first step
+    on one, stable memory on the other, and no warmup invented."""
+    n = 200
+    leak, flat = noisy([30.0 + 0.05 * i for i in range(n)], 0.005, seed=1), noisy([34.0] * n, 0.005, seed=2)
+    lines = torchtitan_lines({0: leak, 1: flat})
+    if order != "leak first":
+        pairs = [lines[k:k + 2] for k in range(0, len(lines), 2)]
+        lines = [line for i, pair in enumerate(pairs) for line in (pair[::-1] if order == "flat first" or i % 2 else pair)]
+    path = tmp_path / "two_nodes.log"
+    path.write_text("\n".join(line.replace("[rank1]:", "[rank0]:") for line in lines) + "\n")
+    found = {f.rule: f for f in analyze([str(path)]).findings}
+    assert "warmup-plateau" not in found
+    assert "from step 1 to 200" in found["memory-leak"].message and "started growing" not in found["memory-leak"].message
+    assert len(found["stable-memory"].series) == 1

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memlog import events
+from memlog import events, records
 from memlog.api import parse_sources
 from memlog.catalog import load_specs
 from memlog.columns import JUDGED_COLUMNS
@@ -218,3 +221,63 @@ def test_timestamps_read_by_the_common_shape_as_by_the_general_one():
         mine = _seconds(rows)
         assert mine.to_list() == rows.select(general)["ts"].to_list()
         assert mine.drop_nulls().len() > 1000
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=2, max_value=5), st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=2**31))
+def test_copies_that_never_cross_keep_the_numbers_of_their_size(copies, steps, seed):
+    """A collided worker's copies that stay apart (levels further apart than their wander) keep the
+    number their size gave them at the first step, in whatever order their lines come and though some
+    steps miss a copy (ordering by size at each step renumbered the others there)."""
+    rng = random.Random(seed)
+    rows = []
+    for step in range(1, steps + 1):
+        present = [c for c in range(copies) if step == 1 or rng.random() > 0.1] or [0]
+        rng.shuffle(present)  # the order their lines come in at a step is any
+        rows += [(step, 10.0 * (c + 1) + 0.01 * step * (c % 2) + rng.uniform(-0.5, 0.5), c) for c in present]
+    frame = pl.DataFrame({"_i": list(range(len(rows))), "source": "a", "worker": "rank0", "kind": "train", "segment": 0,
+                          "pattern": "p", "step": [r[0] for r in rows], "_value": [r[1] for r in rows]})
+    got = records._tracked_copies(frame)
+    assert all(copy == c + 1 for (_, _, c), copy in zip(rows, got))  # the lowest level is #1, and so on
+
+
+def _collided(rows: list[tuple[str, int, float]]) -> pl.DataFrame:
+    return pl.DataFrame({"source": "s", "worker": [r[0] for r in rows], "kind": "train", "segment": 0, "pattern": "p",
+                         "step": [r[1] for r in rows], "loss": [r[2] for r in rows], "collided": True})
+
+
+COLLIDED_AT_STEP = ["source", "worker", "kind", "segment", "step", "pattern"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(min_value=2, max_value=4), st.integers(min_value=2, max_value=30), st.integers(min_value=0, max_value=2**31),
+       st.booleans())
+def test_copies_apart_are_followed_and_taken_by_size_only_where_that_is_the_same(copies, steps, seed, gaps):
+    """Copies whose readings lie apart (levels 10 GiB apart, one of them rising or falling through
+    its neighbours) get the numbers following them gives, whether records._copies takes them by size
+    in polars (where following them would) or follows them in Python; steps may miss a copy."""
+    rng = random.Random(seed)
+    rise = [rng.choice([0.0, 0.05, -0.05]) for _ in range(copies)]
+    rise[rng.randrange(copies)] = rng.choice([0.0, 0.4, -0.4, 1.0])
+    rows = []
+    for worker in ("a", "b"):
+        for step in range(1, steps + 1):
+            present = [c for c in range(copies) if not gaps or step == 1 or rng.random() > 0.15]
+            rng.shuffle(present)
+            rows += [(worker, step, round(20 + 10 * c + rise[c] * step + rng.choice([0.0, 0.01, -0.01]), 2)) for c in present]
+    frame = _collided(rows)
+    got = records._copies(frame, COLLIDED_AT_STEP)["_copy"].to_list()
+    followed = frame.with_row_index("_i").select("_i", *(k for k in COLLIDED_AT_STEP if k != "step"), "step", _value=pl.col("loss"))
+    assert got == records._tracked_copies(followed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=2, max_value=8), st.integers(min_value=2, max_value=30), st.integers(min_value=0, max_value=2**31))
+def test_copies_that_mingle_are_numbered_by_size_at_each_step(copies, steps, seed):
+    """Copies whose readings mingle (one level, each step's readings in any order) say nothing of which
+    is which: each step's readings are numbered by size, as before copies were followed."""
+    rng = random.Random(seed)
+    rows = [("a", step, round(31.6 + rng.uniform(-0.05, 0.05), 3)) for step in range(1, steps + 1) for _ in range(copies)]
+    got = records._copies(_collided(rows), COLLIDED_AT_STEP)["_copy"].to_list()
+    by_size = _collided(rows).select(pl.col("loss").rank("ordinal").over("step").cast(pl.Int64))["loss"].to_list()
+    assert got == by_size
