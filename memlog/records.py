@@ -42,6 +42,11 @@ OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.In
 # A worker whose step lines come twice (or more) with different values at this share of its steps
 # is several processes under one name (step 3 of build_records).
 COLLIDED_SHARE = 0.5
+# A collided worker's copies are told apart when their closest readings at a step are this many typical
+# moves apart (records._copies); a copy's next reading is its last one plus the median of its last
+# TRACKED_RISES rises.
+COPIES_APART = 4.0
+TRACKED_RISES = 5
 
 
 @dataclass(frozen=True)
@@ -321,9 +326,9 @@ def _copies(frame: pl.DataFrame, at_step: list[str]) -> pl.DataFrame:
     numbers them by size too: that is taken as it is, in polars (Python follows ~450,000 rows a
     second)."""
     series = [k for k in at_step if k != "step"]
-    by_size = _sort_value(frame).rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)
-    frame = frame.with_row_index("_i").with_columns(_copy=pl.when("collided").then(by_size), _value=_sort_value(frame))
+    frame = frame.with_row_index("_i").with_columns(_value=_sort_value(frame))
     value = pl.col("_value")
+    frame = frame.with_columns(_copy=pl.when("collided").then(value.rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)))
     # A copy's next reading as _predicted has it: its last plus the median of its last rises.
     predicted = (value + value.diff().rolling_median(TRACKED_RISES, min_samples=1).fill_null(0.0)).shift(1)
     rows = frame.filter("collided").select("_i", *series, "step", "_copy", "_value").with_columns(
@@ -380,10 +385,6 @@ def _assigned(values: list[float], history: list[list[float]]) -> list[int]:
             free.discard(c)
     new = iter(range(len(history), len(history) + len(values)))
     return [c if c is not None else next(new) for c in out]
-
-
-TRACKED_RISES = 5  # a copy's next reading: its last one plus the median of its last this many rises
-COPIES_APART = 4.0  # copies are told apart when their closest readings at a step are this many typical moves apart
 
 
 def _predicted(readings: list[float]) -> float:

@@ -24,10 +24,11 @@ def _cause(event) -> tuple[str, str]:
         how = f" by signal {signal}" if signal else " unexpectedly"
         return f"a DataLoader worker was killed{how}", memory
     code = d.get("return_code")
-    named = STRSIGNAL.get(str(d.get("signal_name", "")).lower())
-    signal = d.get("signal") or (-code if isinstance(code, int) and code < 0 else None) or named
-    if signal == 9 and named == 9 and not d.get("signal"):
+    signal = d.get("signal") or (-code if isinstance(code, int) and code < 0 else None)
+    named = STRSIGNAL.get(str(d.get("signal_name", "")).lower())  # srun prints the signal's name only
+    if signal is None and named == 9:
         return f"a process was killed (`{d['signal_name']}`: SIGKILL): usually the Linux OOM killer, out of host memory", "likely"
+    signal = signal or named
     if signal == 9:
         return "a process was killed (SIGKILL, exit code -9): usually the Linux OOM killer, out of host memory", "likely"
     if signal == 6:

@@ -22,7 +22,8 @@ def check(ctx, t) -> list[Finding]:
     sentinel = [s for s in losses if is_sentinel(s.values, t)]
     if not sentinel:
         return []
-    real = [s for s in losses if s not in sentinel and s.rank is not None]
+    # The real loss is a rank's, or a copy's of a worker the log does not tell apart (unlabelled ranks).
+    real = [s for s in losses if s not in sentinel and (s.rank is not None or s.collided)]
     labels = [ctx.label(s) for s in sentinel]
     value = sentinel[0].values[0]
     asked = sorted({e.detail["loss_rank"] for e in ctx.tables.events_of("pp_loss_not_visible") if "loss_rank" in e.detail})
@@ -47,7 +48,7 @@ def check(ctx, t) -> list[Finding]:
             observed={"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
             evidence={
                 "sentinel_ranks": sorted({s.rank for s in sentinel if s.rank is not None}),
-                "real_loss_ranks": sorted({s.rank for s in real}),
+                "real_loss_ranks": sorted({s.rank for s in real if s.rank is not None}),
                 "loss_rank_named_by_log": asked[0] if asked else None,
                 "series": [ctx.label(s) for s in sentinel][:32],
             },

@@ -462,3 +462,15 @@ def test_two_unlabelled_nodes_copies_are_followed_where_their_readings_cross(tmp
     assert "warmup-plateau" not in found
     assert "from step 1 to 200" in found["memory-leak"].message and "started growing" not in found["memory-leak"].message
     assert len(found["stable-memory"].series) == 1
+
+
+def test_the_real_loss_of_unlabelled_ranks_is_found_among_their_copies(tmp_path):
+    """srun without --tee: eight ranks print unprefixed lines, the first stage's four a -1.0 loss. The
+    copies that print the real loss are named, not a LOG_RANK to set (no rank filter is at work)."""
+    n = 60
+    memory = {r: noisy([40.0 if r < 4 else 30.0] * n, 0.02, seed=r) for r in range(8)}
+    lines = torchtitan_lines(memory, loss_by_rank={r: -1.0 for r in range(4)})
+    path = tmp_path / "unlabelled.log"
+    path.write_text("\n".join(re.sub(r"^\[rank\d+\]:", "", line) for line in lines) + "\n")
+    message = {f.rule: f for f in analyze([str(path)]).findings}["pp-sentinel-loss"].message
+    assert "The real loss is logged by main#" in message and "LOG_RANK" not in message
