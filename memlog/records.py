@@ -283,7 +283,8 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _sort_value(frame: pl.DataFrame) -> pl.Expr:
-    """What orders the copies of a collided worker at each step: its first memory reading, else the loss."""
+    """What numbers and follows the copies of a collided worker (_copies): its first memory reading,
+    else the loss."""
     present = [c for c in (*MEMORY_COLUMNS, "loss") if c in frame.columns]
     return pl.coalesce(*present, pl.lit(float("-inf"))).fill_nan(float("-inf"))
 
