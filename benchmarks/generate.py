@@ -27,7 +27,7 @@ Every log has a memory shape for the rules to judge: a warm-up knee over the fir
 slow leak under noise (device memory for torchtitan and DeepSpeed, host memory for the Ray run).
 
 Speed: each kind renders one block of a few hundred steps once, with the line writers of
-memlog.logwriters (shared with the sample-log generator and the tests), into a %-format template
+tests.logwriters (shared with the sample-log generator and the tests), into a %-format template
 whose only holes are what changes from block to block (step numbers, timestamps, memory readings). A block is then written with one
 C-level `template % values`, so a GiB takes seconds. Noise lines repeat from block to block; the
 step and memory series do not.
@@ -52,14 +52,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make this checkout's `memlog` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memlog.logwriters import deepspeed as ds
-from memlog.logwriters import easyr1, hf_trainer, pytorch, ray
-from memlog.logwriters import torchtitan as titan
-from memlog.logwriters.mixing import interleave, interleave_chunks, seeded_rng
-from memlog.logwriters.python import Frame, asctime, traceback
-from memlog.logwriters.pytorch import H100, torchrun_prefix
-from memlog.logwriters.pytorch import H100_GIB as CAPACITY_GIB
-from memlog.logwriters.torchtitan import COLOR, LLAMA3_8B_FPT, reserved, throughput
+from tests.logwriters import deepspeed as ds
+from tests.logwriters import easyr1, hf_trainer, pytorch, ray
+from tests.logwriters import torchtitan as titan
+from tests.logwriters.mixing import interleave, interleave_chunks, seeded_rng
+from tests.logwriters.python import Frame, asctime, traceback
+from tests.logwriters.pytorch import H100, torchrun_prefix
+from tests.logwriters.pytorch import H100_GIB as CAPACITY_GIB
+from tests.logwriters.torchtitan import COLOR, LLAMA3_8B_FPT, reserved, throughput
 
 GENERATOR_VERSION = "1"
 DEFAULT_OUT = Path(os.environ.get("MEMLOG_BENCH_DIR", "/tmp/memlog-bench"))

@@ -24,7 +24,8 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memlog  # noqa: F401  (sets polars' allocator options before polars loads, as the CLI does)
-from memlog import api, context
+from memlog.engine import api
+from memlog.judge import context
 
 # (module, function, stage) in pipeline order.
 STAGES = (

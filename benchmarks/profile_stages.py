@@ -6,7 +6,7 @@
 
 py-spy samples the Python stack of every thread (idle frames included, so time spent waiting inside a
 polars call counts against the Python line that made it). Chunks are scanned on a thread pool
-(memlog/parallel.py), so stage figures are thread-seconds and can add up to more than the wall
+(memlog/base/parallel.py), so stage figures are thread-seconds and can add up to more than the wall
 time; a pool thread waiting for work or the main thread waiting for a scan counts as `waiting`,
 shown apart and left out of the shares. Each sample goes to the stage of its innermost memlog frame: read / decode / split / pre-filter / unwrap / extract / tables / rules / report /
 startup (imports and format-spec loading) / other. The top lines show the detail. --keep saves the

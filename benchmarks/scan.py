@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from memlog.render.fleet import render_fleet
-    from memlog.runs import find_runs
-    from memlog.scan import default_jobs, limit_threads, scan
+    from memlog.scan.runs import find_runs
+    from memlog.scan.fleet import default_jobs, limit_threads, scan
 
     jobs = args.jobs or default_jobs()
     fleet_dir = build_fleet(args.out, args.runs, parse_size(args.size))

@@ -4,7 +4,7 @@
     python -m benchmarks.watch_append --size 256M --append 4M --runs 5
 
 Writes the dense benchmark log (benchmarks/generate.py), copies it (the generated file stays as
-generated), follows the copy with memlog.watch.Watcher and reads its backlog, then appends
+generated), follows the copy with memlog.watch.watch.Watcher and reads its backlog, then appends
 `--append` bytes of further step lines (the same format: 8 ranks behind torchrun's prefix, colours)
 and times the poll (reading and parsing the new bytes) and the judgement (every rule over the
 records held) separately. Figures are printed, never asserted.
@@ -26,10 +26,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate import DEFAULT_OUT, generate, parse_size
-from memlog.catalog import load_specs
-from memlog.logwriters import torchtitan as titan
-from memlog.logwriters.pytorch import H100_GIB
-from memlog.watch import Watcher
+from memlog.parse.catalog import load_specs
+from tests.logwriters import torchtitan as titan
+from tests.logwriters.pytorch import H100_GIB
+from memlog.watch.watch import Watcher
 
 STEP = re.compile(rb"step:\s*(\d+)\s.*?memory:\s*([\d.]+)GiB")
 

@@ -1,5 +1,5 @@
 """The `memlog` command: the typer app, assembled from the commands in memlog/commands/ (one module
-each, a thin layer over memlog.api and memlog.render). Data on stdout, diagnostics on stderr.
+each, a thin layer over memlog.engine.api and memlog.render). Data on stdout, diagnostics on stderr.
 
 Exit codes: 0 judged, nothing at or above --fail-on; 1 a finding at or above it; 2 could not
 judge (usage error, unreadable input, no records, internal error). A crash is never a verdict.

@@ -14,7 +14,7 @@ may come in between and are not part of it. The block ends at that worker's firs
 (or a line indented wrongly), its next `Step N`, or where the engine stops feeding rows
 (`window_start`: rows the parser did not see).
 
-The engine (memlog/multiline.py) feeds the unwrapped rows within `max_lines` after each line
+The engine (memlog/parse/multiline.py) feeds the unwrapped rows within `max_lines` after each line
 holding the start literal, chunk by chunk, each line's parts read beforehand by `prepare` (on the
 threads that scan chunks). Everything here is polars expressions over those rows: blocks are runs
 of one worker's key lines after its `Step N`, a key's path is rebuilt from the nearest earlier key

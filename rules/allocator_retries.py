@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.columns import MEMORY_COLUMNS
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.judge.rulekit import Example, Finding, MEMORY_COLUMNS, Rule, Threshold, gib, rounded, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memlog.columns import MEMORY_COLUMNS
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
-from memlog.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
+from memlog.judge.rulekit import Example, Finding, MAX_DEVICE_GIB, MAX_HOST_GIB, MEMORY_COLUMNS, Rule, Threshold, gib, rounded, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.events import ray_death_cause
-from memlog.rulekit import Example, Finding, Rule, Verdict, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Verdict, ray_death_cause, workers_phrase
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
 # Signal names as strsignal prints them (srun's `task 12: Killed`), to their numbers.

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
-from memlog.trend import shape_of
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, known_issues, rounded, shape_of, step_word, workers_phrase
 
 # Allocated and reserved readings of the same window: live tensors versus the allocator's pool.
 PAIRS = (

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, gib, step_word, workers_phrase
-from memlog.trend import shape_of
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, gib, shape_of, step_word, workers_phrase
 
 def check(ctx, t) -> list[Finding]:
     undecided = [s for s in (*ctx.device_series, *ctx.host_series) if not ctx.decided(s)]

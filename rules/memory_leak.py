@@ -5,10 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from memlog.columns import Measure
-from memlog.known_issues import known_issues
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
-from memlog.trend import duration, project, shape_of
+from memlog.judge.rulekit import Example, Finding, Measure, Rule, Threshold, Verdict, duration, gib, known_issues, project, rounded, shape_of, step_word, workers_phrase
 
 DEVICE_HINTS = [
     "Look for tensors or buffers kept alive across steps: lists of losses or outputs, hooks, caches keyed by step.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold
 
 
 def check(ctx, t) -> list[Finding]:

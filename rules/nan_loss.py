@@ -19,8 +19,7 @@ from typing import NamedTuple
 
 import polars as pl
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, workers_phrase
-from memlog.series import SeriesKey
+from memlog.judge.rulekit import Example, Finding, Rule, SeriesKey, Threshold, workers_phrase
 
 # Why a reading is non-finite, in the finding's words.
 PRINTED, COUNTED, VANISHED = "printed", "counted", "vanished"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memlog.events import ray_death_cause
-from memlog.rulekit import Example, Finding, Rule, Verdict, gib, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Verdict, gib, ray_death_cause, workers_phrase
 
 FRAGMENTATION_HINT = (
     "Memory reserved by PyTorch but unallocated was large when the allocation failed: the caching allocator's "

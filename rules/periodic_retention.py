@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, workers_phrase
-from memlog.trend import shape_of
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, shape_of, workers_phrase
 
 HINT = (
     "Memory held until a periodic flush: values kept on the device until the next log step (per-step loss "

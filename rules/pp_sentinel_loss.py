@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, workers_phrase
 
 
 def is_sentinel(values: list[float], t) -> bool:

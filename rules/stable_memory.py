@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
-from memlog.trend import shape_of
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, shape_of, step_word, workers_phrase
 
 # Readings off a stable level by more than the tolerance, at most this share of a series', are spikes
 # worth naming; more are the series' own pattern.

@@ -3,7 +3,7 @@ reader could not turn into series; says why nothing was judged and how to make i
 
 from __future__ import annotations
 
-from memlog.rulekit import Example, Finding, Rule
+from memlog.judge.rulekit import Example, Finding, Rule
 
 
 def check(ctx, t) -> list[Finding]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, step_word, workers_phrase
-from memlog.trend import shape_of
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, shape_of, step_word, workers_phrase
 
 
 def is_plateau(shape, t) -> bool:

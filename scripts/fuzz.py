@@ -91,7 +91,7 @@ def load_seeds() -> list[tuple[str, bytes]]:
             data = path.read_bytes()
             seeds.append((str(path.relative_to(REPO)), gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data))
     try:
-        from memlog.catalog import load_specs
+        from memlog.parse.catalog import load_specs
 
         for spec in load_specs().values():
             lines = [s["line"] for s in spec.samples if isinstance(s, dict) and isinstance(s.get("line"), str)]
@@ -298,7 +298,7 @@ class InProcess:
     """analyze() and every renderer, with specs and rules loaded once (they are the same for every input)."""
 
     def __init__(self):
-        import memlog.api as api
+        import memlog.engine.api as api
         from memlog.render.outputs import render
 
         self.api, self.render = api, render
@@ -318,8 +318,8 @@ class InProcess:
         return outcome, detail
 
     def _run(self, path: str, config_path: Path | None, specs: Path | None) -> tuple[str, str | None]:
-        from memlog.config import load_config
-        from memlog.errors import MemlogError
+        from memlog.base.config import load_config
+        from memlog.base.errors import MemlogError
 
         try:
             config = load_config(str(config_path)) if config_path else None
@@ -332,7 +332,7 @@ class InProcess:
             return "crash", traceback.format_exc()
         try:
             try:
-                from memlog.excerpt import attach_log_lines
+                from memlog.report.excerpt import attach_log_lines
 
                 attach_log_lines(report)
             except ImportError:

@@ -98,7 +98,7 @@ def _threshold_value(rng: random.Random, threshold) -> str:
 
 
 def _config(rng: random.Random, case: Case) -> str:
-    from memlog.rulekit import load_rules
+    from memlog.judge.rulekit import load_rules
 
     kind = rng.choice(["thresholds", "thresholds", "capacity", "aliases", "huge", "tag", "dirs", "garbage"])
     case.notes.append(f"config: {kind}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memlog.rulekit import declared_verdicts, load_rules  # noqa: E402
+from memlog.judge.rulekit import declared_verdicts, load_rules  # noqa: E402
 from tests.scenarios import TARGET_LEAK_MIN_STEPS, TARGET_LEAK_PCT_PER_100_STEPS, Outcome, judge_all, scenarios  # noqa: E402
 
 VERDICTS = tuple(v.name for v in declared_verdicts(load_rules()))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from memlog.api import analyze
-from memlog.excerpt import attach_log_lines
-from memlog.report import Report
+from memlog.engine.api import analyze
+from memlog.report.excerpt import attach_log_lines
+from memlog.report.report import Report
 from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent

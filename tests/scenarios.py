@@ -1,7 +1,7 @@
 """Labelled scenarios for the rule engine: shapes x noise levels x lengths x rank counts x metric kinds.
 
 Every scenario is seeded (its name is its seed), renders to a torchtitan-format log (lines written by
-memlog.logwriters), and carries
+tests.logwriters), and carries
 the verdict a maintainer would give it, plus the findings that must (and must not) appear. The
 shapes are the ones issue 4 and the field reports name: a straight-line leak seen in 6-7 points,
 slow creep under noise, stairs, sawtooth with a rising or a flat floor, warmup then plateau
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from memlog.logwriters import pytorch
-from memlog.logwriters import torchtitan as titan
+from tests.logwriters import pytorch
+from tests.logwriters import torchtitan as titan
 
 FORMATS_DIR = Path(__file__).parent / "scenario_formats"
 
@@ -179,7 +179,7 @@ def _ts(step: int) -> str:
 
 
 def _line(rank: int, step: int, msg: str) -> str:
-    """A message through torchtitan's logger, teed by torchrun (memlog.logwriters.torchtitan)."""
+    """A message through torchtitan's logger, teed by torchrun (tests.logwriters.torchtitan)."""
     return titan.log_line(msg, ts=_ts(step), rank=rank)
 
 
@@ -225,7 +225,7 @@ def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity
 
 
 def example_log(example) -> str:
-    """A rule file's Example (memlog.rulekit.Example) as a torchtitan-format log."""
+    """A rule file's Example (memlog.judge.rulekit.Example) as a torchtitan-format log."""
     columns = {c: {r: list(v) for r, v in per.items()} for c, per in example.columns.items()}
     if not columns and not example.memory and not example.loss:
         return "\n".join(example.lines) + "\n"  # a log of raw lines only (no format memlog reads)
@@ -792,8 +792,8 @@ def _gist(report) -> list[tuple]:
 
 def judge(s: Scenario, directory: Path, compare_full: bool = False) -> Outcome:
     """`compare_full`: also judge the log with every step held (condense=False) and note any difference
-    from the condensed report (memlog/condense.py must not change what a report says)."""
-    from memlog.api import analyze
+    from the condensed report (memlog/tables/condense.py must not change what a report says)."""
+    from memlog.engine.api import analyze
 
     path = directory / (s.name.replace("/", "__") + ".log")
     path.write_text(s.render())

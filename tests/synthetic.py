@@ -1,13 +1,13 @@
 """Minimal torchtitan step lines for rule and CLI tests (the realistic logs are in samplegen/), written
-by memlog.logwriters."""
+by tests.logwriters."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
 
-from memlog.logwriters import torchtitan as titan
-from memlog.logwriters.pytorch import H100, H100_GIB
+from tests.logwriters import torchtitan as titan
+from tests.logwriters.pytorch import H100, H100_GIB
 
 
 def torchtitan_lines(memory_by_rank: dict[int, list[float]], *, steps: list[int] | None = None,

@@ -4,7 +4,6 @@ The benchmark's figures themselves are never asserted; see benchmarks/run.py."""
 from __future__ import annotations
 
 import random
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -18,12 +17,6 @@ def test_fast_timestamps_match_samplegen_clock():
     rng = random.Random(6)
     for t in [0.0, 0.0005, 59.9996, 86_400 * 3 + 0.9994] + [rng.uniform(0, 3e7) for _ in range(200)]:
         assert stamps(t) == clock.asctime(t)
-
-
-def test_benchmarks_import_nothing_from_tests():
-    """benchmarks/ shares the line writers with the tests through memlog.logwriters, never through tests/."""
-    for path in (Path(__file__).parent.parent / "benchmarks").glob("*.py"):
-        assert not re.search(r"^\s*(from|import)\s+tests\b", path.read_text(), re.M), path.name
 
 
 def test_every_kind_writes_whole_lines_of_the_requested_size(tmp_path):

@@ -1,4 +1,4 @@
-"""`memlog compare BASE NEW` on pairs of runs written by memlog.logwriters (tests/synthetic.py)."""
+"""`memlog compare BASE NEW` on pairs of runs written by tests.logwriters (tests/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.compare import VERDICTS
-from memlog.logwriters import deepspeed as ds
+from memlog.compare.regression import VERDICTS
+from tests.logwriters import deepspeed as ds
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()

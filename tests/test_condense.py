@@ -1,4 +1,4 @@
-"""Condensing long runs of steps while reading (memlog/condense.py): what `analyze` holds shrinks,
+"""Condensing long runs of steps while reading (memlog/tables/condense.py): what `analyze` holds shrinks,
 and nothing that looks at single steps can tell."""
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog import api, condense
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
-from memlog.logwriters import ray
-from memlog.logwriters import torchtitan as titan
-from memlog.parse import ChunkParser
-from memlog.reading import Piece, ReadStats, to_frame
-from memlog.series import _weighted_median
-from memlog.records import Keep
+from memlog.engine import api
+
+from memlog.tables import condense
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from tests.logwriters import ray
+from tests.logwriters import torchtitan as titan
+from memlog.parse.chunks import ChunkParser
+from memlog.read.source import Piece, ReadStats, to_frame
+from memlog.tables.series import _weighted_median
+from memlog.tables.records import Keep
 
 SPECS = list(load_specs().values())
 STEPS = 20_000  # the last step; a segment's first 2 * CONDENSE_AFTER steps are kept one by one
@@ -269,7 +271,7 @@ def test_a_resume_that_lost_a_fewsteps_is_a_restart_even_inside_a_batch(tmp_path
 def test_a_step_that_counted_nan_iterations_is_never_binned(tmp_path):
     """Megatron's `number of nan iterations` is the NaN loss its line no longer shows: a bin's median
     would hide it, so its step stays a record of its own and nan-loss names it either way."""
-    from memlog.logwriters import megatron
+    from tests.logwriters import megatron
 
     lines = [megatron.iteration_line(iteration=it, train_iters=20000, elapsed_ms=812.0, lr=3e-4, global_batch_size=16,
                                      consumed_samples=16 * it, losses={"lm loss": 3.0 - it * 1e-5}, loss_scale=65536.0,
@@ -286,7 +288,7 @@ def test_a_step_that_counted_nan_iterations_is_never_binned(tmp_path):
     assert "first at step 6100" in messages[0][0] and "counts 2 iterations with a NaN or infinite loss" in messages[0][0]
 
 
-# Bounds that do not wait for a long segment (memlog/condense.py: KEEP_SEGMENTS, HELD_RECORDS): a job
+# Bounds that do not wait for a long segment (memlog/tables/condense.py: KEEP_SEGMENTS, HELD_RECORDS): a job
 # resumed again and again, a restart loop, thousands of ranks. Small bounds keep the logs small.
 
 
@@ -343,7 +345,7 @@ def test_a_summarised_run_is_judged_as_the_full_one_and_says_so(tmp_path, small_
     condensed, full = api.analyze([path]), api.analyze([path], condense=False)
     assert condensed.verdict == full.verdict == "leak"
     assert {f.rule for f in condensed.findings} == {f.rule for f in full.findings}
-    from memlog.render import restarts_sentence
+    from memlog.render.shared import restarts_sentence
 
     said = restarts_sentence(condensed.coverage)
     assert "Only each worker's last 3 segments are judged: 18 earlier ones (1,080 steps) were summarised" in said

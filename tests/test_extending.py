@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-import memlog.rulekit
-from memlog.api import analyze
+import memlog.judge.rulekit
+from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.reportschema import report_schema
+from memlog.report.schemas import report_schema
 
 from tests.synthetic import torchtitan_lines
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SPIKE_RULE = '''"""memory-spike: one reading far above the rest of its series (the exercise of tests/test_extending.py)."""
 
-from memlog.rulekit import Rule, Threshold, Verdict, gib
+from memlog.judge.rulekit import Rule, Threshold, Verdict, gib
 
 
 def check(ctx, t):
@@ -61,8 +61,8 @@ def spike_rule(tmp_path, monkeypatch):
     rules = tmp_path / "rules"
     shutil.copytree(ROOT / "rules", rules, ignore=shutil.ignore_patterns("__pycache__"))
     (rules / "memory_spike.py").write_text(SPIKE_RULE)
-    shipped = memlog.rulekit.content_dir
-    monkeypatch.setattr(memlog.rulekit, "content_dir", lambda name: rules if name == "rules" else shipped(name))
+    shipped = memlog.judge.rulekit.content_dir
+    monkeypatch.setattr(memlog.judge.rulekit, "content_dir", lambda name: rules if name == "rules" else shipped(name))
     return rules
 
 

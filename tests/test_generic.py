@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from memlog.api import analyze
+from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.generic.fields import COUNTERS, counter_step, fields
-from memlog.generic.mapping import meaning_of
+from memlog.parse.generic.fields import COUNTERS, counter_step, fields
+from memlog.parse.generic.mapping import meaning_of
 
 from tests.samples import sample_logs
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.reportschema import report_schema
+from memlog.report.schemas import report_schema
 from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent

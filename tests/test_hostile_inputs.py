@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memlog import config as config_module
-from memlog import reading
-from memlog.catalog import load_specs
+from memlog.base import config as config_module
+from memlog.read import source as reading
+from memlog.parse.catalog import load_specs
 from memlog.cli import app
-from memlog.rulekit import load_rules
+from memlog.judge.rulekit import load_rules
 
 from tests.synthetic import torchtitan_lines
 
@@ -158,14 +158,14 @@ def test_millions_of_lines_without_records(tmp_path):
 def test_internal_error_is_one_line_even_for_a_polars_panic(flat_log, monkeypatch):
     from polars.exceptions import PanicException
 
-    import memlog.api
+    import memlog.engine.api
 
     for exc in (ValueError("boom\nsecond line"), PanicException("index out of bounds")):
 
         def explode(*args, exc=exc, **kwargs):
             raise exc
 
-        monkeypatch.setattr(memlog.api, "analyze", explode)
+        monkeypatch.setattr(memlog.engine.api, "analyze", explode)
         assert cannot_judge(analyze(flat_log)) == (
             f"memlog: error: internal error: {type(exc).__name__}: {str(exc).splitlines()[0]} "
             "(run with --debug for a traceback)"
@@ -661,7 +661,7 @@ def test_config_unknown_threshold(tmp_path, flat_log):
         "!!python/object/apply:os.system ['touch {marker}']",
         "{{rules: !!python/object/apply:os.system ['touch {marker}']}}",
         "!!python/name:os.system",
-        "!!python/object:memlog.config.Config {{capacity_gib: 80}}",
+        "!!python/object:memlog.base.config.Config {{capacity_gib: 80}}",
         "!!python/object/new:subprocess.Popen [['touch', '{marker}']]",
     ],
 )
@@ -776,7 +776,7 @@ def test_spec_invalid_regex_names_the_file(tmp_path, flat_log, regex, why):
 
 def test_spec_invalid_regex_among_good_ones_is_the_one_named(tmp_path, flat_log):
     """A spec's group names are read in one call for all its regexes:
-    one that does not compile must still be named, not its neighbours or the batch (memlog/regexes.py)."""
+    one that does not compile must still be named, not its neighbours or the batch (memlog/parse/regexes.py)."""
     text = f"""
     name: mine
     logger_prefixes: ['\\[\\d+\\] ']
@@ -796,9 +796,9 @@ def test_spec_invalid_regex_among_good_ones_is_the_one_named(tmp_path, flat_log)
 
 
 def test_group_names_read_together_are_those_read_one_by_one():
-    """memlog/regexes.py reads the group names of a spec's or the wrappers' regexes in one call."""
-    from memlog import regexes
-    from memlog.wrappers import builtin_wrappers
+    """memlog/parse/regexes.py reads the group names of a spec's or the wrappers' regexes in one call."""
+    from memlog.parse import regexes
+    from memlog.parse.wrappers import builtin_wrappers
 
     specs = load_specs().values()
     wrappers = builtin_wrappers().values()
@@ -940,7 +940,7 @@ def test_a_fifo_is_read_once_and_never_hangs(tmp_path, output):
 
 
 def test_a_fifo_and_stdin_quote_the_same_evidence_lines_as_the_file(tmp_path):
-    """Lines are kept while a non-rereadable input is read (memlog/spool.py): the markdown report of
+    """Lines are kept while a non-rereadable input is read (memlog/read/spool.py): the markdown report of
     a FIFO and of standard input quotes the step lines a regular file's report quotes, and the
     copies are gone when memlog ends."""
     import os

@@ -1,15 +1,15 @@
-"""The line writers (memlog/logwriters) write what the format specs read: each writer's line, with its
+"""The line writers (tests/logwriters) write what the format specs read: each writer's line, with its
 prefixes, parses back to the values it was given (rounded as the framework prints them)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memlog.catalog import load_specs
-from memlog.logwriters import deepspeed as ds
-from memlog.logwriters import easyr1, hf_trainer, pytorch, ray, verl
-from memlog.logwriters import torchtitan as titan
-from memlog.parse import parse_line
+from memlog.parse.catalog import load_specs
+from tests.logwriters import deepspeed as ds
+from tests.logwriters import easyr1, hf_trainer, pytorch, ray, verl
+from tests.logwriters import torchtitan as titan
+from memlog.parse.chunks import parse_line
 
 SPECS = list(load_specs().values())
 TS = "2025-01-01 00:00:00,000"

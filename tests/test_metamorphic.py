@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memlog import hardwrap
-from memlog.api import analyze
+from memlog.read import hardwrap
+from memlog.engine.api import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*.log"))
@@ -88,7 +88,7 @@ def _hard_wrapped(lines: list[str], width: int, padded: bool) -> str:
 @pytest.mark.parametrize("log", _params(LOGS))
 def test_hard_wrapping_changes_nothing(tmp_path, bare, log):
     """Pasted from a terminal or a viewer that breaks long lines at a fixed column: the lines are
-    joined back (memlog/hardwrap.py). Widths are taken from the log's own line lengths (near its
+    joined back (memlog/read/hardwrap.py). Widths are taken from the log's own line lengths (near its
     60th and 80th percentiles, at least 60 columns) so that many of its lines are cut; a width that
     is some line's own length is skipped (that line would look cut, and whether it is cannot be told
     when what follows it only ever follows it)."""

@@ -250,7 +250,7 @@ def test_no_workflow_command_survives_in_text_json_github_or_stderr(tmp_path):
     import subprocess
     import sys
 
-    from memlog.render import no_workflow_commands
+    from memlog.render.safety import no_workflow_commands
 
     assert no_workflow_commands("a\n  ::add-mask::x ##[error]y") == "a\n  : :add-mask::x # #[error]y"
     name = tmp_path / "::warning::run ##[error]x.log"
@@ -308,7 +308,7 @@ def hostile_spec_folder(tmp_path: Path) -> Path:
 
 
 def test_formats_list_and_show_escape_a_hostile_user_spec(tmp_path):
-    from memlog.catalog import load_specs
+    from memlog.parse.catalog import load_specs
 
     folder = hostile_spec_folder(tmp_path)
     listed = run("formats", "list", "--formats-dir", folder)

@@ -8,12 +8,12 @@ import time
 import polars as pl
 import pytest
 
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
-from memlog.logwriters import torchtitan as titan
-from memlog.parallel import ordered_map
-from memlog.parse import ChunkParser
-from memlog.reading import Source, read_pieces, to_frame
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from tests.logwriters import torchtitan as titan
+from memlog.base.parallel import ordered_map
+from memlog.parse.chunks import ChunkParser
+from memlog.read.source import Source, read_pieces, to_frame
 from tests.samples import sample_logs
 
 SAMPLES = [str(p) for p in sample_logs()]
@@ -120,7 +120,7 @@ def test_chunks_scanned_together_scan_as_each_alone(monkeypatch, max_rows):
     scan must be the one its chunk gets alone, for every sample log in small chunks (blocks,
     markers, events with continuation lines, glued lines); with a small row bound too, where the
     chunks are unwrapped in several batches."""
-    monkeypatch.setattr("memlog.parse.MAX_ROWS_TOGETHER", max_rows)
+    monkeypatch.setattr("memlog.parse.chunks.MAX_ROWS_TOGETHER", max_rows)
     parser = ChunkParser(load_specs().values())
     compared = 0
     for sample in SAMPLES:

@@ -2,7 +2,7 @@
 
 1. Arbitrary bytes never raise: the reader (plain, gzip, truncated gzip), the unwrapper and the
    whole parse of every format, and what comes out is clean (no newline, NUL or escape in a line).
-2. Prefixes round-trip: a body wrapped in generated torchrun/Ray/logger prefixes (memlog.logwriters)
+2. Prefixes round-trip: a body wrapped in generated torchrun/Ray/logger prefixes (tests.logwriters)
    and ANSI colours unwraps to the same body, with the rank, pid and ip that made them.
 3. Generated valid lines round-trip to the values that made them. For every sample line of every
    spec in parsers/ that yields a record, each number in the line is nudged once to learn which
@@ -26,17 +26,17 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from memlog.api import parse_sources, select_specs
-from memlog.catalog import load_specs
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.formats import FormatSpec, all_logger_prefixes
-from memlog.logwriters import ray
-from memlog.logwriters.python import asctime
-from memlog.logwriters.pytorch import torchrun_prefix
-from memlog.logwriters.torchtitan import logger_prefix
-from memlog.parse import parse_line
-from memlog.reading import Source, compression_of, read_chunks
-from memlog.unwrap import INTERLEAVED, Unwrapper, split_interleaved
+from memlog.engine.api import parse_sources, select_specs
+from memlog.parse.catalog import load_specs
+from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.parse.formats import FormatSpec, all_logger_prefixes
+from tests.logwriters import ray
+from tests.logwriters.python import asctime
+from tests.logwriters.pytorch import torchrun_prefix
+from tests.logwriters.torchtitan import logger_prefix
+from memlog.parse.chunks import parse_line
+from memlog.read.source import Source, compression_of, read_chunks
+from memlog.parse.unwrap import INTERLEAVED, Unwrapper, split_interleaved
 
 SPECS = load_specs()
 UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlog import reading
-from memlog.reading import Source, read_chunks
+from memlog.read import source as reading
+from memlog.read.source import Source, read_chunks
 
 
 def lines_of(path, **kw) -> tuple[pl.DataFrame, Source]:
@@ -125,7 +125,7 @@ def test_arbitrary_bytes_never_raise_and_count_lines(tmp_path_factory, data, chu
 
 def test_hard_wrapped_lines_are_joined_across_chunk_boundaries(tmp_path):
     """A line cut at a fixed width is joined back even where the cut falls at the end of a chunk:
-    the cutter never ends a chunk after a line the next one may continue (memlog/hardwrap.py).
+    the cutter never ends a chunk after a line the next one may continue (memlog/read/hardwrap.py).
     (Chunks too small to show the wrap in the first one leave their first lines as they are.)"""
     logical = [f"(TaskRunner pid=7) step:{i} - " + " - ".join(f"perf/key_{k}:{i * 1.5 + k:.3f}" for k in range(12)) for i in range(1, 200)]
     width = 97

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.render.html import render_html
-from memlog.report import SeriesView
+from memlog.report.report import SeriesView
 
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
@@ -174,7 +174,7 @@ def test_a_single_point_and_an_empty_series_still_render():
 def test_pygal_is_imported_only_for_html():
     code = (
         "import sys\n"
-        "from memlog.api import analyze\n"
+        "from memlog.engine.api import analyze\n"
         "from memlog.render.outputs import render\n"
         f"report = analyze([{str(TORCHTITAN_LEAK)!r}])\n"
         "for output in ('text', 'json', 'markdown', 'github', 'sarif', 'junit'):\n"

@@ -9,11 +9,11 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from memlog.api import analyze
+from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.excerpt import attach_log_lines
+from memlog.report.excerpt import attach_log_lines
 from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
-from memlog.rulekit import Finding
+from memlog.judge.rulekit import Finding
 
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
@@ -154,7 +154,7 @@ def test_cli_markdown_names_the_command(tmp_path):
 
 
 def test_from_stdin_the_evidence_lines_are_quoted_as_from_a_file(tmp_path):
-    """stdin cannot be read twice: the copy kept while reading it (memlog/spool.py) gives the report
+    """stdin cannot be read twice: the copy kept while reading it (memlog/read/spool.py) gives the report
     the same evidence lines, the step line and the OOM line, as the file would."""
     lines = torchtitan_lines({0: [20 + 2 * i for i in range(10)]}, capacity=79.11)
     oom = "[rank0]:[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free."

@@ -9,8 +9,8 @@ import re
 import subprocess
 import sys
 
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
 from memlog.render import progress as progress_module
 from memlog.render.progress import Progress
 
@@ -70,7 +70,7 @@ def test_rich_progress_is_imported_only_to_draw_a_bar():
     never imports rich.progress (~30 ms)."""
     code = (
         "import sys\n"
-        "from memlog.api import analyze\n"
+        "from memlog.engine.api import analyze\n"
         "from memlog.render.progress import Progress\n"
         f"bar = Progress([{str(TORCHTITAN_LEAK)!r}], enabled=True)\n"
         f"analyze([{str(TORCHTITAN_LEAK)!r}], progress=bar)\n"

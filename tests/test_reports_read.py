@@ -14,9 +14,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from memlog.api import analyze
+from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.excerpt import attach_log_lines
+from memlog.report.excerpt import attach_log_lines
 from memlog.render.markdown import render_markdown
 from memlog.render.text import render_text
 from tests.synthetic import torchtitan_lines
@@ -261,7 +261,7 @@ def test_readme_command_blocks_run_verbatim(index, tmp_path):
 
 
 def test_readme_config_example_loads_and_runs(tmp_path):
-    from memlog.config import load_config
+    from memlog.base.config import load_config
 
     loaded = [(body, yaml.safe_load(body)) for info, body in _readme_blocks() if info == "yaml"]
     configs = [body for body, data in loaded if isinstance(data, dict) and {"rules", "capacity_gib"} & set(data)]

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.rulekit import INCONCLUSIVE, Finding, Rule, Threshold, Verdict, declared_verdicts, headline, load_rules, run_order
+from memlog.judge.rulekit import INCONCLUSIVE, Finding, Rule, Threshold, Verdict, declared_verdicts, headline, load_rules, run_order
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = load_rules()
@@ -82,7 +82,7 @@ def test_a_verdict_name_means_one_thing():
 
 def test_the_schema_lists_exactly_the_declared_verdicts():
     """The shipped file names no verdict (one place for them: the rules); `memlog schema` fills them in."""
-    shipped = (ROOT / "memlog" / "schema" / "report.schema.json").read_text()
+    shipped = (ROOT / "memlog" / "report" / "schema" / "report.schema.json").read_text()
     assert not any(f'"{v.name}"' in shipped for v in declared_verdicts(RULES))
     printed = json.loads(CliRunner().invoke(app, ["schema"]).stdout)
     assert printed["properties"]["verdict"]["enum"] == [v.name for v in declared_verdicts(RULES)]
@@ -99,7 +99,7 @@ def test_rules_that_wait_on_each_other_are_refused():
     def fake(rule_id: str, after: tuple[str, ...]) -> Rule:
         return Rule(rule_id, "info", "s", "e", "n", (), check=lambda ctx, t: [], after=after)
 
-    from memlog.errors import MemlogError
+    from memlog.base.errors import MemlogError
 
     with pytest.raises(MemlogError, match="wait on each other"):
         run_order([fake("a", ("b",)), fake("b", ("a",))])
@@ -145,7 +145,7 @@ THRESHOLDS = [(rule, t) for rule in RULES for t in rule.thresholds]
 def test_a_threshold_outside_what_its_unit_allows_is_one_config_error(rule: Rule, threshold: Threshold):
     """A count of 0 (fuzz seed 2029, input 5381: `min_steps: 0` made nan-loss read the first of no
     readings), a p-value of 2, a negative size: refused when the config is read, naming the range."""
-    from memlog.errors import ConfigError
+    from memlog.base.errors import ConfigError
 
     low, high, whole = threshold.bounds()
     assert rule.resolve({threshold.name: threshold.default})[threshold.name] == threshold.default  # the default is allowed
@@ -163,8 +163,8 @@ def test_a_threshold_outside_what_its_unit_allows_is_one_config_error(rule: Rule
 def test_every_rule_judges_every_example_with_thresholds_at_their_bounds(tmp_path):
     """Whatever a config sets within the bounds, judging never fails: every rule's example runs
     judged with every threshold at its lowest allowed value, then at its highest (or a huge one)."""
-    from memlog.api import analyze
-    from memlog.config import Config
+    from memlog.engine.api import analyze
+    from memlog.base.config import Config
     from tests.scenarios import FORMATS_DIR, example_log
 
     def extreme(t: Threshold, end: int):

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from memlog.api import analyze
-from memlog.rulekit import load_rules
+from memlog.engine.api import analyze
+from memlog.judge.rulekit import load_rules
 
 from tests.synthetic import torchtitan_lines
 
@@ -147,7 +147,7 @@ def test_restart_segments_are_judged_separately(tmp_path):
 
 # -- every rule file's worked examples, run as tests -----------------------------------------------
 
-from memlog.rulekit import Example  # noqa: E402
+from memlog.judge.rulekit import Example  # noqa: E402
 
 from tests.scenarios import FORMATS_DIR, SECONDS_PER_STEP, example_log  # noqa: E402
 
@@ -329,9 +329,9 @@ class TestCorruptAndNan:
 
 
 def _megatron_lines(spec: dict[int, dict]) -> tuple[str, ...]:
-    """Megatron-LM iteration lines (memlog.logwriters.megatron), one per iteration of `spec`: its loss
+    """Megatron-LM iteration lines (tests.logwriters.megatron), one per iteration of `spec`: its loss
     (None: Megatron left it out), grad norm (None: absent) and skipped / NaN iteration counts."""
-    from memlog.logwriters import megatron
+    from tests.logwriters import megatron
 
     return tuple(
         megatron.iteration_line(iteration=it, train_iters=10000, elapsed_ms=900.0, lr=3e-4, global_batch_size=64,
@@ -369,7 +369,7 @@ def test_insufficient_data_names_the_steps_needed_for_three_points(tmp_path):
 
 
 def test_a_trend_below_the_leak_thresholds_is_described_not_hidden(tmp_path):
-    from memlog.config import Config
+    from memlog.base.config import Config
 
     steps = list(range(1, 101))
     path = tmp_path / "creep.log"

@@ -14,14 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.runs import find_runs
-from memlog.scan_ray import ray_option_args
+from memlog.scan.runs import find_runs
+from memlog.scan.on_ray import ray_option_args
 
 from tests import fleet_tree
 from tests.synthetic import titan_log
 
 runner = CliRunner()
-SCHEMA = json.loads((Path(__file__).parents[1] / "memlog" / "schema" / "scan.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[1] / "memlog" / "report" / "schema" / "scan.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 
-from memlog.series import MAX_SERIES_POINTS, build_series
+from memlog.tables.series import MAX_SERIES_POINTS, build_series
 
 
 def _records(values: list[float], worker: str = "rank0") -> pl.DataFrame:
@@ -57,7 +57,7 @@ def test_several_readings_at_a_step_found_without_the_window_as_with_it():
     steps do not ascend it asks the window over (series, step). Both ways say the same."""
     import random
 
-    from memlog.series import _several_at_a_step
+    from memlog.tables.series import _several_at_a_step
 
     rng = random.Random(7)
     readings_at = pl.len().over("_series", "step")
@@ -83,7 +83,7 @@ def test_readings_placed_by_runs_of_rows_as_by_windows():
     rows, consecutive or not, ascending or not, with steps past 2**53, both place every reading alike."""
     import random
 
-    from memlog.series import _positioned_by_runs, _positioned_by_windows, _step_runs
+    from memlog.tables.series import _positioned_by_runs, _positioned_by_windows, _step_runs
 
     rng = random.Random(11)
     by_runs = 0

@@ -1,4 +1,4 @@
-"""Tests for memlog.stats: known answers, degenerate input, and hypothesis properties."""
+"""Tests for memlog.judge.stats: known answers, degenerate input, and hypothesis properties."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memlog import stats
-from memlog.stats import (
+from memlog.judge import stats
+from memlog.judge.stats import (
     MAX_PAIRWISE_POINTS,
     find_knee,
     find_sawtooth,

@@ -1,4 +1,4 @@
-"""Cross-checks of memlog.stats against reference implementations (the ``test`` extra).
+"""Cross-checks of memlog.judge.stats against reference implementations (the ``test`` extra).
 
 Speed and start-up cost: keep memlog's own code
 -----------------------------------------------
@@ -6,7 +6,7 @@ Measured on the project's 2-core dev machine (Python 3.11.7, scipy 1.17.1, numpy
 2.1.0, pymannkendall 1.4.3, ruptures 1.1.10; load ~2.5, so read +-20 %).
 
 Import, cumulative column of ``python -X importtime -c "import M"``, best of 9 runs:
-memlog.stats 23 ms | numpy 68 ms | polars 171 ms (memlog reads logs with it anyway) |
+memlog.judge.stats 23 ms | numpy 68 ms | polars 171 ms (memlog reads logs with it anyway) |
 scipy.stats 845 ms (795 ms with numpy already loaded) | pymannkendall 840 ms | ruptures 1030 ms.
 
 Per call, ms (timeit, best of 5; quantised series ``round(30 + 0.001 i + N(0, 0.05), 2)``,
@@ -91,7 +91,7 @@ Definitional differences (not bugs), and the tolerance each comparison uses
   result multiplied back (exact in IEEE arithmetic); Theil-Sen and Mann-Kendall references take
   the raw values.
 
-Bugs found and fixed in memlog/stats.py (regression tests at the end of this module)
+Bugs found and fixed in memlog/judge/stats.py (regression tests at the end of this module)
 ------------------------------------------------------------------------------------
 * ``student_t_quantile`` claimed "within 0.1 % at dof >= 3 for the 95-99.5 % quantiles";
   scipy says the Cornish-Fisher expansion was 0.12 % low at dof 3 for the 97.5 % quantile (the
@@ -116,7 +116,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from memlog.stats import (
+from memlog.judge.stats import (
     MAX_PAIRWISE_POINTS,
     find_knee,
     mann_kendall,

@@ -1,12 +1,14 @@
-"""The shape of the code: small modules, and imports that only go down.
+"""The shape of the code: small modules, stages as folders, and imports that only go down.
 
-The layers are the import graph itself: a module sits above everything it imports. A function-level
-(lazy) import is there to defer a cost (polars, plotext, pygal, Ray) or a rarely used path, never to
-hide a cycle, so lazy imports count as edges too and the whole graph must have no cycle: a lower
-module reaching up, even lazily, is a cycle through the module-level imports of the one above. On
-top of that, the packages keep their places: the command line (memlog.cli, memlog.commands) over
-the renderers (memlog.render) over the library, and memlog.stats and memlog.logwriters need
-nothing else of memlog. benchmarks/ and memlog/ never import tests/.
+memlog is a pipeline, and its folders are its stages, lowest first (LAYERS): what every stage
+shares (base), read, tables, parse, judge, report, the engine that runs them, the uses of the
+engine beyond one log (watch, scan, compare: peers, none imports another), the renderers, and the
+command line. A module may import its own stage and the stages below it, never above nor a peer.
+Each folder's `__init__` says the same in words. A function-level (lazy) import is there to defer
+a cost (polars, plotext, pygal, Ray) or a rarely used path, never to hide a cycle, so lazy imports
+count as edges too and the whole graph must have no cycle. memlog.judge.stats needs nothing else of
+memlog. memlog/ and benchmarks/ never import tests/ (but tests.logwriters, the line writers that
+benchmarks generate their logs with).
 """
 
 from __future__ import annotations
@@ -19,9 +21,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
 
-COMMAND_LINE = ("memlog.cli", "memlog.commands", "memlog.__main__")
-RENDERERS = ("memlog.render",)
-LEAVES = ("memlog.stats", "memlog.logwriters")  # need nothing else of memlog
+# The stages, lowest first; stages in one tuple are peers that may not import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("memlog.base",),
+    ("memlog.read",),
+    ("memlog.tables",),
+    ("memlog.parse",),
+    ("memlog.judge",),
+    ("memlog.report",),
+    ("memlog.engine",),
+    ("memlog.watch", "memlog.scan", "memlog.compare"),
+    ("memlog.render",),
+    ("memlog.commands", "memlog.cli", "memlog.__main__"),  # the command line, one stage
+)
+LEAVES = ("memlog.judge.stats",)  # need nothing else of memlog
 
 
 def within(module: str, packages: tuple[str, ...]) -> bool:
@@ -124,19 +137,52 @@ def test_lazy_imports_never_reach_up(graph):
     assert found is None, f"a lazy import closes a cycle: {' -> '.join(found)}"
 
 
-def test_packages_keep_their_layer(graph):
+def stage_of(module: str) -> tuple[int, str] | None:
+    """(the stage's place in LAYERS, the stage's package) of a module, None for the package root."""
+    for place, stages in enumerate(LAYERS):
+        for stage in stages:
+            if within(module, (stage,)):
+                return place, stage
+    return None
+
+
+def test_every_module_sits_in_a_stage(graph):
+    top, _ = graph
+    loose = sorted(m for m in top if m != "memlog" and stage_of(m) is None)
+    assert not loose, f"modules outside every stage folder (put each in the stage it serves): {loose}"
+
+
+def test_every_stage_folder_says_what_it_may_import():
+    for stages in LAYERS[:-1]:
+        for stage in stages:
+            init = ROOT / Path(*stage.split(".")) / "__init__.py"
+            assert "May import" in init.read_text(encoding="utf-8"), f"{init} does not say what it may import"
+
+
+def test_imports_only_go_down_the_stages(graph):
     top, lazy = graph
     wrong = []
     for module, targets in both(top, lazy).items():
+        here = stage_of(module)
         for target in sorted(targets - {"memlog"}):  # the package root holds __version__ only
-            if within(target, COMMAND_LINE) and not within(module, COMMAND_LINE):
-                wrong.append(f"{module} -> {target}: only the command line imports the command line")
-            if within(target, RENDERERS) and not within(module, RENDERERS + COMMAND_LINE):
-                wrong.append(f"{module} -> {target}: the library imports a renderer")
+            there = stage_of(target)
+            if here is None or there is None:
+                continue
+            if there[0] > here[0]:
+                wrong.append(f"{module} -> {target}: {here[1]} sits below {there[1]}")
+            elif there[0] == here[0] and there[1] != here[1] and here[0] != len(LAYERS) - 1:
+                wrong.append(f"{module} -> {target}: {here[1]} and {there[1]} are peers")
             for leaf in LEAVES:
                 if within(module, (leaf,)) and not within(target, (leaf,)):
                     wrong.append(f"{module} -> {target}: {leaf} needs nothing else of memlog")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_stage_check_sees_an_upward_import():
+    """The check above on a planted edge: the parser importing the report is caught."""
+    assert stage_of("memlog.parse.chunks")[0] < stage_of("memlog.report.report")[0]
+    assert stage_of("memlog.watch.watch")[0] == stage_of("memlog.scan.fleet")[0]
+    assert stage_of("memlog.api_elsewhere") is None
 
 
 def _imports_of(folder: Path) -> set[str]:
@@ -150,9 +196,20 @@ def _imports_of(folder: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("folder", ["memlog", "benchmarks"])
-def test_tests_are_not_imported_by(folder):
-    assert "tests" not in _imports_of(ROOT / folder), f"{folder}/ imports tests/: move what it needs out of tests/"
+def test_memlog_never_imports_tests():
+    assert "tests" not in _imports_of(ROOT / "memlog"), "memlog/ imports tests/: the product needs nothing of its tests"
+
+
+def test_benchmarks_import_only_the_line_writers_of_tests():
+    """benchmarks/ writes its logs with tests.logwriters (test tooling, not in the wheel), nothing else of tests/."""
+    found = set()
+    for path in (ROOT / "benchmarks").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tests":
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.split(".")[0] == "tests"}
+    assert all(within(m, ("tests.logwriters",)) for m in found), f"benchmarks import more of tests/ than its line writers: {found}"
 
 
 def test_the_checks_see_a_lazy_back_edge(tmp_path):
@@ -167,3 +224,15 @@ def test_the_checks_see_a_lazy_back_edge(tmp_path):
     assert top["pkg.high"] == {"pkg.low"} and lazy["pkg.low"] == {"pkg.high"} and top["pkg.rel"] == {"pkg.low"}
     assert cycle_in(top) is None
     assert cycle_in(both(top, lazy)) == ["pkg.high", "pkg.low", "pkg.high"]
+
+
+def test_rules_and_parsers_import_the_engine_through_one_face():
+    """A rule file imports memlog.judge.rulekit and nothing else of memlog; a block parser in parsers/
+    nothing of memlog (the engine hands it rows): moving a module inside memlog never breaks them."""
+    wrong = []
+    for folder, allowed in (("rules", {"memlog.judge.rulekit"}), ("parsers", set())):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else []
+                wrong += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "memlog" and n not in allowed]
+    assert not wrong, "\n".join(wrong)

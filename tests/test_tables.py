@@ -13,12 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlog import events, records
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
-from memlog.columns import JUDGED_COLUMNS
-from memlog.keys import group_key
-from memlog.records import Keep, build_records, compact_records, with_seconds
+from memlog.base import events
+
+from memlog.tables import records
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from memlog.base.columns import JUDGED_COLUMNS
+from memlog.base.keys import group_key
+from memlog.tables.records import Keep, build_records, compact_records, with_seconds
 from tests.samples import sample_logs
 
 SPECS = list(load_specs().values())
@@ -118,9 +120,9 @@ def test_events_find_their_last_step_when_the_label_codes_cannot_be_packed(monke
 _HELD_ROWS = """
 import gc, sys
 import polars as pl
-from memlog.catalog import load_specs
-from memlog.parse import ChunkParser
-from memlog.records import detached
+from memlog.parse.catalog import load_specs
+from memlog.parse.chunks import ChunkParser
+from memlog.tables.records import detached
 
 EVENT = "[rank0]:[titan] 2025-03-04 17:22:10,931 - root - INFO - CUDA capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory"
 parser = ChunkParser(load_specs().values())
@@ -172,7 +174,7 @@ def test_rows_in_line_order_are_the_sorted_rows():
     same rows, columns and order as concatenating and sorting by source and line."""
     import random
 
-    from memlog.records import _in_line_order
+    from memlog.tables.records import _in_line_order
 
     rng = random.Random(5)
     for _ in range(30):
@@ -198,7 +200,7 @@ def test_timestamps_read_by_the_common_shape_as_by_the_general_one():
     the general way alone reads."""
     import random
 
-    from memlog.records import _seconds
+    from memlog.tables.records import _seconds
 
     rng = random.Random(5)
 

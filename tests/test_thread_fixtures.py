@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from memlog.api import analyze, parse_sources
-from memlog.catalog import load_specs
+from memlog.engine.api import analyze, parse_sources
+from memlog.parse.catalog import load_specs
 from tests.samples import SAMPLE_ROOT
 
 THREADS = SAMPLE_ROOT / "threads"
@@ -69,7 +69,7 @@ def test_srun_nodes_printing_the_same_local_rank_stay_apart():
 
 
 def test_hard_wrapped_verl_step_lines_keep_every_key():
-    """Step lines a log viewer broke at 512 characters are joined back (memlog/hardwrap.py)."""
+    """Step lines a log viewer broke at 512 characters are joined back (memlog/read/hardwrap.py)."""
     tables, _ = parse_sources([str(THREADS / "verl_1208_hardwrapped_step_lines.log")], list(load_specs().values()))
     training = tables.records.filter(pl.col("step") >= 1)
     assert training.height == 24

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memlog.api import analyze, select_specs
-from memlog.catalog import load_specs
+from memlog.engine.api import analyze, select_specs
+from memlog.parse.catalog import load_specs
 from memlog.cli import app
-from memlog.errors import FormatSpecError, MemlogError
+from memlog.base.errors import FormatSpecError, MemlogError
 
 runner = CliRunner()
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memlog.api import analyze
+from memlog.engine.api import analyze
 from memlog.render.markdown import render_markdown
 from memlog.render.text import render_text
-from memlog.rulekit import load_rules
+from memlog.judge.rulekit import load_rules
 
 from tests.synthetic import titan_log
 from tests.test_metamorphic import PREFIXES

@@ -1,6 +1,6 @@
 """Verdicts that hold on any run: the shapes of issue 15, each seen wrong once, as regression tests.
 
-Every log here is generated (memlog.logwriters), never a bundled sample: late-onset leaks in long
+Every log here is generated (tests.logwriters), never a bundled sample: late-onset leaks in long
 runs, resumes, capacity from another node, drift within noise, memory lines denser than step lines.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memlog.api import analyze
-from memlog.logwriters import torchtitan as titan
-from memlog.logwriters.pytorch import H100, H100_GIB
+from memlog.engine.api import analyze
+from tests.logwriters import torchtitan as titan
+from tests.logwriters.pytorch import H100, H100_GIB
 
 from tests.synthetic import titan_log, torchtitan_lines
 
@@ -127,7 +127,7 @@ def findings_of(report, rule):
 def ray_host_stairs_log(path: Path, *, killed_node: str, reader_ip: str | None) -> Path:
     """verl's TaskRunner (on `reader_ip`) logs host memory in stairs from 40 to 96 GiB; Ray's memory
     monitor kills a worker on `killed_node`, a 62.51 GiB node."""
-    from memlog.logwriters import ray, verl
+    from tests.logwriters import ray, verl
 
     lines = []
     for step in range(1, 41):
@@ -279,7 +279,7 @@ def test_a_flat_host_sawtooth_is_periodic_retention(tmp_path):
 def test_readings_without_a_step_are_named_readings_in_messages(tmp_path):
     """DeepSpeed >= 0.18.3 at its default level: bare see_memory_usage blocks, no step line. The
     series is numbered by reading, and every memory message says "reading", never "step"."""
-    from memlog.logwriters import deepspeed as ds
+    from tests.logwriters import deepspeed as ds
 
     lines = []
     for i in range(60):
@@ -300,7 +300,7 @@ def test_memory_blocks_denser_than_step_lines_all_count(tmp_path):
     """DeepSpeed with memory_breakdown: see_memory_usage blocks at every micro-step (3 per step),
     `step=` lines only every 5 steps (steps_per_print). Reserved memory grows, allocated is flat: the
     33 steps of readings are judged as readings, not collapsed to the 7 logged steps."""
-    from memlog.logwriters import deepspeed as ds
+    from tests.logwriters import deepspeed as ds
 
     lines = []
     for step in range(1, 34):

@@ -1,7 +1,7 @@
 """`memlog watch`: a writer (thread or process) appends to a file or a pipe while watch follows it.
 
 Each test runs watch as its own process (as users do: Ctrl-C, pipes, exit codes) over lines written
-by memlog.logwriters (tests/synthetic.py). Writers write slowly enough that "before the writer
+by tests.logwriters (tests/synthetic.py). Writers write slowly enough that "before the writer
 finishes" means something: a leak is evident after a few dozen steps, the writer writes hundreds.
 """
 
@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from memlog.catalog import load_specs
-from memlog.watch import Watcher
+from memlog.parse.catalog import load_specs
+from memlog.watch.watch import Watcher
 from tests.synthetic import torchtitan_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,7 +330,7 @@ def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
 
 SIGNALLED_AT_THE_END = """
 import os, signal, sys
-from memlog import watch
+from memlog.watch import watch
 from memlog.commands.watch import run_watch
 
 judge, judged = watch.Watcher.judge, []
@@ -373,7 +373,7 @@ def test_a_sigterm_while_the_closing_verdict_is_judged_or_printed_is_ignored(tmp
 def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     """watch on a pseudo-terminal: the status area (verdict, a row per rank with its level) is drawn,
     then redrawn over itself (cursor up as many lines as were drawn, clear to the end) at most once a
-    second; escape sequences written in the log never reach the terminal (reading strips them, memlog/unwrap.py, and
+    second; escape sequences written in the log never reach the terminal (reading strips them, memlog/parse/unwrap.py, and
     status_lines passes what it prints through render.safe: either one suffices here)."""
     import fcntl
     import pty
@@ -381,7 +381,7 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     import struct
     import termios
 
-    from memlog.logwriters import ray
+    from tests.logwriters import ray
 
     memory = {r: [30.0 + 2 * r + noise(i) for i in range(300)] for r in (0, 1)}
     lines = torchtitan_lines(memory, capacity=CAPACITY)
@@ -458,7 +458,7 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
 def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monkeypatch):
     """A rotation's .gz rewritten while it was being read (logrotate compressing it again) counts
     as read only once it was read unchanged: what the first read took is dropped, not added twice."""
-    import memlog.watch as watch
+    import memlog.watch.watch as watch
 
     rotated = tmp_path / "train.log.1.gz"
     gzipped(rotated, flat_lines(40))

@@ -8,13 +8,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog.catalog import load_specs, load_wrappers
-from memlog.errors import FormatSpecError
-from memlog.formats import all_logger_prefixes
-from memlog.reading import Source, read_chunks
-from memlog.unwrap import Unwrapper
-from memlog.unwrap import sample_mismatches
-from memlog.wrappers import WRAPPER_FIELDS, load_wrapper
+from memlog.parse.catalog import load_specs, load_wrappers
+from memlog.base.errors import FormatSpecError
+from memlog.parse.formats import all_logger_prefixes
+from memlog.read.source import Source, read_chunks
+from memlog.parse.unwrap import Unwrapper
+from memlog.parse.unwrap import sample_mismatches
+from memlog.parse.wrappers import WRAPPER_FIELDS, load_wrapper
 from tests.samples import sample_logs
 
 WRAPPERS = load_wrappers()
@@ -109,13 +109,13 @@ def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monk
               "w7 x", "w7x", "w7"]
     lines.append(pl.DataFrame({"line_no": list(range(1, 4 * len(tricky) + 1)), "text": tricky * 4}))
     by_distinct = [unwrapper(chunk) for chunk in lines]
-    monkeypatch.setattr("memlog.unwrap.DISTINCT_PREFIXES", 0.0)  # every line read on its own
+    monkeypatch.setattr("memlog.parse.unwrap.DISTINCT_PREFIXES", 0.0)  # every line read on its own
     for chunk, mine in zip(lines, by_distinct):
         assert mine.equals(unwrapper(chunk), null_equal=True)
     assert sum(chunk.height for chunk in lines) > 10_000
     # Lines with a prefix read apart from the others (the unprefixed put back in order), or all together.
     for share in (0.0, 1.01):
-        monkeypatch.setattr("memlog.unwrap.PREFIXED_APART", share)
+        monkeypatch.setattr("memlog.parse.unwrap.PREFIXED_APART", share)
         for chunk, mine in zip(lines, by_distinct):
             assert mine.equals(unwrapper(chunk), null_equal=True)
 

@@ -38,8 +38,8 @@ def analyze(
     debug: Debug = False,
 ) -> None:
     """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
-    from memlog.api import analyze as run_analysis
-    from memlog.config import load_config
+    from memlog.engine.api import analyze as run_analysis
+    from memlog.base.config import load_config
     from memlog.render.outputs import render
 
     def action():
@@ -58,7 +58,7 @@ def analyze(
              "--formats-dir": [str(d) for d in formats_dir or []], "--plugins-dir": [str(d) for d in plugins_dir or []]},
         )  # fmt: skip
         if output in (Output.markdown, Output.github, Output.html):
-            from memlog.excerpt import attach_log_lines
+            from memlog.report.excerpt import attach_log_lines
 
             attach_log_lines(report)
         options: dict = {}

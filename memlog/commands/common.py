@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from memlog.errors import MemlogError
-from memlog.names import shown
+from memlog.base.errors import MemlogError
+from memlog.base.names import shown
 
 EXIT_OK, EXIT_FINDING, EXIT_CANNOT_JUDGE = 0, 1, 2
 
@@ -49,7 +49,7 @@ PluginsDir = Annotated[
 
 
 def safe(text: str) -> str:
-    from memlog.render import safe  # file names and log text can hold escape sequences
+    from memlog.render.safety import safe  # file names and log text can hold escape sequences
 
     return safe(text)
 
@@ -90,7 +90,7 @@ def guard(debug: bool, action):
 
 def warn_damaged(report) -> None:
     """A partly unreadable input is analysed, and says so on stderr: one line per damaged source."""
-    from memlog.report import source_damage
+    from memlog.report.report import source_damage
 
     for source in report.coverage["sources"]:
         damage = source_damage(source)

@@ -30,8 +30,8 @@ def compare(
     debug: Debug = False,
 ) -> None:
     """Memory regression between two runs: per rank level, peak, growth, steps to capacity; exit 1 on a regression."""
-    from memlog.compare import compare as run_compare
-    from memlog.config import load_config
+    from memlog.compare.regression import compare as run_compare
+    from memlog.base.config import load_config
     from memlog.render.compare import render_comparison
 
     def action():

@@ -1,4 +1,4 @@
-"""`memlog formats list|show|check|guess|test`: the log formats memlog reads (memlog.formats)."""
+"""`memlog formats list|show|check|guess|test`: the log formats memlog reads (memlog.parse.formats)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from memlog.commands.common import EXIT_FINDING, EXIT_OK, Debug, FormatOpt, FormatsDir, PluginsDir, guard
-from memlog.errors import MemlogError
-from memlog.render import safe
+from memlog.base.errors import MemlogError
+from memlog.render.safety import safe
 
 formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog reads.")
 
@@ -18,7 +18,7 @@ formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog rea
 @formats_app.command("list")
 def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
     """List the formats memlog knows."""
-    from memlog.catalog import load_specs
+    from memlog.parse.catalog import load_specs
 
     def action():
         for spec in load_specs(formats_dir or (), plugins_dir or ()).values():
@@ -31,7 +31,7 @@ def formats_list(formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None,
 @formats_app.command("show")
 def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: PluginsDir = None, debug: Debug = False) -> None:
     """Show one format spec."""
-    from memlog.catalog import load_specs
+    from memlog.parse.catalog import load_specs
 
     def action():
         specs = load_specs(formats_dir or (), plugins_dir or ())
@@ -51,10 +51,10 @@ def formats_check(
     debug: Debug = False,
 ) -> None:
     """How many lines each format's patterns match, the records found, and where near misses stop matching."""
-    from memlog.api import select_specs
-    from memlog.catalog import load_specs
-    from memlog.formatcheck import check_formats, render_check
-    from memlog.render import safe
+    from memlog.engine.api import select_specs
+    from memlog.parse.catalog import load_specs
+    from memlog.engine.formatcheck import check_formats, render_check
+    from memlog.render.safety import safe
 
     def action():
         specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
@@ -71,9 +71,9 @@ def formats_guess(
     debug: Debug = False,
 ) -> None:
     """Print the format spec the generic reader guesses for LOG (YAML with samples), to edit and keep."""
-    from memlog.catalog import load_specs, load_wrappers
-    from memlog.generic.reader import guess_spec_text
-    from memlog.render import safe
+    from memlog.parse.catalog import load_specs, load_wrappers
+    from memlog.parse.generic.reader import guess_spec_text
+    from memlog.render.safety import safe
 
     def action():
         specs = list(load_specs(formats_dir or ()).values())
@@ -89,8 +89,8 @@ def formats_test(
     debug: Debug = False,
 ) -> None:
     """Check a folder's format and wrapper specs against their own samples (exit 1 if any fails)."""
-    from memlog.catalog import test_folder
-    from memlog.render import safe
+    from memlog.parse.catalog import test_folder
+    from memlog.render.safety import safe
 
     def action():
         results = test_folder(folder, plugins)

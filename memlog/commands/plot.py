@@ -32,7 +32,7 @@ def plot(
     debug: Debug = False,
 ) -> None:
     """Chart a metric per rank against step, with the knee, tail fit and capacity line the rules used."""
-    from memlog.api import analyze as run_analysis
+    from memlog.engine.api import analyze as run_analysis
     from memlog.render.chart import plot_filter, plot_panels, render_chart
 
     def action():

@@ -12,7 +12,7 @@ import typer.core
 from memlog.commands.common import (
     EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, FormatOpt, append_step_summary, ascii_only, emit, guard,
 )  # fmt: skip
-from memlog.errors import MemlogError
+from memlog.base.errors import MemlogError
 
 
 class ScanOutput(str, Enum):
@@ -24,10 +24,10 @@ class ScanOutput(str, Enum):
 
 
 class ScanCommand(typer.core.TyperCommand):
-    """`--ray` with an optional ADDRESS (memlog.scan_ray.ray_option_args)."""
+    """`--ray` with an optional ADDRESS (memlog.scan.on_ray.ray_option_args)."""
 
     def parse_args(self, ctx, args):
-        from memlog.scan_ray import ray_option_args
+        from memlog.scan.on_ray import ray_option_args
 
         return super().parse_args(ctx, ray_option_args(args))
 
@@ -44,12 +44,12 @@ def scan(
     capacity: CapacityOption = None,
     debug: Debug = False,
 ) -> None:
-    """Judge every run under the paths, one row per run, worst first (memlog/runs.py: what a run is)."""
-    from memlog.config import load_config
+    """Judge every run under the paths, one row per run, worst first (memlog/scan/runs.py: what a run is)."""
+    from memlog.base.config import load_config
     from memlog.render.fleet import ScanProgress, render_fleet
-    from memlog.runs import find_runs
-    from memlog.scan import ScanOptions, fails
-    from memlog.scan import scan as run_scan
+    from memlog.scan.runs import find_runs
+    from memlog.scan.fleet import ScanOptions, fails
+    from memlog.scan.fleet import scan as run_scan
 
     def action():
         if ray is not None and jobs is not None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memlog.reportschema import schema_of
+from memlog.report.schemas import schema_of
 
 
 class SchemaKind(str, Enum):

@@ -1,4 +1,4 @@
-"""`memlog series`: the parsed step records as CSV, JSON or Parquet (memlog.api.parsed_records)."""
+"""`memlog series`: the parsed step records as CSV, JSON or Parquet (memlog.engine.api.parsed_records)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from memlog.commands.common import Debug, FormatOpt, FormatsDir, PluginsDir, guard
-from memlog.errors import MemlogError
+from memlog.base.errors import MemlogError
 
 
 class SeriesOutput(str, Enum):
@@ -27,9 +27,9 @@ def series(
     debug: Debug = False,
 ) -> None:
     """Print the parsed step records, one row per (source, worker, step), header first."""
-    from memlog.api import parsed_records, select_specs
-    from memlog.catalog import load_specs
-    from memlog.render import safe, safe_json
+    from memlog.engine.api import parsed_records, select_specs
+    from memlog.parse.catalog import load_specs
+    from memlog.render.safety import safe, safe_json
 
     def action():
         specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)

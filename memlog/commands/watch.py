@@ -1,4 +1,4 @@
-"""`memlog watch`: follow growing logs and judge the run as steps arrive (memlog.watch follows and
+"""`memlog watch`: follow growing logs and judge the run as steps arrive (memlog.watch.watch follows and
 judges; memlog.render.live prints)."""
 
 from __future__ import annotations
@@ -62,11 +62,11 @@ def run_watch(
     finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
     import shutil
 
-    from memlog.api import select_specs
-    from memlog.catalog import load_specs
-    from memlog.config import load_config
+    from memlog.engine.api import select_specs
+    from memlog.parse.catalog import load_specs
+    from memlog.base.config import load_config
     from memlog.render.live import LiveOutput
-    from memlog.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
+    from memlog.watch.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
 
     def flushed(text: str) -> None:
         (write or sys.stdout.write)(text)  # looked up now: a closed stdout is None at import time
@@ -84,7 +84,7 @@ def run_watch(
         return should_exit(report, exit_on)
 
     # A scheduler's SIGTERM ends watching as Ctrl-C does (the verdict, exit by --fail-on); one that
-    # comes while the closing verdict is judged or printed is ignored (memlog.watch.sigterm_raises).
+    # comes while the closing verdict is judged or printed is ignored (memlog.watch.watch.sigterm_raises).
     with sigterm_raises():
         report, why = watch_loop(watcher, on_report, stop_after=stop_after)
         if report is None:

@@ -15,12 +15,13 @@ import re
 import textwrap
 from collections.abc import Callable
 
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.errors import MemlogError
-from memlog.render import CAPACITY_IN_VIEW, ascii_text, buckets, panel_capacity, safe
+from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.base.errors import MemlogError
+from memlog.render.safety import ascii_text, safe
+from memlog.render.shared import CAPACITY_IN_VIEW, buckets, panel_capacity
 from memlog.render.selection import MAX_LINES, Selection, select
-from memlog.report import Report, SeriesView
-from memlog.rulekit import workers_phrase
+from memlog.report.report import Report, SeriesView
+from memlog.base.phrases import workers_phrase
 
 WIDTH = 100
 MEMORY_HEIGHT = 20

@@ -1,15 +1,15 @@
 """`memlog compare`'s outputs: text, JSON, markdown (to paste into an upgrade PR), GitHub
-annotations. They format a Comparison (memlog/compare.py) and compute nothing of their own."""
+annotations. They format a Comparison (memlog/compare/regression.py) and compute nothing of their own."""
 
 from __future__ import annotations
 
 import json
 
-from memlog.compare import Comparison, Pair
-from memlog.render import safe, safe_json
+from memlog.compare.regression import Comparison, Pair
+from memlog.render.safety import safe, safe_json
 from memlog.render.github import escape_data, escape_property
 from memlog.render.json_out import finite
-from memlog.rulekit import gib
+from memlog.base.phrases import gib
 
 HEADLINES = {
     "regression": "REGRESSION: NEW uses more memory than BASE",

@@ -1,4 +1,4 @@
-"""Renderings of a scan (memlog.scan.Fleet): one row per run, worst first, and the fleet summary.
+"""Renderings of a scan (memlog.scan.fleet.Fleet): one row per run, worst first, and the fleet summary.
 
 They compute nothing: every figure is a field of the rows or of `Fleet.summary()`. Run names,
 paths, messages and errors come from file names and logs, so each format makes them inert in its
@@ -13,8 +13,8 @@ import io
 import json
 from typing import Any
 
-from memlog.render import ascii_text, safe, safe_json
-from memlog.scan import Fleet, fails
+from memlog.render.safety import ascii_text, safe, safe_json
+from memlog.scan.fleet import Fleet, fails
 
 FLEET_OUTPUTS = ("text", "json", "markdown", "csv", "github")
 HEADERS = ("run", "verdict", "worst finding", "ranks", "steps", "growth (GiB/1k steps)", "projected OOM", "path")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 
-from memlog.render import by_severity, evidence_summary, safe
-from memlog.report import Report
+from memlog.render.safety import safe
+from memlog.render.shared import by_severity, evidence_summary
+from memlog.report.report import Report
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 

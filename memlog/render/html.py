@@ -28,12 +28,13 @@ import sys
 from typing import Any
 
 from memlog import __version__
-from memlog.render import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, safe, workers_phrase_of
+from memlog.render.safety import safe
+from memlog.render.shared import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
-from memlog.report import Report, SeriesView, source_damage
-from memlog.rulekit import workers_phrase
+from memlog.report.report import Report, SeriesView, source_damage
+from memlog.base.phrases import workers_phrase
 
 MAX_SERIES = MAX_LINES
 CHART_WIDTH = 960

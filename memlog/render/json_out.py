@@ -10,8 +10,8 @@ import json
 import math
 from typing import Any
 
-from memlog.render import safe_json
-from memlog.report import Report
+from memlog.render.safety import safe_json
+from memlog.report.report import Report
 
 
 def finite(value: Any, path: str = "$", replaced: list[dict[str, str]] | None = None) -> Any:

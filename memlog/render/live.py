@@ -1,4 +1,4 @@
-"""What `memlog watch` prints as it judges (memlog/watch.py computes; this only formats).
+"""What `memlog watch` prints as it judges (memlog/watch/watch.py computes; this only formats).
 
 - On a terminal: one status area (verdict, per-worker level and rate, when a leak reaches capacity),
   redrawn in place at each judgement (at most once per --interval, 1 s by default; tests/test_watch.py
@@ -15,12 +15,13 @@ import json
 import time
 from collections.abc import Callable
 
-from memlog.render import ascii_text, by_severity, safe, safe_json
+from memlog.render.safety import ascii_text, safe, safe_json
+from memlog.render.shared import by_severity
 from memlog.render.github import annotation, escape_data
 from memlog.render.json_out import finite
-from memlog.report import Report
-from memlog.rulekit import gib
-from memlog.watch import Change, changes, early_warning
+from memlog.report.report import Report
+from memlog.base.phrases import gib
+from memlog.watch.watch import Change, changes, early_warning
 
 MAX_ROWS = 8  # workers shown in the status area; the rest are counted
 
@@ -30,7 +31,7 @@ def _clock() -> str:
 
 
 def _duration(seconds: float) -> str:
-    from memlog.trend import duration
+    from memlog.base.phrases import duration
 
     return duration(seconds)
 

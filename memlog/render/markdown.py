@@ -20,11 +20,12 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render import buckets, by_severity, evidence_summary, restarts_sentence, safe, workers_phrase_of
+from memlog.render.safety import safe
+from memlog.render.shared import buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
 from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
 from memlog.render.selection import noun_of, select
-from memlog.report import Report, SeriesView, source_damage
-from memlog.rulekit import workers_phrase
+from memlog.report.report import Report, SeriesView, source_damage
+from memlog.base.phrases import workers_phrase
 
 LIMIT = 60_000
 SPARK = "▁▂▃▄▅▆▇█"

@@ -29,9 +29,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from memlog.render import CAPACITY_IN_VIEW, grid_means, panel_capacity, safe
+from memlog.render.safety import safe
+from memlog.render.shared import CAPACITY_IN_VIEW, grid_means, panel_capacity
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
-from memlog.report import Report, SeriesView
+from memlog.report.report import Report, SeriesView
 
 MAX_POINTS = 60
 MAX_LABEL = 40

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlog.report import Report
+from memlog.report.report import Report
 
 OUTPUTS = ("text", "json", "markdown", "github", "sarif", "junit", "html")
 

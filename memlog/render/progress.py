@@ -24,8 +24,8 @@ import sys
 import time
 from typing import TextIO
 
-from memlog.reading import Source
-from memlog.render import safe
+from memlog.read.source import Source
+from memlog.render.safety import safe
 
 THRESHOLD_BYTES = 50 * 1024 * 1024
 BAR_WIDTH = 30

@@ -15,9 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from memlog import __version__
-from memlog.render import safe, safe_json
+from memlog.render.safety import safe, safe_json
 from memlog.render.json_out import finite
-from memlog.report import Report
+from memlog.report.report import Report
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memlog.report import Report, SeriesView
+from memlog.report.report import Report, SeriesView
 
 MAX_LINES = 8  # more lines than this is a scribble
 REPRESENTATIVES = 3  # of the series no finding names: lowest, median, highest
@@ -64,7 +64,7 @@ def named_by_findings(report: Report, views: list[SeriesView], subject: str) -> 
     """label -> the rule of the most severe error or warning finding about this subject (or about
     the run, as an out-of-memory crash is) that names the series (a finding about worker `W` names
     its `W [floor]` and `W [peak]` series too)."""
-    from memlog.render import by_severity
+    from memlog.render.shared import by_severity
 
     named: dict[str, str] = {}
     for finding in by_severity(report):

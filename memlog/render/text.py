@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import textwrap
 
-from memlog.render import ascii_text, by_severity, evidence_summary, no_workflow_commands, restarts_sentence, safe, workers_phrase_of
-from memlog.report import Report, source_damage
+from memlog.render.safety import ascii_text, no_workflow_commands, safe
+from memlog.render.shared import by_severity, evidence_summary, restarts_sentence, workers_phrase_of
+from memlog.report.report import Report, source_damage
 
 WIDTH = 100  # without a terminal to size by (cli._width)
 COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "bold": "\x1b[1m", "reset": "\x1b[0m"}

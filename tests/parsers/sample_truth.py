@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.events import typed_detail
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.base.events import typed_detail
 
 SPECS = list(load_specs().values())
 
@@ -41,7 +41,7 @@ def records_match(sample, tables) -> tuple[list, list]:
 
 
 def events_match(sample, tables, fields: dict[str, tuple[str, ...]]) -> tuple[list, list]:
-    """(memlog's events, the generator's) as (kind, line, detail fields), typed as memlog/events.py reads them."""
+    """(memlog's events, the generator's) as (kind, line, detail fields), typed as memlog/base/events.py reads them."""
     expected = sorted((e["kind"], e["line_no"], tuple(typed_detail(e["kind"], {f: e.get(f) for f in fields.get(e["kind"], ())})
                                                       .get(f) for f in fields.get(e["kind"], ())))
                       for e in sample.truth.events)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memlog.api import analyze, parse_sources
-from memlog.catalog import load_specs
+from memlog.engine.api import analyze, parse_sources
+from memlog.parse.catalog import load_specs
 from memlog.cli import app
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.events import typed_detail
+from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.base.events import typed_detail
 
 from tests.samplegen import build_all
 from tests.samplegen.deepspeed import merge_readings, reading

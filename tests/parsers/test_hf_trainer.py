@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from memlog.api import analyze, parse_sources
-from memlog.catalog import load_specs
-from memlog.logwriters import hf_trainer as hf
-from memlog.logwriters.deepspeed import see_memory_usage
-from memlog.parse import parse_line
+from memlog.engine.api import analyze, parse_sources
+from memlog.parse.catalog import load_specs
+from tests.logwriters import hf_trainer as hf
+from tests.logwriters.deepspeed import see_memory_usage
+from memlog.parse.chunks import parse_line
 
 from tests.parsers.sample_truth import parse, records_match, write
 from tests.samplegen import build_all

@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from memlog.api import analyze
-from memlog.logwriters import megatron as mg
-from memlog.parse import parse_line
+from memlog.engine.api import analyze
+from tests.logwriters import megatron as mg
+from memlog.parse.chunks import parse_line
 
 from tests.parsers.sample_truth import SPECS, events_match, parse, records_match, write
 from tests.samplegen import build_all

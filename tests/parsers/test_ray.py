@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from memlog.catalog import load_specs
-from memlog.parse import parse_line
-from memlog.unwrap import Unwrapper
+from memlog.parse.catalog import load_specs
+from memlog.parse.chunks import parse_line
+from memlog.parse.unwrap import Unwrapper
 
 SPECS = list(load_specs().values())
 UNWRAP = Unwrapper(p for spec in SPECS for p in spec.logger_prefixes)

@@ -13,15 +13,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog.api import analyze, parse_sources, select_specs
-from memlog.catalog import load_specs
-from memlog.columns import ALL_VALUE_COLUMNS
-from memlog.errors import NoRecordsError
-from memlog.events import typed_detail
-from memlog.parse import ChunkParser, parse_line
-from memlog.reading import Source, read_chunks
-from memlog.events import build_events
-from memlog.records import build_records, source_frame
+from memlog.engine.api import analyze, parse_sources, select_specs
+from memlog.parse.catalog import load_specs
+from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.base.errors import NoRecordsError
+from memlog.base.events import typed_detail
+from memlog.parse.chunks import ChunkParser, parse_line
+from memlog.read.source import Source, read_chunks
+from memlog.base.events import build_events
+from memlog.tables.records import build_records, source_frame
 
 from tests.samplegen import build_all
 
@@ -71,7 +71,7 @@ def test_events_on_their_lines_with_their_detail(parsed):
         event = found[(t["kind"], t["line_no"])]
         assert event.worker == t["worker"], t
         printed = {k: v for k, v in t.items() if k not in TRUTH_META}
-        assert {k: event.detail.get(k) for k in printed} == typed_detail(t["kind"], printed)  # as memlog/events.py reads them
+        assert {k: event.detail.get(k) for k in printed} == typed_detail(t["kind"], printed)  # as memlog/base/events.py reads them
 
 
 def test_every_record_comes_from_its_workers_own_lines(parsed):

@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from memlog.api import parse_sources, select_specs
-from memlog.catalog import load_specs
+from memlog.engine.api import parse_sources, select_specs
+from memlog.parse.catalog import load_specs
 from memlog.cli import app
-from memlog.errors import FormatSpecError
-from memlog.formats import load_spec
-from memlog.logwriters.deepspeed import see_memory_usage
-from memlog.parse import ChunkParser, sample_mismatches
+from memlog.base.errors import FormatSpecError
+from memlog.parse.formats import load_spec
+from tests.logwriters.deepspeed import see_memory_usage
+from memlog.parse.chunks import ChunkParser, sample_mismatches
 
 SPECS = load_specs()
 SAMPLES = [(name, i) for name, spec in SPECS.items() for i in range(len(spec.samples))]
@@ -123,8 +123,8 @@ def test_a_sample_marked_nothing_fails_when_something_matches(tmp_path):
     ],
 )
 def test_invalid_multiline_keys_are_rejected_with_a_reason(tmp_path, files, message):
-    from memlog.errors import FormatSpecError
-    from memlog.formats import builtin_dir, load_spec
+    from memlog.base.errors import FormatSpecError
+    from memlog.parse.formats import builtin_dir, load_spec
 
     for name, body in files.items():
         (tmp_path / name).write_text(body if body is not None else (builtin_dir() / name).read_text())
@@ -134,7 +134,7 @@ def test_invalid_multiline_keys_are_rejected_with_a_reason(tmp_path, files, mess
 
 def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
     """A user format can bring its own block parser, from a folder trusted with --plugins-dir."""
-    from memlog.formats import builtin_dir
+    from memlog.parse.formats import builtin_dir
 
     (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
     (tmp_path / "mine.yaml").write_text(
@@ -151,8 +151,8 @@ def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
                                  "verl/ray_driver_mixed.log"])
 def test_a_block_parser_may_return_dicts_or_a_frame(tmp_path, log):
     """feed() and finish() may return a list of record dicts or a polars frame of them
-    (memlog/multiline.py): the records are the same either way, on multi-worker Ray logs."""
-    from memlog.formats import builtin_dir
+    (memlog/parse/multiline.py): the records are the same either way, on multi-worker Ray logs."""
+    from memlog.parse.formats import builtin_dir
 
     (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
     (tmp_path / "as_dicts.py").write_text(
@@ -237,7 +237,7 @@ def test_formats_check_of_a_missing_file_is_one_error_line(tmp_path):
 
 
 def test_where_it_stops_is_bounded_on_hostile_patterns():
-    from memlog.formatcheck import where_it_stops
+    from memlog.engine.formatcheck import where_it_stops
 
     assert where_it_stops(r"(a+)+$", "a" * 40 + "b") [0] > 0
     assert where_it_stops(r"xyz", "abc") == (0, 0)

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from memlog.api import parse_sources
-from memlog.catalog import load_specs
-from memlog.parse import parse_line
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from memlog.parse.chunks import parse_line
 
 from tests.samplegen import build_all
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from memlog.api import analyze
-from memlog.logwriters import torchtune as tt
-from memlog.parse import parse_line
+from memlog.engine.api import analyze
+from tests.logwriters import torchtune as tt
+from memlog.parse.chunks import parse_line
 
 from tests.parsers.sample_truth import SPECS, parse, records_match, write
 from tests.samplegen import build_all

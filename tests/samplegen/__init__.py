@@ -3,7 +3,7 @@
 ``build_all()`` returns every Sample; ``write_all(root)`` writes their text to
 ``root / sample.path`` byte-for-byte (``\\r`` and ANSI escapes included).
 Regenerate the committed logs with ``python -m tests.samplegen``. The text of
-every line comes from the line writers in ``memlog.logwriters``.
+every line comes from the line writers in ``tests.logwriters``.
 
 A hand-written (or real, anonymised) log is a first-class sample too: drop it
 in ``sample_logs/<format>/`` and add its golden verdict in ``tests/golden/``

@@ -2,7 +2,7 @@
 ground truth.
 
 A QLoRA fine-tune with axolotl v0.13 (transformers 4.57): the console of `axolotl train` on one GPU.
-axolotl's own lines are written by memlog.logwriters.hf_trainer.axolotl_log, the Trainer's dicts by
+axolotl's own lines are written by tests.logwriters.hf_trainer.axolotl_log, the Trainer's dicts by
 log_dict with axolotl's memory keys (axolotl_memory: peaks since the previous log call, GiB,
 `round(x, 2)`), tqdm bars as the DeepSpeed samples draw them (tqdm.write clears the bar first). The
 numbers are invented but consistent (a cosine learning rate, the peaks of each logging step's
@@ -19,8 +19,8 @@ import math
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import hf_trainer as hf
-from memlog.logwriters.torchtune import item
+from tests.logwriters import hf_trainer as hf
+from tests.logwriters.torchtune import item
 
 from .common import Sample, reading
 from .deepspeed import DSLog, tqdm_bar

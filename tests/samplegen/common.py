@@ -3,7 +3,7 @@
 Everything here is deterministic: randomness comes only from ``seeded_rng`` and
 time only from ``Clock`` (a fixed start plus explicit offsets), so building a
 sample twice gives the same bytes. The text of every line comes from the line
-writers in ``memlog.logwriters``; this package adds the scenarios and their truth.
+writers in ``tests.logwriters``; this package adds the scenarios and their truth.
 
 A sample is assembled as a list of ``Emit`` items (one physical output line
 each, already carrying every prefix), then ``LogDoc.to_sample`` numbers the
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from memlog.logwriters import python, pytorch
-from memlog.logwriters.mixing import interleave, interleave_chunks, seeded_rng
-from memlog.logwriters.pytorch import excepthook_prefix, torchrun_prefix
-from memlog.logwriters.torchtitan import COLOR, NO_COLOR, Palette
+from tests.logwriters import python, pytorch
+from tests.logwriters.mixing import interleave, interleave_chunks, seeded_rng
+from tests.logwriters.pytorch import excepthook_prefix, torchrun_prefix
+from tests.logwriters.torchtitan import COLOR, NO_COLOR, Palette
 
-__all__ = [  # the line writers and mixing helpers are memlog.logwriters'; re-exported for the generators
+__all__ = [  # the line writers and mixing helpers are tests.logwriters'; re-exported for the generators
     "COLOR", "NO_COLOR", "Clock", "Emit", "LogDoc", "Palette", "Sample", "Truth", "clamp", "excepthook_prefix",
     "interleave", "interleave_chunks", "merge_readings", "reading", "seeded_rng", "torchrun_prefix",
 ]
@@ -52,7 +52,7 @@ class Sample:
 
 
 # --------------------------------------------------------------------------
-# Time: a run's clock, its instants written by memlog.logwriters
+# Time: a run's clock, its instants written by tests.logwriters
 # --------------------------------------------------------------------------
 
 
@@ -138,7 +138,7 @@ class LogDoc:
 
 
 # --------------------------------------------------------------------------
-# Readings: ground truth as memlog's records table holds it (memlog/records.py)
+# Readings: ground truth as memlog's records table holds it (memlog/tables/records.py)
 # --------------------------------------------------------------------------
 #
 # A *reading* is what one printed line says: its worker (memlog's label: `rank3`, `main`, a Ray

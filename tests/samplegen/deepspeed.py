@@ -1,7 +1,7 @@
 """DeepSpeed sample logs (bare, under the HF Trainer, and inside Open-Reasoner-Zero's Ray actors)
 with ground truth.
 
-Every DeepSpeed, transformers, Ray and loguru line is written by memlog.logwriters (deepspeed,
+Every DeepSpeed, transformers, Ray and loguru line is written by tests.logwriters (deepspeed,
 hf_trainer, ray, openrlhf, pytorch), which quote the format strings of
 /work/shared/reference/log-formats.md (§2 DeepSpeed + HF Trainer, §3 Ray, §4.3-4.4 OpenRLHF and
 Open-Reasoner-Zero) for the version being imitated; tqdm bars are drawn here (`tqdm_bar`). The
@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import deepspeed as ds
-from memlog.logwriters import hf_trainer as hf
-from memlog.logwriters import openrlhf, pytorch, ray
-from memlog.logwriters.python import frame_lines
-from memlog.logwriters.pytorch import H100_GIB as H100_CAPACITY_GIB
+from tests.logwriters import deepspeed as ds
+from tests.logwriters import hf_trainer as hf
+from tests.logwriters import openrlhf, pytorch, ray
+from tests.logwriters.python import frame_lines
+from tests.logwriters.pytorch import H100_GIB as H100_CAPACITY_GIB
 
 from .common import Clock, Emit, LogDoc, Sample, clamp, merge_readings, reading, seeded_rng
 
@@ -48,7 +48,7 @@ MEMORY_PHASES = ("Engine before forward", "Engine after forward", "Engine before
 
 
 # --------------------------------------------------------------------------
-# Lines written by memlog.logwriters, with the values they print
+# Lines written by tests.logwriters, with the values they print
 # --------------------------------------------------------------------------
 
 _SEE_MEMORY = re.compile(r"MA (\S+) GB +Max_MA (\S+) GB +CA (\S+) GB +Max_CA (\S+) GB")

@@ -1,8 +1,8 @@
 """Megatron-family sample logs (Megatron-LM, Megatron-DeepSpeed) with ground truth.
 
-Every Megatron line is written by memlog.logwriters.megatron (format strings of more-formats.md
+Every Megatron line is written by tests.logwriters.megatron (format strings of more-formats.md
 §1-§2, read from Megatron-LM core_v0.11 / core_v0.16 and Megatron-DeepSpeed), DeepSpeed's by
-memlog.logwriters.deepspeed, torchrun's and PyTorch's by memlog.logwriters.pytorch. The shapes
+tests.logwriters.deepspeed, torchrun's and PyTorch's by tests.logwriters.pytorch. The shapes
 (what each rank prints, in which order, with which noise) follow framework-pastes.md §4; the numbers
 are invented but consistent: memory is a whole number of bytes printed as report_memory divides it
 (MiB), losses and norms go through the frameworks' own format specs before they become truth.
@@ -22,10 +22,10 @@ import math
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import deepspeed as ds
-from memlog.logwriters import megatron as mg
-from memlog.logwriters import pytorch
-from memlog.logwriters.python import frame_lines
+from tests.logwriters import deepspeed as ds
+from tests.logwriters import megatron as mg
+from tests.logwriters import pytorch
+from tests.logwriters.python import frame_lines
 
 from .common import Sample, reading
 from .deepspeed import DSLog, HostMemory, _launcher, _zero2_init, ev, see_memory_usage, throughput_line

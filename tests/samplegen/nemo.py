@@ -1,6 +1,6 @@
 """NeMo 2 sample log (more-formats.md §4.1) with ground truth.
 
-NeMo's ProgressPrinter line is written by memlog.logwriters.nemo, NeMo's logger header too; the
+NeMo's ProgressPrinter line is written by tests.logwriters.nemo, NeMo's logger header too; the
 shapes follow framework-pastes.md §4.9 (a NeMo perf run under `srun -l`: the task label space-padded
 to the width of the largest task id, and an empty labelled line after every step line). Lightning's
 own start-up lines are quoted from pytorch_lightning (`Initializing distributed: GLOBAL_RANK: ...`
@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import nemo
+from tests.logwriters import nemo
 
 from .common import Sample, reading
 from .deepspeed import DSLog

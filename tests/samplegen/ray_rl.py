@@ -1,6 +1,6 @@
 """Ray-hosted RL sample logs (EasyR1 and verl, log-formats.md §3 and §4.1-4.2) with ground truth.
 
-Every line is written by memlog.logwriters (ray, verl, easyr1), which quote the format strings of
+Every line is written by tests.logwriters (ray, verl, easyr1), which quote the format strings of
 log-formats.md for the version imitated; tqdm bars are drawn here (`tqdm_bar`). The numbers are
 invented but consistent (EasyR1's YAML floats go through its own float representer, verl's values
 through `pprint.pformat`, memory through the same GiB arithmetic the frameworks use).
@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import easyr1, ray, verl
-from memlog.logwriters.python import frame_lines
-from memlog.logwriters.pytorch import H100_GIB
+from tests.logwriters import easyr1, ray, verl
+from tests.logwriters.python import frame_lines
+from tests.logwriters.pytorch import H100_GIB
 
 from .common import Clock, Emit, LogDoc, Sample, Truth, seeded_rng
 
 GIB = 1024**3
 
-# memlog's canonical columns the readings below may carry (memlog/columns.py).
+# memlog's canonical columns the readings below may carry (memlog/base/columns.py).
 VALUE_COLUMNS = ("loss", "grad_norm", "lr", "tps", "mem_max_allocated_gib", "mem_max_reserved_gib",
                  "host_mem_used_gib", "mem_allocated_gib", "mem_reserved_gib", "device_mem_used_gib",
                  "mem_capacity_gib")
@@ -281,7 +281,7 @@ def merge_readings(readings: list[tuple[int, dict]]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------
-# The values as printed (the lines themselves come from memlog.logwriters)
+# The values as printed (the lines themselves come from tests.logwriters)
 # --------------------------------------------------------------------------
 
 

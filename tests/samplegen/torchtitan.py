@@ -1,6 +1,6 @@
 """torchtitan sample logs (as teed by torchrun) with ground truth.
 
-Every torchtitan, torchrun and PyTorch line is written by memlog.logwriters
+Every torchtitan, torchrun and PyTorch line is written by tests.logwriters
 (torchtitan, pytorch, python), which quote the f-strings of the version being
 imitated (see /work/shared/reference/log-formats.md section 1); the numbers are
 invented but consistent: memory percent = 100 * reserved / capacity, tflops and
@@ -26,12 +26,12 @@ import re
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import python, pytorch
-from memlog.logwriters import torchtitan as titan
-from memlog.logwriters.pytorch import H100
-from memlog.logwriters.pytorch import H100_GIB as CAPACITY_GIB
-from memlog.logwriters.python import Frame
-from memlog.logwriters.torchtitan import DSV2_LITE_FPT, LLAMA3_8B_FPT, QWEN3_1_7B_FPT, reserved, throughput
+from tests.logwriters import python, pytorch
+from tests.logwriters import torchtitan as titan
+from tests.logwriters.pytorch import H100
+from tests.logwriters.pytorch import H100_GIB as CAPACITY_GIB
+from tests.logwriters.python import Frame
+from tests.logwriters.torchtitan import DSV2_LITE_FPT, LLAMA3_8B_FPT, QWEN3_1_7B_FPT, reserved, throughput
 
 from .common import (
     COLOR,
@@ -49,7 +49,7 @@ from .common import (
 )
 
 # --------------------------------------------------------------------------
-# Model constants (the printed numbers come from memlog.logwriters.torchtitan)
+# Model constants (the printed numbers come from tests.logwriters.torchtitan)
 # --------------------------------------------------------------------------
 
 LLAMA3_8B_PARAMS = 8_030_261_248
@@ -58,7 +58,7 @@ QWEN3_1_7B_PARAMS = 2_031_739_904
 
 
 # --------------------------------------------------------------------------
-# Step lines: written by memlog.logwriters.torchtitan, truth read back from the text
+# Step lines: written by tests.logwriters.torchtitan, truth read back from the text
 # --------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -459,7 +459,7 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
 def _emit_child_failed(run: TitanRun, t: float, name: str, *, host: str, ranks: list[int], root: int,
                        pids: dict[int, int], death_time: dict[int, float],
                        tracebacks: dict[int, list[str]], error_dir: str) -> None:
-    """torchrun's own traceback plus the ChildFailedError summary (memlog.logwriters.pytorch)."""
+    """torchrun's own traceback plus the ChildFailedError summary (tests.logwriters.pytorch)."""
     lines = python.traceback(
         torchrun_main_frames(run_line=909, main_line=918, call_line=138, launch_line=269, wrapper_line=355),
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",

@@ -1,7 +1,7 @@
 """torchtune sample log (more-formats.md §6) with ground truth.
 
 The file DiskLogger writes (`${output_dir}/logs/log_<unix_ts>.txt`, the shipped configs' metric
-logger), every line written by memlog.logwriters.torchtune. The numbers are invented but consistent:
+logger), every line written by tests.logwriters.torchtune. The numbers are invented but consistent:
 the loss, tokens per second and grad norm are 0-dim float32 tensors printed through `item()` (the
 float32 value's Python repr), the learning rate a Python float, the peaks whole numbers of bytes
 (512-byte blocks, 2 MiB segments) divided by 1024**3.
@@ -16,8 +16,8 @@ import math
 from datetime import datetime
 from typing import Callable
 
-from memlog.logwriters import torchtune as tt
-from memlog.logwriters.torchtune import item as f32
+from tests.logwriters import torchtune as tt
+from tests.logwriters.torchtune import item as f32
 
 from .common import Sample, reading
 from .deepspeed import DSLog

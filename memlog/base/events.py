@@ -1,0 +1,262 @@
+"""The event vocabulary: what happened besides steps (an OOM, a kill, a capacity line, a restart),
+and the detail each kind carries, declared once beside the column vocabulary (memlog/base/columns.py).
+
+Format specs name an event kind per event pattern and capture its detail keys as regex groups; a
+spec that names an undeclared kind or key is refused when it loads (memlog/parse/formats.py). The text a
+group captured is turned into a value of the declared type here, once: sizes with their unit
+(`79.11 GiB`, `896.00 MiB`) become GiB, counts integers. Rules read `event.detail[...]` as typed
+values and never parse text again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from memlog.base.columns import unit_gib
+from memlog.base.keys import packed_key
+from memlog.base.limits import EVENT_TEXT_CHARS, MAX_EVENTS_PER_KIND
+
+# How a captured detail value is read.
+TEXT, INT, FLOAT, GIB, ROWS = "text", "int", "float", "gib", "rows"
+
+_SIZE = re.compile(r"^\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?P<unit>[A-Za-z]+)?\s*$")
+
+
+@dataclass(frozen=True)
+class EventKind:
+    name: str
+    meaning: str
+    detail: dict[str, str]  # key -> TEXT, INT, FLOAT, GIB (a size: GiB unless a unit says otherwise) or ROWS
+    memory: bool = False  # the event says memory ran out (or may have)
+    fatal: bool = False  # a process died: a log holding one is judged even without a single step line
+
+
+def _kind(name: str, meaning: str, memory: bool = False, fatal: bool = False, **detail: str) -> EventKind:
+    return EventKind(name, meaning, detail, memory, fatal)
+
+
+EVENT_KINDS: dict[str, EventKind] = {
+    k.name: k
+    for k in (
+        _kind(
+            "oom", "a process ran out of memory: CUDA (or XPU, NPU) out-of-memory error, vLLM's allocator, the Linux "
+            "OOM killer, Ray's memory monitor, SLURM's cgroup", memory=True, fatal=True,
+            scope=TEXT,  # device or host: which memory ran out
+            device=TEXT, tried=GIB, gpu=INT, capacity=GIB, free=GIB, process_used=GIB, allocated=GIB, reserved=GIB,
+            reserved_unallocated=GIB, other_pid=INT, other_used=GIB, allocator=TEXT,
+            node_ip=TEXT, node_id=TEXT, worker_name=TEXT, worker_pid=INT, worker_used_gib=GIB,
+            host_used_gib=GIB, host_total_gib=GIB, used_fraction=FLOAT, threshold=FLOAT, workers_killed=INT,
+            top_memory_users=ROWS, victim=TEXT, victim_pid=INT, anon_rss=GIB, node=TEXT, tasks=TEXT, count=INT,
+        ),
+        _kind("crash", "a process died of something else than a memory error: an NCCL watchdog timeout, a DataLoader "
+              "worker killed by a signal", fatal=True, cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT),
+        _kind("oom_summary", "the raylet's count of workers it killed for memory", memory=True, fatal=True,
+              count=INT, crashed=INT, node_id=TEXT, node_ip=TEXT),
+        _kind("worker_died", "a Ray worker died (its exit detail says whether memory killed it)", fatal=True,
+              worker_ip=TEXT, worker_pid=INT, exit_type=TEXT, exit_detail=TEXT),
+        _kind("capacity", "the device's memory capacity, as the framework prints it", device=TEXT, mem_capacity_gib=GIB),
+        _kind("node_memory", "a node's host memory in use and its total, from a memory monitor",
+              host_used_gib=GIB, host_total_gib=GIB, node_ip=TEXT),
+        _kind("model_memory", "device memory taken by the model after it was built", mem_gib=GIB, pct=FLOAT),
+        _kind("alloc_retries", "the caching allocator freed its cache and retried (cumulative `count`, or `new_retries` since the last step)",
+              count=INT, new_retries=INT),
+        _kind("oom_count", "out-of-memory errors the allocator counted (cumulative)", count=INT),
+        _kind("pp_loss_not_visible", "the framework says which rank holds the pipeline-parallel loss", loss_rank=INT),
+        _kind("overflow", "an fp16 loss-scale overflow: the step was skipped",
+              loss_scale=FLOAT, new_loss_scale=FLOAT, hysteresis=INT, iteration=INT),
+        _kind("version", "a framework version the log names", framework=TEXT, version=TEXT, git_hash=TEXT, git_branch=TEXT),
+        _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", fatal=True,
+              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT, node=TEXT, tasks=TEXT),
+        _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
+        _kind("memory_unread", "a step line prints memory that its format did not read (a unit or a layout it does not know)",
+              fragment=TEXT, pattern=TEXT),
+        _kind("restart", "the step counter went back: a resume from a checkpoint or a restarted job"),
+    )
+}  # fmt: skip
+
+
+def ray_death_cause(event: "Event") -> str | None:
+    """What a Ray worker death's exit detail says about memory: "killed" when Ray's memory monitor
+    killed it ("Task was killed due to the node running low on memory"), "possible" when the process
+    just vanished and Ray lists the Linux OOM killer among its *possible* root causes (its text for
+    any unexpected exit, so it mentions memory without saying memory did it), else None."""
+    if event.kind != "worker_died":
+        return None
+    text = str(event.detail.get("exit_detail", "")).lower()
+    if "oom killer" in text or "potential root causes" in text:
+        return "possible"
+    return "killed" if "memory" in text else None
+
+
+def size_gib(text: str) -> float | None:
+    """'79.11 GiB' -> 79.11, '896.00 MiB' -> 0.875, '48112044kB'-style units too; a bare number is GiB."""
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    scale = unit_gib(match["unit"]) if match["unit"] else 1.0
+    value = float(match["number"]) * scale if scale is not None else None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def typed_detail(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """A kind's captured detail with each value read as its declared type; a value that does not
+    read (an empty group, garbage) is left out rather than guessed."""
+    declared = EVENT_KINDS[kind].detail
+    detail: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        how = declared.get(key, TEXT)
+        if how == ROWS:
+            detail[key] = value
+            continue
+        text = str(value).strip()
+        try:
+            if how == INT:
+                detail[key] = int(float(text))
+            elif how == FLOAT:
+                number = float(text)
+                if math.isfinite(number):
+                    detail[key] = number
+            elif how == GIB:
+                gib = size_gib(text)
+                if gib is not None:
+                    detail[key] = gib
+            elif text:
+                detail[key] = text
+        except (ValueError, OverflowError):
+            continue
+    return detail
+
+
+def unknown_detail_keys(kind: str, keys: list[str] | tuple[str, ...]) -> list[str]:
+    return [k for k in keys if k not in EVENT_KINDS[kind].detail]
+
+
+@dataclass
+class Event:
+    kind: str
+    source: str
+    line_no: int
+    worker: str
+    rank: int | None
+    format: str
+    text: str
+    ts: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    after_step: int | None = None  # the last step this worker logged before the event
+    machine: str | None = None  # the node the printer runs on (IP, else host name), when a prefix says
+    named: bool = False  # the line names the process that printed it (a rank, a Ray actor or pid)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "line": self.line_no,
+            "worker": self.worker,
+            "rank": self.rank,
+            "after_step": self.after_step,
+            "text": self.text,
+            "detail": self.detail,
+        }
+
+
+def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
+    if not frames:
+        return [], {}
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
+    frame = frame.with_columns(_after_step=_last_steps_before(frame, records))
+    by_pid = _workers_by_pid(records, frame)
+    events: list[Event] = []
+    dropped: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    for row in frame.iter_rows(named=True):
+        kind = row["kind"]
+        if kept.get(kind, 0) >= MAX_EVENTS_PER_KIND:
+            dropped[kind] = dropped.get(kind, 0) + 1
+            continue
+        kept[kind] = kept.get(kind, 0) + 1
+        detail = typed_detail(kind, json.loads(row["detail"]) if row["detail"] else {})
+        worker = _concerned_worker(row, detail, by_pid)
+        events.append(
+            Event(
+                kind=kind,
+                source=row["source"],
+                line_no=row["line_no"],
+                worker=worker,
+                rank=row["rank"],
+                format=row["format"],
+                text=row["text"][:EVENT_TEXT_CHARS],
+                ts=row["ts"],
+                detail={k: v for k, v in detail.items() if v is not None},
+                # The step context is the printer's (the raylet, the driver: any worker of the source).
+                after_step=row["_after_step"],
+                machine=row.get("ip") or row.get("node"),
+                named=any(row.get(c) is not None for c in ("rank", "actor", "pid")),
+            )
+        )
+    return events, dropped
+
+
+def _workers_by_pid(records: pl.DataFrame, events: pl.DataFrame) -> dict[tuple[str, int], str]:
+    """(source, pid) -> the worker label its Ray-prefixed lines carry. A pid under several labels (the
+    same pid on two nodes) takes the records' first label in sorted order, else the events' first
+    in line order."""
+    table: dict[tuple[str, int], str] = {}
+    for frame, order in ((records, ["source", "pid", "worker"]), (events, [])):
+        if frame.is_empty() or "pid" not in frame.columns:
+            continue
+        rows = frame.lazy().filter(pl.col("pid").is_not_null()).select("source", "pid", "worker").unique(maintain_order=True)
+        for source, pid, worker in (rows.sort(order) if order else rows).collect().iter_rows():
+            table.setdefault((source, pid), worker)
+    return table
+
+
+def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[tuple[str, int], str]) -> str:
+    """An event about another process belongs to that process: Ray's memory-monitor message and its
+    worker-death notice name the killed worker's pid (`worker_pid`), while their lines come from the
+    raylet or the driver's traceback. Named as that worker's own lines name it, else as Ray would."""
+    pid = detail.get("worker_pid")
+    if not isinstance(pid, int):
+        return row["worker"]
+    if (row["source"], pid) in by_pid:
+        return by_pid[(row["source"], pid)]
+    name = str(detail.get("worker_name") or "")  # `1HsG1ZWorkerDict_0:0:WorkerDict.__init__` -> WorkerDict
+    name = name.rsplit(":", 1)[-1].split(".")[0]
+    return f"{name} pid={pid}" if name else f"pid={pid}"
+
+
+def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series:
+    """Per event row, the training step its worker logged last before the event's line; for a
+    worker that logs no training steps, the latest such step of any worker of the source. An as-of
+    join: the records are never turned into Python lists."""
+    none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
+    if records.is_empty():
+        return none
+    workers = records.lazy().filter(pl.col("kind") == "train").select("source", "worker").unique().collect()
+    wanted = events.select(pl.col("source", "worker").cast(pl.Categorical), "line_no").with_row_index("_event")
+    own = wanted.join(workers, on=["source", "worker"], how="semi")
+    # Each step-less printer's event asks every worker of its source.
+    shared = wanted.join(workers, on=["source", "worker"], how="anti").drop("worker").join(workers, on="source")
+    asked = pl.concat([own, shared.select(own.columns)]).sort("line_no").with_columns(kind=pl.lit("train", dtype=pl.Categorical))
+    if asked.is_empty():
+        return none
+    # Joined by kind rather than filtered to training records, on one packed key when the codes fit
+    # (every code of `asked` is one of the records', by the joins above): no copy of the millions of
+    # records. They are in line order per source, so sorted within each group: all the as-of join
+    # needs. (polars cannot join as-of by a struct, hence the columns themselves otherwise.)
+    keys = ["source", "worker", "kind"]
+    packed = packed_key(records, keys)
+    if packed is not None:
+        asked, steps, keys = asked.with_columns(packed.alias("_group")), records.select(packed.alias("_group"), "line_no", "step"), ["_group"]
+    else:
+        steps = records.select(*keys, "line_no", "step")
+    found = asked.join_asof(steps, on="line_no", by=keys, allow_exact_matches=False, check_sortedness=False)
+    latest = found.group_by("_event").agg(pl.col("step").max())
+    return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")

@@ -1,0 +1,56 @@
+"""Wording shared by rules, reports and renderers: how a message names workers, sizes, durations
+and the x axis. One place, so that a finding and a chart say "ranks 0-3" and "9.50 GiB" alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def step_word(series: Iterable) -> str:
+    """What the x axis of these series counts, for messages: "reading" when every one is numbered by
+    reading order (memory lines without a step, records.py), else "step"."""
+    series = list(series)
+    return "reading" if series and all(getattr(s, "ordinal", False) for s in series) else "step"
+
+
+def workers_phrase(labels: list[str]) -> str:
+    """'rank0-3, rank6' style: compact runs of consecutive ranks, other workers listed."""
+    ranks, others = [], []
+    for label in labels:
+        if label.startswith("rank") and label[4:].isdigit():
+            ranks.append(int(label[4:]))
+        else:
+            others.append(label)
+    runs: list[str] = []
+    for r in sorted(set(ranks)):
+        if runs and runs[-1][1] == r - 1:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))  # type: ignore[arg-type]
+    parts = [f"rank {a}" if a == b else f"ranks {a}-{b}" for a, b in runs]  # type: ignore[misc]
+    return ", ".join(parts + others[:6] + ([f"and {len(others) - 6} more"] if len(others) > 6 else []))
+
+
+def gib(value: float) -> str:
+    if abs(value) >= 1e9:  # only an absurd reading is this large: say it without 300 digits
+        return f"{value:.3g} GiB"
+    return f"{value:.2f} GiB" if abs(value) >= 0.1 or value == 0 else f"{value * 1024:.1f} MiB"
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    """Evidence numbers: finite and short, or None."""
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return round(value, digits)
+
+
+def duration(seconds: float) -> str:
+    """'~3.2 h' style, for messages."""
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"~{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"~{seconds / 3600:.1f} h"
+    return f"~{seconds / 86400:.1f} days"

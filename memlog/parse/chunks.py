@@ -1,0 +1,375 @@
+"""Parse: run every loaded format spec over a chunk of lines.
+
+Per chunk: one pre-filter over the raw text for every pattern's literal at once (so lines that no
+pattern could match cost almost nothing), unwrap the survivors, then extract each pattern's
+matches. Returns the matched rows; the caller accumulates them across chunks and sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
+from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
+from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
+from memlog.tables.records import detached
+from memlog.parse.unwrap import Unwrapper
+from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
+
+
+@dataclass
+class Matches:
+    """The rows one chunk yielded: record rows (one per matched step line) and event rows."""
+
+    records: list[pl.DataFrame]
+    events: list[pl.DataFrame]
+
+    def __post_init__(self) -> None:
+        # Callers hold event rows to the end of the input (analyze) or of the run (watch): copied out
+        # of the chunk's text, which they would otherwise keep alive (records.detached).
+        self.events = [detached(frame) for frame in self.events]
+
+
+@dataclass
+class Scan:
+    """What one chunk yields on its own, before the state carried between chunks is applied."""
+
+    lines: pl.DataFrame  # the chunk, with `_row`
+    candidates: pl.DataFrame  # lines holding some pattern's literal, still wrapped
+    unwrapped: pl.DataFrame | None
+    records: list[pl.DataFrame]
+    # Event rows in pattern order; a (rows, continuation) pair stands for events whose continuation
+    # lines may run into the next chunk, completed in `absorb`.
+    events: list[pl.DataFrame | tuple[pl.DataFrame, Continuation]]
+    observed: list[tuple]  # (spec, pattern, hits) for `observe`
+    markers: pl.DataFrame | None = None  # (line_no, actor) of lines naming who wrote the lines after them
+    # By format, the rows its block parser may read near this chunk's start lines, unwrapped and
+    # prepared (BlockFeeder.near, .prepare) here, where chunks are scanned in parallel, rather than
+    # in `absorb`, where they go one at a time.
+    near_starts: dict[str, pl.DataFrame] | None = None
+    starts: dict[str, pl.Series] | None = None  # each block parser's start lines (`_row`), by format
+
+
+# Lines to unwrap (candidates and the rows near block starts) above which chunks are not scanned
+# together: a dense log's 4 MiB chunk holds ~20,000.
+MAX_ROWS_TOGETHER = 25_000
+
+
+class ChunkParser:
+    """`scan` touches no state, so chunks can be scanned on several threads; `absorb` must then see
+    the scans in file order (multi-line blocks and continuation lines run across chunks)."""
+
+    def __init__(
+        self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None,
+        wrappers: Iterable[WrapperSpec] | None = None, values: Iterable[str] | None = None,
+    ):
+        """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
+        pattern's matched rows (`memlog formats check` counts them and looks for near misses).
+        `wrappers`: the launcher and logger wrappers to strip (default: the built-in ones)."""
+        self.specs = list(specs)
+        self.observe = observe
+        # The value columns the caller keeps (records.Keep.values): fields yielding only others are
+        # not extracted. Everything when observed (`formats check` counts every field).
+        self.values = frozenset(values) if values is not None and observe is None else None
+        wrappers = by_priority(builtin_wrappers().values()) if wrappers is None else list(wrappers)
+        self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
+        marker_literals, self.marker = markers(wrappers)
+        self.literals = sorted({lit for spec in self.specs for lit in spec.literals} | set(marker_literals))
+        # The pre-filter as one regex alternation of the literals: the regex engine searches for
+        # many literals at once with SIMD, several times faster than contains_any on long lines.
+        self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
+        # Which rows each block parser may read, and its `prepare`, for `scan` (no state of theirs is used).
+        self.block_probes = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
+        self.start_source()
+
+    def start_source(self) -> None:
+        """Multi-line state (open blocks, unfinished continuations) belongs to one source."""
+        self.blocks = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
+        self.continuations = Continuations()
+        self.named_by_marker: str | None = None  # the actor the source's last marker line named
+
+    def finish_source(self) -> Matches:
+        """The end of a source: blocks still open and events still reading continuation lines."""
+        records = [frame for _, feeder in self.blocks if (frame := feeder.finish()) is not None]
+        events = _event_frame(self.continuations.finish())
+        self.start_source()
+        return Matches(records, events)
+
+    def open_since(self) -> int | None:
+        """The first line of this source for which a later chunk may still yield a record or an
+        event (a block or a continuation still open), or None: everything before it is settled."""
+        open_lines = [feeder.open_since() for _, feeder in self.blocks] + [self.continuations.open_since()]
+        return min((line for line in open_lines if line is not None), default=None)
+
+    def __call__(self, lines: pl.DataFrame) -> Matches:
+        return self.absorb(self.scan(lines))
+
+    def scan(self, lines: pl.DataFrame) -> Scan:
+        return self.scan_together([lines])[0]
+
+    def scan_together(self, chunks: list[pl.DataFrame]) -> list[Scan]:
+        """The scans of consecutive chunks of one source, each the one `scan` gives it, with the
+        unwrapping and extraction run once over all their lines that need it: a sparse log's chunk
+        holds a few hundred such lines, and its cost is then mostly polars' cost per call."""
+        scans: list[Scan] = []
+        # Per chunk with candidates: its index, the rows to unwrap, and whether rows near block starts
+        # are among them (then `_candidate` marks the candidates).
+        wanted: list[tuple[int, pl.DataFrame, bool]] = []
+        for lines in chunks:
+            lines = self.unwrap.with_line_prefixes(lines).with_row_index("_row")  # multi-line parsing finds the rows after a match by it
+            candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
+            if candidates.is_empty():
+                scans.append(Scan(lines, candidates, None, [], [], []))
+                continue
+            starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_probes}
+            # The first rows too, which a block open at the end of the chunk before may run into: a
+            # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
+            near = [probe.near(starts[spec.name]) for spec, probe in self.block_probes if len(starts[spec.name])]
+            if not near:
+                rows = candidates
+            else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
+                candidate = pl.col("_row").is_in(candidates["_row"].implode())
+                rows = lines.filter(pl.any_horizontal(*near, candidate)).with_columns(_candidate=candidate)
+            scans.append(Scan(lines, candidates, None, [], [], [], starts=starts))
+            wanted.append((len(scans) - 1, rows, bool(near)))
+        # Chunks with many such lines (a dense log turning up among sparse chunks) in batches no
+        # larger than one dense chunk's, so that scanning together never costs more memory.
+        batch: list[tuple[int, pl.DataFrame, bool]] = []
+        for item in wanted:
+            if batch and sum(rows.height for _, rows, _ in batch) + item[1].height > MAX_ROWS_TOGETHER:
+                self._extract(scans, batch)
+                batch = []
+            batch.append(item)
+        if batch:
+            self._extract(scans, batch)
+        return scans
+
+    def _extract(self, scans: list[Scan], wanted: list[tuple[int, pl.DataFrame, bool]]) -> None:
+        """Unwrap the rows `wanted` of the scans they name, and extract every pattern's matches."""
+        chunk_of = [i for i, _, _ in wanted]
+        near = {i for i, _, has_near in wanted if has_near}
+        together = len(wanted) > 1
+        # Where some chunk brings rows near block starts, every chunk's rows carry `_candidate`.
+        parts = [r.with_columns(_candidate=pl.lit(True)) if near and i not in near else r for i, r, _ in wanted]
+        rows = pl.concat([r.with_columns(_chunk=pl.lit(i, dtype=pl.UInt32)) for i, r in zip(chunk_of, parts)]) if together else parts[0]
+        unwrapped = self.unwrap(rows)  # the columns unwrap adds come after `_candidate` and `_chunk`
+        for i, part in _by_chunk(unwrapped, chunk_of, together).items():
+            scan = scans[i]
+            if i in near:
+                near_rows = part.drop("_candidate")
+                scan.near_starts = {
+                    spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])  # type: ignore[index]
+                }
+            scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
+        if near:
+            unwrapped = unwrapped.filter("_candidate").drop("_candidate")
+        if self.marker is not None:
+            found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
+            for i, part in _by_chunk(found, chunk_of, together).items():
+                scans[i].markers = part if part.height else None
+        # One Aho-Corasick pass says which literals the chunks hold; a pattern whose literal is
+        # absent is skipped instead of scanning the chunks for it.
+        present = set(unwrapped.select(pl.col("text").str.extract_many(self.literals, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
+        for spec in self.specs:
+            for pattern in spec.records:
+                found = pattern.extract(unwrapped, self.values) if pattern.literal in present else None
+                for i, hits in _by_chunk(found, chunk_of, together, scans).items():
+                    scan = scans[i]
+                    scan.observed.append((spec, pattern, hits))
+                    if not hits.is_empty():
+                        if (unread := _memory_unread(hits, spec, pattern)) is not None:
+                            scan.events.append(unread)
+                        scan.records.append(hits.drop("text", "_row").with_columns(
+                            format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
+                            inherited=_inherits(hits, pattern), ordinal_step=pl.lit(pattern.ordinal_step),
+                            interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
+                        ))
+            for pattern in spec.events:
+                found = pattern.extract(unwrapped) if pattern.literal in present else None
+                for i, hits in _by_chunk(found, chunk_of, together, scans).items():
+                    scan = scans[i]
+                    scan.observed.append((spec, pattern, hits))
+                    if not hits.is_empty() and pattern.continuation is None:
+                        scan.events.append(_event_rows(hits, spec, pattern))
+                    elif not hits.is_empty():
+                        scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
+
+    def absorb(self, scan: Scan) -> Matches:
+        """A scanned chunk's matches, with the multi-line records and events it completes."""
+        carried = self._multiline(scan)
+        if scan.unwrapped is None:
+            return carried
+        events = []
+        for item in scan.events:
+            if isinstance(item, pl.DataFrame):
+                events.append(item)
+            else:
+                events += _event_frame(self.continuations.add(*item, scan.lines, self.unwrap))
+        if self.observe is not None:
+            self.observe(scan.unwrapped, scan.observed)
+        records, events = scan.records + carried.records, events + carried.events
+        if scan.markers is not None or self.named_by_marker is not None:
+            records, events = self._named(records, scan.markers), self._named(events, scan.markers)
+        return Matches(records, events)
+
+    def _named(self, frames: list[pl.DataFrame], marked: pl.DataFrame | None) -> list[pl.DataFrame]:
+        """Lines of a worker's own log file take the actor its last marker line named (Ray's
+        `:actor_name:`); a line's own prefix wins. The last name carries to the next chunk."""
+        names = pl.DataFrame({"line_no": [0], "actor": [self.named_by_marker]}, schema={"line_no": pl.Int64, "actor": pl.String})
+        if marked is not None:
+            names = pl.concat([names, marked.cast({"line_no": pl.Int64})])
+        named = []
+        for frame in frames:
+            if "actor" not in frame.columns:
+                frame = frame.with_columns(actor=pl.lit(None, dtype=pl.String))
+            found = frame.select("line_no").with_row_index("_i").sort("line_no").join_asof(names, on="line_no").sort("_i")["actor"]
+            named.append(frame.with_columns(pl.col("actor").fill_null(found)))
+        self.named_by_marker = names["actor"][-1]
+        return named
+
+    @staticmethod
+    def _starts(spec: FormatSpec, candidates: pl.DataFrame) -> pl.Series:
+        return candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
+
+    def _multiline(self, scan: Scan) -> Matches:
+        """Block parsers' records from the rows near their start lines (unwrapped by `scan`), and the
+        events of earlier chunks whose continuation lines this chunk completes (memlog/parse/multiline.py)."""
+        records = []
+        for spec, feeder in self.blocks:
+            starts = (scan.starts or {}).get(spec.name)
+            if starts is None:  # a chunk with no candidate line was not looked at for starts
+                starts = self._starts(spec, scan.candidates)
+            frame = feeder.feed(scan.lines, starts, self.unwrap, (scan.near_starts or {}).get(spec.name))
+            if frame is not None:
+                records.append(frame)
+        return Matches(records, _event_frame(self.continuations.resume(scan.lines, self.unwrap)))
+
+
+def _by_chunk(frame: pl.DataFrame | None, chunks: list[int], together: bool, scans: list[Scan] | None = None) -> dict[int, pl.DataFrame]:
+    """Rows of chunks scanned together, by chunk (`_chunk` dropped), every chunk in `chunks`
+    included: a chunk without rows gets none (`frame`'s columns), and where `frame` is None (a
+    pattern whose literal no chunk holds) each chunk gets its unwrapped lines' empty frame."""
+    if frame is None:
+        return {i: scans[i].unwrapped.clear() for i in chunks}  # type: ignore[index,union-attr]
+    if not together:
+        return {chunks[0]: frame}
+    parts = frame.partition_by("_chunk", as_dict=True, include_key=False, maintain_order=True)
+    empty = frame.clear().drop("_chunk")
+    return {i: parts.get((i,), empty) for i in chunks}
+
+
+def _inherits(hits: pl.DataFrame, pattern: LinePattern) -> pl.Expr:
+    """Whether a matched line takes its step from another line: an inherit_step pattern's lines
+    do, unless the line printed a step of its own (an optional step group)."""
+    if pattern.inherit_step and "step" in hits.columns:
+        return pl.col("step").is_null()
+    return pl.lit(pattern.inherit_step)
+
+
+def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
+    """Events keep their own fields as one JSON string column, so events of any shape concatenate."""
+    fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
+    constants = [pl.lit(value).alias(key) for key, value in pattern.detail if key not in fields]
+    detail = (
+        pl.struct([*(pl.col(f).cast(pl.String) for f in fields), *constants]).struct.json_encode()
+        if fields or constants
+        else pl.lit(None, dtype=pl.String)
+    )
+    return hits.select(
+        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
+        detail.alias("detail"),
+        format=pl.lit(spec.name),
+        kind=pl.lit(pattern.event),
+    )
+
+
+# A memory field as people print it: a memory word, then a number and whatever unit follows it.
+_MEMORY_FIELD = (
+    r"(?i)(?:\b|_)(?:mem(?:ory)?|alloc(?:ated)?|reserved|rss)(?:\b|_)[^0-9\n]{0,24}?[0-9][0-9.,]*(?:[eE][-+]?[0-9]+)?"
+    r"[ \t]*[^\s,;|]{0,16}"
+)
+UNREAD_SAMPLES_PER_CHUNK = 3
+
+
+def _memory_unread(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame | None:
+    """Step lines that print memory their pattern did not read (a unit or layout it does not know),
+    as `memory_unread` events: a run with steps and no memory reading can then say why. Only the
+    first few such lines per chunk are looked at, so a log without memory costs nothing."""
+    read = [c for c in hits.columns if c in MEMORY_COLUMNS]
+    values = [c for c in hits.columns if c in ALL_VALUE_COLUMNS and c not in MEMORY_COLUMNS]
+    if not values:
+        return None  # a pattern that reads no value (a bare `{"step": N`) claims nothing to explain
+    unread = hits.filter(pl.any_horizontal(pl.col(values).is_not_null()))
+    unread = unread.filter(pl.all_horizontal(pl.col(read).is_null())) if read else unread
+    unread = unread.head(UNREAD_SAMPLES_PER_CHUNK).with_columns(
+        fragment=pl.col("text").str.extract(_MEMORY_FIELD, 0)
+    ).drop_nulls("fragment")
+    if unread.is_empty():
+        return None
+    return unread.select(
+        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
+        pl.struct("fragment", pattern=pl.lit(f"{spec.name}/{pattern.name}")).struct.json_encode().alias("detail"),
+        format=pl.lit(spec.name),
+        kind=pl.lit("memory_unread"),
+    )
+
+
+EVENT_COLUMNS = {"line_no": pl.Int64, "text": pl.String, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
+                 "rank": pl.Int64, "ts": pl.String, "detail": pl.String, "format": pl.String, "kind": pl.String}
+
+
+def _event_frame(rows: list[dict]) -> list[pl.DataFrame]:
+    """Events completed in Python (continuations) as a frame shaped like _event_rows' output."""
+    return [pl.DataFrame([{k: r[k] for k in EVENT_COLUMNS} for r in rows], schema=EVENT_COLUMNS)] if rows else []
+
+
+def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list[dict]]:
+    """Records and events that one raw line yields: for spec samples, tests and `formats check`.
+    A sample of a multi-line format (a block, an event with continuation lines) holds `\n`s."""
+    import json
+
+    specs = list(specs)
+    parser = ChunkParser(specs)
+    texts = [piece for physical in line.split("\n") for piece in physical.split("\r")]  # as reading.py does
+    first = parser(pl.DataFrame({"line_no": list(range(1, len(texts) + 1)), "text": texts}))
+    last = parser.finish_source()
+    matches = Matches(first.records + last.records, first.events + last.events)
+    records = [row for frame in matches.records for row in frame.iter_rows(named=True)]
+    events = []
+    for frame in matches.events:
+        for row in frame.iter_rows(named=True):
+            events.append({**(json.loads(row["detail"]) if row["detail"] else {}), "kind": row["kind"], "rank": row["rank"]})
+    return records, events
+
+
+def sample_mismatches(spec: FormatSpec, context: Iterable[FormatSpec] = ()) -> list[str]:
+    """Check a spec's embedded samples: each `record:`/`event:` must come out with those values, and
+    a sample marked `nothing: true` (a look-alike line) must yield neither."""
+    problems = []
+    specs = [spec, *context]
+    for i, sample in enumerate(spec.samples):
+        line = sample.get("line", "")
+        records, events = parse_line(specs, line)
+        if sample.get("nothing") and (records or events):
+            problems.append(f"{spec.name} sample {i + 1}: expected nothing from {line[:80]!r}, got {len(records)} records and {len(events)} events")
+        for key, found in (("record", records), ("event", events)):
+            expected = sample.get(key)
+            if expected is None:
+                continue
+            if not found:
+                problems.append(f"{spec.name} sample {i + 1}: no {key} from {line[:80]!r}")
+                continue
+            row = found[0]
+            for field_, want in expected.items():
+                got = row.get(field_)
+                if isinstance(want, float) and isinstance(got, (int, float)) and got is not None:
+                    # `.nan` in a sample means the line printed a NaN (a NaN loss is read, not dropped).
+                    ok = abs(got - want) <= 1e-9 * max(1.0, abs(want)) or (want != want and got != got)
+                else:
+                    ok = got == want or (want is not None and str(got) == str(want))
+                if not ok:
+                    problems.append(f"{spec.name} sample {i + 1}: {field_} = {got!r}, expected {want!r}")
+    return problems

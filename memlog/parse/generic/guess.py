@@ -1,0 +1,488 @@
+"""Guess a format spec from a sample of lines no spec claims.
+
+The sample's lines are grouped into shapes: lines with the same text before their first number
+(after the logger prefix) and the same step counter. A shape that repeats and holds memory or
+loss fields becomes one record pattern of a spec, written as memlog's own spec YAML would be: a
+literal, a regex with the step (or `inherit_step`, or `ordinal_step` when the log has no counter
+at all), one `fields` regex per mapped key, units. The guess reads the log through that spec, so
+`memlog formats guess` prints exactly what the generic reader used, and what it guessed is said in
+`describe` (coverage and the findings' evidence).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memlog.base.columns import MEMORY_COLUMNS
+from memlog.parse.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
+from memlog.parse.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
+
+SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
+MIN_REPEATS = 3  # a line shape seen fewer times is not a series
+MAX_LINE = 2000  # longer lines are not metric lines
+HEAD_CHARS = 48  # at most this much of the text before a line's first number anchors its pattern
+SPEC_NUM = NUM
+# A unit printed after a value, as a spec captures it (`%` is not a size and is not read).
+SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
+
+
+@dataclass
+class Column:
+    """One canonical column of a pattern: the key it comes from and how it is read."""
+
+    column: str
+    key: str
+    meaning: Meaning
+    form: str
+    quote: str
+    printed_unit: bool  # some line printed a unit after the value
+    unit: str | None  # the unit the values are in when none is printed (from the key, the line, or their size)
+    unit_guessed: bool
+    running_max: bool
+    position: int | None = None  # a table's column index
+    text: str = ""
+
+
+@dataclass
+class Pattern:
+    name: str
+    head: str
+    counter: int | None
+    columns: list[Column]
+    lines: list[tuple[int, str]]  # (index in sample, text after prefix) of its lines
+    inherit: bool = False
+    ordinal: bool = False
+    interleaved: int | None = None
+    table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
+
+
+@dataclass
+class Guess:
+    """What the generic reader made of a source: the spec it reads it with, or why it has none."""
+
+    patterns: list[Pattern] = field(default_factory=list)
+    prefix: str | None = None
+    weak: str | None = None  # why nothing was read, when memory or loss values were seen
+    keys_seen: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.patterns)
+
+    def describe(self) -> str:
+        """The mapping in one sentence: "step from `iter`, device memory from `max mem` in MiB ..."."""
+        parts = []
+        for p in self.patterns:
+            if p.counter is not None and p.table is not None:  # a table's counter is a column index
+                step = f"step from column `{p.table[1][p.counter]}`"
+            elif p.counter is not None:
+                step = f"step from {COUNTERS[p.counter].name}"
+            elif p.ordinal:
+                step = "step from reading order (the log prints no step)"
+            else:
+                step = "step from the step line before"
+            cols = [c.text for c in p.columns]
+            if p.interleaved:
+                cols.append(f"{p.interleaved} writers taking turns told apart by the lines' repeating order (guessed)")
+            parts.append(f"{step}: " + ", ".join(cols) if cols else step)
+        return "; ".join(dict.fromkeys(parts))
+
+    def mapping(self) -> list[dict[str, Any]]:
+        return [
+            {"column": c.column, "key": c.key, "unit": c.unit or None, "unit_guessed": c.unit_guessed, "pattern": p.name}
+            for p in self.patterns for c in p.columns
+        ]
+
+
+def _prefix_of(texts: list[str]) -> str | None:
+    """The logger prefix most of the sample's lines start with, if one of GENERIC_PREFIXES."""
+    best, count = None, 0
+    for prefix in GENERIC_PREFIXES:
+        compiled = re.compile(prefix)
+        n = sum(1 for t in texts if (m := compiled.match(t)) and m.end() > 0)
+        if n > count:
+            best, count = prefix, n
+    return best if count * 2 >= len(texts) and count >= MIN_REPEATS else None
+
+
+def _head(text: str, start: int) -> str:
+    head = text[:start]
+    # Cut at a word end: the head anchors where the line starts, not a value's first digits.
+    head = re.sub(r"[\w.]*$", "", head) if re.search(r"\w$", head) and not re.search(r"\W", head[-1:]) else head
+    return head[:HEAD_CHARS].lstrip()
+
+
+def _first_digit(text: str) -> int:
+    found = re.search(r"\d", text)
+    return found.start() if found else len(text)
+
+
+def _common_prefix(heads: list[str]) -> str:
+    first, last = min(heads), max(heads)
+    i = 0
+    while i < len(first) and i < len(last) and first[i] == last[i]:
+        i += 1
+    common = first[:i]
+    if common != first and common and re.search(r"\w$", common):
+        common = re.sub(r"\w+$", "", common)
+    return common
+
+
+def _counter_of(texts: list[str]) -> int | None:
+    """The first counter that nearly every line of a shape prints, whose steps mostly go up."""
+    for i in range(len(COUNTERS)):
+        steps = [s[0] for t in texts if (s := counter_step(i, t))]
+        if len(steps) < 0.9 * len(texts) or len(steps) < MIN_REPEATS:
+            continue
+        ups = sum(b >= a for a, b in zip(steps, steps[1:]))
+        if ups >= 0.8 * (len(steps) - 1) and steps[-1] > steps[0]:
+            return i
+    return None
+
+
+def _magnitude_unit(values: list[float], host: bool) -> str:
+    """A unit for memory values printed without one: bytes, MiB or GiB by their size."""
+    finite = sorted(v for v in values if v == v and v not in (float("inf"), float("-inf")))
+    median = finite[len(finite) // 2] if finite else 0.0
+    if median > 4 * 1024**2:
+        return "B"
+    if median > (4096 if host else 512):
+        return "MiB"
+    return "GiB"
+
+
+def _running_max(values: list[float]) -> bool:
+    finite = [v for v in values if v == v]
+    return len(finite) >= 2 and all(b >= a for a, b in zip(finite, finite[1:]))
+
+
+def _context(text: str, f: Field) -> str:
+    """The words before a line's fields (`Memory info of GPU`), for keys that only say `current`."""
+    first = re.search(r"\d", text)
+    return text[: first.start()] if first else ""
+
+
+def _header_of(sample: list[str], idx: list[int]) -> str | None:
+    """The line most often printed right above a shape's lines, when it is of another shape: a
+    block's header (`[Profiled memory for rank 0]:`), its digits left out."""
+    own = set(idx)
+    above = Counter(re.sub(r"\d+", " ", sample[i - 1]) for i in idx if i > 0 and i - 1 not in own)
+    if not above:
+        return None
+    header, seen = above.most_common(1)[0]
+    return header if seen >= MIN_REPEATS else None
+
+
+def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None],
+             header: str | None = None) -> list[Column]:
+    """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
+    line above the shape's lines, for sizes whose key says nothing but the header does."""
+    by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
+    for text, found, span in zip(lines, per_line, counter_span):
+        for f in found:
+            if span and f.start < span[1] and f.end > span[0]:
+                continue  # the counter itself
+            by_key[f.key].append((text, f))
+    candidates: dict[str, list[tuple[tuple, Column]]] = defaultdict(list)
+    for key, seen in by_key.items():
+        if len(seen) < max(MIN_REPEATS, 0.5 * len(lines)):
+            continue
+        text0, f0 = seen[0]
+        printed = [f.unit for _, f in seen if f.unit]
+        if "%" in printed:
+            continue
+        key_unit = unit_in_key(key)
+        line_unit = None
+        meaning = meaning_of(key, printed[0] if printed else key_unit)
+        if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
+            context = _context(text0, f0)
+            meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
+        if meaning is None and printed:
+            meaning = in_memory_block(key, printed[0], header)
+        if meaning is None:
+            continue
+        meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
+        values = [f.value for _, f in seen]
+        running = meaning.role == "memory" and meaning.peak and _running_max(values)
+        column = meaning.column(running)
+        unit, guessed = None, False
+        if column in MEMORY_COLUMNS or meaning.role == "capacity":
+            unit_match = re.search(r"\((?P<u>[KMGT]i?B|bytes)\)", _context(text0, f0))
+            line_unit = unit_match["u"] if unit_match else None
+            unit = printed[0] if printed else key_unit or line_unit
+            if unit is None:
+                unit, guessed = _magnitude_unit(values, meaning.host), True
+        col = Column(column, key, meaning, f0.form, f0.quoted, bool(printed), unit, guessed, running)
+        col.text = meaning.describe(key, unit, guessed, running)
+        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
+        candidates[column].append((rank, col))
+    return [min(options, key=lambda o: o[0])[1] for options in candidates.values()]
+
+
+def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
+    """A header line followed by rows of numbers under it (CSV, tqdm tables): (index, sep, words)."""
+    for i, text in enumerate(sample[:-MIN_REPEATS]):
+        sep = "," if text.count(",") >= 2 else "\t" if text.count("\t") >= 2 else None
+        cells = [c.strip() for c in (text.split(sep) if sep else text.split())]
+        if len(cells) < 3 or not all(re.fullmatch(r"[A-Za-z_][\w./()-]*", c) for c in cells):
+            continue
+        rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
+        good = sum(1 for r in rows if _row_cells(r, sep, len(cells)) is not None)
+        if good < MIN_REPEATS:  # the header printed again above each row (tqdm tables, one per epoch)
+            under_copies = [sample[k + 1] for k in range(i, len(sample) - 1) if sample[k] == text]
+            good = sum(1 for r in under_copies if _row_cells(r, sep, len(cells)) is not None)
+        if good >= MIN_REPEATS:
+            return i, sep or " ", cells
+    return None
+
+
+def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
+    cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
+    if len(cells) < n or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) for c in cells):
+        return None
+    return cells
+
+
+def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> Pattern | None:
+    rows = [(i, t) for i, t in enumerate(sample) if i > at and _row_cells(t, sep, len(header)) is not None]
+    if len(rows) < MIN_REPEATS:
+        return None
+    names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
+    ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
+    counter = ranked[0][1] if ranked else None
+    if counter is None and re.fullmatch(r"\d+(?:/\d+)?", _row_cells(rows[0][1], sep, len(header))[0]):
+        counter = 0
+    columns: dict[str, tuple[tuple, Column]] = {}
+    for j, key in enumerate(header):
+        if j == counter:
+            continue
+        cells = [_row_cells(t, sep, len(header))[j] for _, t in rows]
+        parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
+        printed = [p["u"] for p in parts if p and p["u"]]
+        meaning = meaning_of(key, printed[0] if printed else unit_in_key(key))
+        if meaning is None or "%" in printed:
+            continue
+        values = [float(p["v"]) for p in parts if p]
+        running = meaning.role == "memory" and meaning.peak and _running_max(values)
+        column = meaning.column(running)
+        unit, guessed = (printed[0] if printed else unit_in_key(key)), False
+        if (column in MEMORY_COLUMNS or meaning.role == "capacity") and unit is None:
+            unit, guessed = _magnitude_unit(values, meaning.host), True
+        if column not in MEMORY_COLUMNS and meaning.role != "capacity":
+            unit = None
+        col = Column(column, key, meaning, "table", "", bool(printed), unit, guessed, running, position=j)
+        col.text = meaning.describe(key, unit, guessed, running)
+        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
+        if column not in columns or rank < columns[column][0]:
+            columns[column] = (rank, col)
+    if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
+        texts = [t for _, t in rows]
+        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]
+        after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
+        for col in _columns(texts, after, [None] * len(texts)):
+            columns.setdefault(col.column, ((), col))
+    if not columns:
+        return None
+    pattern = Pattern("table-row", "", None, [c for _, c in columns.values()], rows, table=(sep, header))
+    pattern.counter = counter  # a column index here, not a COUNTERS index
+    return pattern
+
+
+def _interleaving(values: list[float]) -> int | None:
+    """The number of writers whose lines take turns, when the values say so: a line is much closer
+    to the line k before it than to the line before it."""
+    finite = [v for v in values if v == v]
+    if len(finite) < 12:
+        return None
+    near = sum(abs(b - a) for a, b in zip(finite, finite[1:])) / (len(finite) - 1)
+    if near == 0:
+        return None
+    for k in range(2, 17):
+        if len(finite) < 3 * k:
+            break
+        far = sum(abs(finite[i] - finite[i - k]) for i in range(k, len(finite))) / (len(finite) - k)
+        if far < 0.3 * near:
+            return k
+    return None
+
+
+def guess(sample: list[str]) -> Guess:
+    """Learn the patterns of a sample of unwrapped lines (module docstring)."""
+    sample = [t for t in sample if len(t) <= MAX_LINE]
+    result = Guess()
+    result.prefix = _prefix_of(sample)
+    if result.prefix:
+        compiled = re.compile(result.prefix)
+        sample = [t[m.end():] if (m := compiled.match(t)) else t for t in sample]
+    table = _table(sample)
+    if table is not None:
+        pattern = _table_pattern(sample, *table)
+        if pattern is not None:
+            result.patterns.append(pattern)
+            return result
+    shapes: dict[str, list[int]] = defaultdict(list)
+    parsed = [fields(t) for t in sample]
+    for i, (text, found) in enumerate(zip(sample, parsed)):
+        if not found:
+            continue
+        result.keys_seen.extend(f.key for f in found)
+        shapes[_head(text, _first_digit(text))].append(i)
+    # A head that another head starts with is the same line shape printed with more words.
+    merged: dict[str, list[int]] = defaultdict(list)
+    for head in sorted(shapes, key=len):
+        into = next((h for h in merged if h and head.startswith(h)), head)
+        merged[into].extend(shapes[head])
+    candidates: list[Pattern] = []
+    for head, idx in merged.items():
+        idx.sort()
+        texts = [sample[i] for i in idx]
+        counter = _counter_of(texts)
+        spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
+        columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
+        common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
+        if counter is not None:
+            starts = [s[0] for s in spans if s]
+            if starts and min(starts) <= len(common):
+                common = _common_prefix([sample[i][: s[0]] for i, s in zip(idx, spans) if s])
+        if columns or counter is not None:
+            name = re.sub(r"[^a-z0-9]+", "-", common.lower()).strip("-")[:30] or "line"
+            candidates.append(Pattern(name, common, counter, columns, [(i, sample[i]) for i in idx]))
+    stepped = [p for p in candidates if p.counter is not None and len(p.lines) >= MIN_REPEATS]
+    valued = [p for p in candidates if p.columns and len(p.lines) >= MIN_REPEATS]
+    seen_values = any(meaning_of(k, None) for k in set(result.keys_seen))
+    if not valued:
+        if seen_values:
+            result.weak = "memory or loss values were printed, but no line shape repeats often enough to form a series"
+        return result
+    if stepped:
+        result.patterns = [p for p in stepped if p.columns] or stepped[:1]
+        result.patterns += [p for p in valued if p.counter is None]
+        for p in result.patterns:
+            p.inherit = p.counter is None
+    else:
+        result.patterns = valued
+        for p in valued:
+            p.inherit = p.ordinal = True
+            first = next((c for c in p.columns if c.column in MEMORY_COLUMNS), p.columns[0])
+            values = [f.value for i, _ in p.lines for f in parsed[i] if f.key == first.key]
+            p.interleaved = _interleaving(values)
+    names: dict[str, int] = defaultdict(int)
+    for p in result.patterns:
+        names[p.name] += 1
+        if names[p.name] > 1:
+            p.name = f"{p.name}-{names[p.name]}"
+    return result
+
+
+# -- the spec ------------------------------------------------------------------------------------
+
+
+def _loose(text: str) -> str:
+    """A literal text as a regex, any run of blanks matching any run of blanks."""
+    return r"\s+".join(re.escape(part) for part in re.split(r"\s+", text.strip())) if text.strip() else ""
+
+
+def _field_regex(col: Column) -> str:
+    unit = f"(?:\\s*(?P<{col.column}_unit>{SPEC_UNIT}))?" if col.printed_unit else ""
+    value = f"(?P<{col.column}>{SPEC_NUM})"
+    key = _loose(col.key)
+    if col.form == "quoted":
+        return f"{col.quote}{key}{col.quote}\\s*:\\s*['\"]?{value}"
+    if col.form == "vk":
+        return f"{value}{unit}\\s+{key}(?:\\W|$)"
+    # A key starts the line, follows a non-word character, or is glued to a counter (`iter_1_after_backward`).
+    return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
+
+
+def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
+    sep, header = p.table  # type: ignore[misc]
+    cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
+    by_position = {c.position: c for c in p.columns if c.position is not None}
+    cells, units = [], {}
+    last = max([*by_position, p.counter if p.counter is not None else 0])
+    for j in range(last + 1):
+        if j == p.counter:
+            cells.append(r"(?P<step>\d+)(?:/\d+)?")
+        elif j in by_position:
+            c = by_position[j]
+            unit = f"(?P<{c.column}_unit>{SPEC_UNIT})?" if c.printed_unit else ""
+            cells.append(f"(?P<{c.column}>{SPEC_NUM}){unit}")
+        else:
+            cells.append(r"[^\s,]+" if sep != "," else r"[^,]*")
+    return r"^\s*" + cell_sep.join(cells), units
+
+
+def to_spec(result: Guess, name: str) -> dict[str, Any]:
+    """The guess as a format spec mapping (what `memlog formats guess` prints, samples aside)."""
+    records = []
+    for p in result.patterns:
+        units = {c.column: _spec_unit(c.unit) for c in p.columns if c.unit and not c.printed_unit}
+        if p.table is not None:
+            regex, _ = _table_regex(p)
+            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": _table_literal(p), "regex": regex}
+            if p.counter is None:
+                entry["regex"] = regex.replace("(?P<step>", "(?:")
+                entry["inherit_step"] = entry["ordinal_step"] = True
+            if trailing := [_field_regex(c) for c in p.columns if c.position is None]:
+                entry["fields"] = trailing
+        else:
+            head = _loose(p.head)
+            entry = {"name": p.name, "kind": "train", "literal": _literal(p)}
+            if p.counter is not None:
+                counter = COUNTERS[p.counter].regex
+                entry["regex"] = f"^\\s*{head}" + (f".*?{counter.lstrip('^')}" if not counter.startswith("^") else "")
+                if counter.startswith("^"):
+                    entry["regex"] = counter
+            else:
+                entry["regex"] = f"^\\s*{head}" if head else r"^"
+                entry["inherit_step"] = True
+                if p.ordinal:
+                    entry["ordinal_step"] = True
+                    if p.interleaved:
+                        entry["interleaved"] = p.interleaved
+            entry["fields"] = [_field_regex(c) for c in p.columns]
+            texts = [t for _, t in p.lines]
+            if p.counter is not None and p.columns and not all(p.columns[0].key in t for t in texts):
+                # Lines of this shape without its values (`Step 6: reward 0.4`) are not readings.
+                key = next((c.key for c in p.columns if all(c.key in t or p.columns[0].key not in t for t in texts)), p.columns[0].key)
+                entry["regex"] += ".*?" + _loose(key)
+        if units:
+            entry["units"] = units
+        records.append(entry)
+    return {
+        "name": name,
+        "title": f"{name} (guessed by memlog)",
+        "description": "Guessed by `memlog formats guess` from a log no spec read: " + result.describe() + ". Edit to taste.",
+        "logger_prefixes": [result.prefix] if result.prefix else [],
+        "records": records,
+    }
+
+
+def _spec_unit(unit: str) -> str:
+    return {"G": "GiB", "M": "MiB", "K": "KiB", "T": "TiB"}.get(unit, unit)
+
+
+def _literal(p: Pattern) -> str:
+    """Text every line of the pattern holds: its head's words, else its first key."""
+    texts = [t for _, t in p.lines]
+    for candidate in (p.head.strip(), *(c.key for c in p.columns), ":", "="):
+        if candidate and all(candidate in t for t in texts):
+            return candidate
+    return p.columns[0].key if p.columns else " "
+
+
+def _table_literal(p: Pattern) -> str:
+    texts = [t for _, t in p.lines]
+    for candidate in (",", "/", ".", " "):
+        if candidate == p.table[0] or all(candidate in t for t in texts):  # type: ignore[index]
+            if all(candidate in t for t in texts):
+                return candidate
+    return " "
+
+
+def spec_path(name: str) -> Path:
+    return Path(f"<guessed:{name}>")

@@ -1,0 +1,171 @@
+"""Finding the runs under the paths `memlog scan` is given.
+
+A run is what `memlog analyze` judges in one call: one log file, or one directory read whole (every
+log file under it, memlog/read/inputs.py). Walking down from each path given:
+
+1. a file named on the command line is a run;
+2. a directory is one run when its layout says that its files are the workers of one job:
+   - a torchrun `--log-dir` run: it holds `attempt_<n>/` folders;
+   - a Ray session: a `session_*` folder with a `logs/` folder (the run is that `logs/`), or a
+     folder of Ray worker files (`worker-<id>-<job>-<pid>.out`);
+   - per-rank or per-node logs: a file or folder directly in it names a rank or a node
+     (`rank3.log`, `20250304_rank3.log`, `node-2.log`, `node01/`);
+3. otherwise each log file directly in the directory is a run of its own (a folder of
+   `slurm-<jobid>.out` files is that many runs), except `.json` and `.csv` files (configs and
+   metric dumps beside the logs), and each sub-folder is walked in turn.
+
+Hidden entries and symlinked folders are not walked (Ray's `session_latest` points at a session
+that is found anyway). `--run-glob PATTERN` replaces the rule: every file or folder under a path
+that matches the pattern (`**` recurses) is a run.
+
+The same walk runs on URLs (`s3://bucket/runs/`) through fsspec (memlog/read/remote.py).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from memlog.base.errors import MemlogError
+from memlog.read.inputs import identity_of, is_log_name, natural_key
+from memlog.read.remote import filesystem, is_url
+
+TORCHRUN_ATTEMPT = re.compile(r"^attempt_\d+$")
+RAY_SESSION = re.compile(r"^session_")
+# Beside the logs, not logs: a directory's .json / .csv files are no run of their own.
+NOT_A_RUN_ALONE = {".json", ".csv"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run to judge: `name` as the user sees it (relative to the path given), `path` what
+    `memlog analyze` reads (a file, a directory or a URL)."""
+
+    name: str
+    path: str
+
+
+class _Local:
+    def kind(self, path: str) -> str | None:
+        if os.path.isdir(path):
+            return "dir"
+        return "file" if os.path.isfile(path) or os.path.islink(path) else None
+
+    def children(self, path: str) -> tuple[list[str], list[str]]:
+        """(sub-folders, files) directly in `path`, names only; symlinked folders are not walked,
+        a broken link is a file (a run that cannot be read, not one that vanishes)."""
+        dirs, files = [], []
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return [], []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                dirs.append(entry.name)
+            elif not entry.is_dir():
+                files.append(entry.name)
+        return dirs, files
+
+    def join(self, path: str, name: str) -> str:
+        return os.path.join(path, name)
+
+    def glob(self, path: str, pattern: str) -> list[str]:
+        return glob.glob(pattern, root_dir=path, recursive=True)
+
+
+class _Remote:
+    def __init__(self, url: str):
+        self.fs, self.root = filesystem(url)
+
+    def _path(self, url: str) -> str:
+        return filesystem(url)[1] if is_url(url) else url
+
+    def kind(self, url: str) -> str | None:
+        path = self._path(url)
+        if self.fs.isdir(path):
+            return "dir"
+        return "file" if self.fs.isfile(path) else None
+
+    def children(self, url: str) -> tuple[list[str], list[str]]:
+        dirs, files = [], []
+        try:
+            entries = self.fs.ls(self._path(url), detail=True)
+        except (FileNotFoundError, OSError):
+            return [], []
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith("."):
+                continue
+            (dirs if entry["type"] == "directory" else files).append(name)
+        return dirs, files
+
+    def join(self, url: str, name: str) -> str:
+        return url.rstrip("/") + "/" + name
+
+    def glob(self, url: str, pattern: str) -> list[str]:
+        base = self._path(url).rstrip("/")
+        return [p[len(base) + 1 :] for p in self.fs.glob(base + "/" + pattern) if p.startswith(base + "/")]
+
+
+def _names_workers(dirs: list[str], logs: list[str]) -> bool:
+    """Does this directory's content name the workers of one job (rule 2 above)?"""
+    if any(TORCHRUN_ATTEMPT.match(d) for d in dirs):
+        return True
+    if any(identity_of(name) for name in logs):  # rank3.log, node-2.log, Ray worker-*.out
+        return True
+    return any("node" in identity_of(d) or "rank" in identity_of(d) for d in dirs)
+
+
+def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
+    """The runs under `path`, named relative to the path given ("" at the top: a path that is
+    itself a run is named by its own name)."""
+    dirs, files = tree.children(path)
+    logs = [f for f in files if is_log_name(PurePosixPath(f))]
+    base = os.path.basename(path.rstrip("/"))
+    if RAY_SESSION.match(base) and "logs" in dirs:
+        yield Run(name or base, tree.join(path, "logs"))
+        return
+    if _names_workers(dirs, logs):
+        yield Run(name or base, path)
+        return
+    for log in sorted(logs, key=natural_key):
+        if PurePosixPath(log).suffix.lower() not in NOT_A_RUN_ALONE:
+            yield Run(_child(name, log), tree.join(path, log))
+    for sub in sorted(dirs, key=natural_key):
+        yield from _walk(tree, tree.join(path, sub), _child(name, sub))
+
+
+def _child(name: str, part: str) -> str:
+    return f"{name}/{part}" if name else part
+
+
+def _display(spec: str) -> str:
+    """The name of the path given, as its runs are named under it."""
+    return spec.rstrip("/").rsplit("/", 1)[-1] or spec
+
+
+def find_runs(paths: list[str], run_glob: str | None = None) -> list[Run]:
+    """The runs under `paths`, each path's in natural order of name, named relative to it. A path
+    that does not exist is a run of its own (its row says it cannot be read)."""
+    runs: list[Run] = []
+    for spec in paths:
+        if spec == "-":
+            raise MemlogError("memlog scan reads paths, not standard input: use memlog analyze - for a log on stdin")
+        tree = _Remote(spec) if is_url(spec) else _Local()
+        kind = tree.kind(spec)
+        if kind != "dir":
+            runs.append(Run(_display(spec), spec))
+            continue
+        if run_glob:
+            found = sorted(tree.glob(spec, run_glob), key=natural_key)
+            runs += [Run(match, tree.join(spec, match)) for match in found]
+        else:
+            runs += list(_walk(tree, spec, ""))
+    return runs

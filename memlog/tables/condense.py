@@ -1,0 +1,361 @@
+"""Condense: a worker's long runs of steps kept as bins while reading, for `analyze`.
+
+A dense log holds hundreds of thousands of steps per rank, and the rules judge at most
+MAX_SERIES_POINTS points per series (series._binned): holding every step until the end of the
+input made memory follow the file's size. From a worker's 2 * CONDENSE_AFTER-th step of one kind
+on, its runs of steps are kept as bins about n / CONDENSE_AFTER steps wide at its n-th step, so
+what is held grows with the logarithm of the steps (~2,000 * (2 + ln(n / 4,000)) records per
+worker). `memlog series` prints every step and never condenses (tables.Keep).
+
+A bin is a record standing for `steps` steps: its last step's step, line and time, and each
+value's (lower) median over its steps. Everything that looks at single steps still sees them:
+- only plain steps are binned: a step with a non-finite value, a negative memory reading, a
+  device reading above MAX_DEVICE_GIB, a memory reading above its neighbours' or a non-zero count
+  of NaN iterations (_plain) stays a record of its own (corrupt-readings and nan-loss report it by
+  its line);
+- a run ends at every line something later compares with a step: an event (its last step
+  before), a record without a step (it takes a neighbour's), a step not above the one before (a
+  restart, or another line of the same step, merged later), a change of format; and each run's
+  first and last steps stay records of their own, so the neighbours of other batches are exact;
+- steps are counted per segment (a restart starts again at 1), so a short segment after a
+  restart is judged step by step;
+- lines for which a later chunk may still add a record or an event (ChunkParser.open_since),
+  and records of an earlier batch's lines completed in this one, are never binned.
+What differs from judging every step: a series longer than MAX_SERIES_POINTS is binned again by
+series._binned from the bins (weighted by their steps), not from the steps; where most of a
+worker's readings around one are above the capacity (a wrong unit throughout), corrupt-readings
+counts the bins dropped, not the steps; and where they run above the capacity but within
+CAPACITY_SLACK of it, a reading less than CAPACITY_SLACK above them but above the slack can be
+binned rather than reported.
+
+Two bounds keep what is held per worker small whatever the layout (issue: 10,000 ranks teed into
+one file, a job resumed every 2,500 steps, a restart loop):
+- a source of many workers condenses sooner: each worker and kind's first 2 * `after` steps of a
+  segment stay alone, `after` being CONDENSE_AFTER, or HELD_RECORDS / (4 * workers seen so far)
+  when that is smaller (never below MIN_CONDENSE_AFTER). Series that short are then binned while
+  reading rather than by series._binned. A batch then holds a few steps of each worker, too few
+  for its runs to have an inside, so the records held are binned again across batches
+  (Condenser._compact) once they pass HELD_RECORDS and have grown by half since; a bin of bins
+  stands for all its steps, its values the lower median of theirs (not weighted by steps);
+- a worker and kind keep their last KEEP_SEGMENTS restart segments; older ones are summarised
+  (Summarised: their steps per format, their restarts, their first and last steps), so that the
+  coverage still counts them, and the report says so. Their own series are not judged: the live
+  segment and the KEEP_SEGMENTS - 1 before it are, as they would be without the bound. Kept
+  segments keep their numbers (`segment_base`: records.build_records).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
+from memlog.base.limits import CAPACITY_SLACK, MAX_RESTARTS_LISTED, MAX_SERIES_POINTS, impossible_reading
+
+# Twice this many steps of one worker and kind are kept one by one: every series judged point by
+# point (MAX_SERIES_POINTS) and then some is exactly what it was without condensing.
+CONDENSE_AFTER = MAX_SERIES_POINTS
+# Records a source's workers hold one by one, shared out among them when they are many (10,000
+# ranks of a few hundred steps each: ~70 records a worker instead of every step). 2^18 records are
+# ~25 MiB as compact rows and ~100 MiB as series points (Python lists).
+HELD_RECORDS = 1 << 18
+MIN_CONDENSE_AFTER = 4  # ... but never fewer than 2 * this steps of a segment one by one
+# Restart segments of one worker and kind that keep their records; older ones are summarised.
+KEEP_SEGMENTS = 8
+COMPACT_SLICE_ROWS = 1 << 16  # records binned again at once (Condenser._compact)
+# Records are binned a batch at a time: binning each chunk's few records cost more time than the
+# binning saved, and holding many chunks' small frames until the end fragmented the allocator's
+# pages (sparse 4 GiB: +30 MiB over 1 GiB at 2^20 records a batch; flat at 32 chunks).
+BATCH_ROWS = 1 << 16
+BATCH_CHUNKS = 32
+NEIGHBOURS = 101  # readings around one (its own included) that say what is typical there (_plain)
+GROUP = ["worker", "kind"]  # whose steps form a series (the frame holds one source's rows)
+LAST_OF_BIN = ("step", "line_no", "_seconds", "ts", "_n")  # where a bin is: its last step
+# Counts of bad iterations (Megatron's `number of nan iterations`): a non-zero count is a non-finite
+# loss the line no longer shows, so its step is never binned (a bin's median would hide it).
+COUNTED_BAD = ("nan_iterations",)
+
+
+@dataclass
+class Summarised:
+    """What the segments a source's workers no longer hold stood for (module docstring)."""
+
+    segments: int = 0  # segments summarised, over all workers and kinds
+    workers: int = 0  # workers and kinds some of whose segments were
+    restarts: int = 0  # restarts into them (their restart events are only counted)
+    steps: dict[str, int] = field(default_factory=dict)  # steps read, per format
+    restart_steps: list[int] = field(default_factory=list)  # where they started, the first MAX_RESTARTS_LISTED
+    first_step: int | None = None
+    last_step: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.segments > 0
+
+    def add(self, rows: pl.DataFrame) -> None:
+        """Count `rows` (numbered: `_seg`, whole segments) as summarised."""
+        rows = rows.filter(pl.col("step").is_not_null())
+        if rows.is_empty():
+            return
+        # A step's first line stands for it (records._readings): its `steps`, its format.
+        weight = pl.col("steps").first() if "steps" in rows.columns else pl.lit(1, dtype=pl.Int64)
+        steps = rows.group_by([*GROUP, "_seg", "step"]).agg(pl.col("format").first().cast(pl.String), weight.fill_null(1).alias("n"))
+        for fmt, n in steps.group_by("format").agg(pl.col("n").sum()).iter_rows():
+            self.steps[fmt] = self.steps.get(fmt, 0) + int(n)
+        segments = rows.group_by([*GROUP, "_seg"]).agg(pl.col("step").min())
+        self.segments += segments.height
+        self.restarts += segments.filter(pl.col("_seg") > 0).height
+        starts = set(self.restart_steps) | set(segments.filter(pl.col("_seg") > 0)["step"].to_list())
+        self.restart_steps = sorted(starts)[:MAX_RESTARTS_LISTED]
+        low, high = rows["step"].min(), rows["step"].max()
+        self.first_step = low if self.first_step is None else min(self.first_step, low)
+        self.last_step = high if self.last_step is None else max(self.last_step, high)
+
+
+class Condenser:
+    """A record sink (memlog/tables/records.py RecordSink): one source's records on their way to the
+    records table, binned a batch of chunks at a time, held here until the end of the source so that
+    segments a worker leaves behind can be summarised (module docstring). Each worker and kind's
+    last step, the steps of its current segment and the segment's number are carried from batch to
+    batch."""
+
+    def __init__(self) -> None:
+        self.carried: dict[tuple, tuple[int, int, int]] = {}  # (worker, kind) -> (last step, steps in its segment, segment)
+        self.floor: dict[tuple, int] = {}  # (worker, kind) -> its first segment still held, where not 0
+        self.summarised = Summarised()
+        self.done: list[pl.DataFrame] = []  # batches binned, with `_seg` (the segment's number)
+        self.pending: list[pl.DataFrame] = []
+        self.pending_rows = 0
+        self.event_lines: list[pl.Series] = []
+        self.first_line: int | None = None
+        self.label_types: tuple = (pl.Categorical, pl.Categorical)  # the worker and kind columns' types
+        self.barriers: list[pl.Series] = []  # every event's line so far (they cut runs when held records are binned again)
+        self.compacted = 0  # records held after they were last binned again
+
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+        """`rows`: one chunk's compact records (tables.compact_records) of one source, or None;
+        `events`: the event rows the chunk yielded (a chunk without records too);
+        `first_line`: the chunk's first line; `open_since`: ChunkParser.open_since() after it.
+        Records are held until finish(): returns nothing."""
+        if rows is not None:
+            self.pending.append(rows)
+            self.pending_rows += rows.height
+        self.event_lines += [frame["line_no"].cast(pl.Int64) for frame in events]
+        self.first_line = first_line if self.first_line is None else self.first_line
+        if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS:
+            self._batch(open_since)
+        return []
+
+    def held(self) -> list[pl.DataFrame]:
+        """Every record so far: the batches binned and the batch not yet full, as read (what a reader
+        that judges before the end of its input, memlog/watch/watch.py, judges)."""
+        return [*self._out(self.done), *self.pending]
+
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]:
+        """Every record of the source, binned; `open_since` as in add() (call before the source's last
+        blocks). `summarised` then says what the records no longer held stood for."""
+        self._batch(open_since)
+        if self._after() < CONDENSE_AFTER and sum(f.height for f in self.done) > max(HELD_RECORDS, self.compacted):  # since the last time too
+            self._compact(open_since)
+        done, self.done = self.done, []
+        return self._out(done)
+
+    def _after(self) -> int:
+        """Steps of a segment held one by one (twice this): module docstring."""
+        workers = max(1, len(self.carried))
+        return max(min(MIN_CONDENSE_AFTER, CONDENSE_AFTER), min(CONDENSE_AFTER, HELD_RECORDS // (4 * workers)))
+
+    def _out(self, frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+        """Frames as the records table takes them: `_seg` gone, `segment_base` (the worker's first
+        segment held) where segments were summarised."""
+        if not self.floor:
+            return [f.drop("_seg", "_n", strict=False) for f in frames]
+        floors = self._floors()
+        return [
+            f.join(floors, on=GROUP, how="left", maintain_order="left")
+            .with_columns(segment_base=pl.col("_floor").fill_null(0)).drop("_seg", "_n", "_floor") if "_seg" in f.columns else f
+            for f in frames
+        ]
+
+    def _floors(self) -> pl.DataFrame:
+        """Each worker and kind's first segment held (`_floor`), where not 0."""
+        worker, kind = self.label_types
+        return pl.DataFrame(
+            [(w, k, f) for (w, k), f in self.floor.items()], schema={"worker": worker, "kind": kind, "_floor": pl.Int64}, orient="row",
+        )
+
+    def _batch(self, open_since: int | None) -> None:
+        """Bin the pending records, then summarise the segments they left behind."""
+        pending, event_lines, first_line = self.pending, self.event_lines, self.first_line
+        self.pending, self.pending_rows, self.event_lines, self.first_line = [], 0, [], None
+        if not pending:
+            return
+        # One frame either way (small frames held to the end fragment memory: BATCH_ROWS).
+        rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
+        if "step" not in rows.columns:  # only lines that take a neighbour's step
+            self.done.append(rows)
+            return
+        if not rows["line_no"].is_sorted():
+            rows = rows.sort("line_no", maintain_order=True)
+        rows = self._numbered(rows)
+        after = self._after()
+        events = pl.concat(event_lines) if event_lines else pl.Series([], dtype=pl.Int64)
+        self.barriers.append(events)
+        if (rows["_n"].max() or 0) < 2 * after:
+            self.done.append(rows)
+        else:
+            self.done.append(_condensed(rows, events, first_line or 0, open_since, after))
+        self._summarise()
+        # Binned again once they grew by half: each time costs what is held, and the peak is what
+        # is held then, not a doubling (10,000 ranks: 534 MiB while reading at 2x).
+        # Only where workers share HELD_RECORDS: with a few, a batch holds thousands of steps of each
+        # (dense 1 GiB, 8 ranks: ~0.3 M records held, binned as phase 5 bins them).
+        if after < CONDENSE_AFTER and sum(f.height for f in self.done) > max(HELD_RECORDS, self.compacted + self.compacted // 2):
+            self._compact(open_since)
+
+    def _compact(self, open_since: int | None) -> None:
+        """Bin the records held again, across the batches: a batch holds a few steps of each worker
+        when there are thousands of them, too few for its runs to have an inside. A bin of bins
+        stands for their steps; its values are the (lower) median of theirs."""
+        numbered = [f for f in self.done if "_n" in f.columns]
+        if not numbered:
+            return
+        self.done = [f for f in self.done if "_n" not in f.columns]  # the batches are freed once copied
+        rows = pl.concat(numbered, how="diagonal_relaxed")
+        del numbered
+        if not rows["line_no"].is_sorted():
+            rows = rows.sort("line_no", maintain_order=True)
+        self.barriers = [pl.concat(self.barriers).unique().sort()]
+        after = self._after()
+        # A few workers at a time: binning copies its rows several times over, and every step of it
+        # is per worker, so slices by worker give the same bins at a fraction of the peak.
+        slices = max(1, rows.height // COMPACT_SLICE_ROWS)
+        if slices == 1:
+            parts = [_condensed(rows, self.barriers[0], 0, open_since, after)]
+        else:
+            which = pl.col("worker").hash() % slices
+            parts = [_condensed(rows.filter(which == i), self.barriers[0], 0, open_since, after) for i in range(slices)]
+        del rows
+        self.done.append(pl.concat(parts, how="diagonal_relaxed").sort("line_no", maintain_order=True))
+        self.compacted = sum(f.height for f in self.done)
+
+    def _summarise(self) -> None:
+        """Each worker and kind past KEEP_SEGMENTS segments: its older segments' records counted in
+        `summarised` and let go."""
+        floors = {key: segment - KEEP_SEGMENTS + 1 for key, (_, _, segment) in self.carried.items() if segment >= KEEP_SEGMENTS}
+        if not floors or all(self.floor.get(key, 0) >= f for key, f in floors.items()):
+            return
+        self.floor.update(floors)
+        table = self._floors()
+        kept, dropped = [], []
+        for frame in self.done:
+            if "_seg" not in frame.columns:
+                kept.append(frame)
+                continue
+            old = pl.col("_seg") < pl.col("_floor").fill_null(0)
+            frame = frame.join(table, on=GROUP, how="left", maintain_order="left")
+            dropped.append(frame.filter(old).drop("_floor"))
+            kept.append(frame.filter(~old).drop("_floor"))
+        # One frame: held to the end, small frames fragment memory (BATCH_ROWS).
+        self.done = [pl.concat(kept, how="diagonal_relaxed").rechunk()] if kept else []
+        self.summarised.workers = len(self.floor)
+        self.summarised.add(pl.concat(dropped, how="diagonal_relaxed"))
+
+    def _numbered(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """`rows` (in line order) with `_n`: each step's number within its worker and kind's
+        segment, and `_seg`: that segment's number, as records.build_records will cut them (a step
+        below the one before starts one)."""
+        self.label_types = (rows.schema["worker"], rows.schema["kind"])
+        carried = pl.DataFrame(
+            [(w, k, last, n, seg) for (w, k), (last, n, seg) in self.carried.items()],
+            schema={"worker": rows.schema["worker"], "kind": rows.schema["kind"], "_last": pl.Int64, "_count": pl.Int64, "_seg0": pl.Int64},
+            orient="row",
+        )
+        step, has_step = pl.col("step"), pl.col("step").is_not_null()
+        rows = rows.join(carried, on=GROUP, how="left", maintain_order="left")
+        before = pl.coalesce(step.shift(1).forward_fill().over(GROUP), pl.col("_last"))
+        rows = rows.with_columns(_segment=(has_step & (step < before)).fill_null(False).cum_sum().over(GROUP))
+        in_segment = has_step.cum_sum().over([*GROUP, "_segment"])
+        rows = rows.with_columns(
+            _n=pl.when(has_step).then(in_segment + pl.when(pl.col("_segment") == 0).then(pl.col("_count").fill_null(0)).otherwise(0)),
+            _seg=(pl.col("_segment") + pl.col("_seg0").fill_null(0)).cast(pl.Int64),
+        ).drop("_last", "_count", "_segment", "_seg0")
+        ends = rows.filter(has_step).group_by(GROUP).agg(step.last(), pl.col("_n").last(), pl.col("_seg").last())
+        for worker, kind, last, n, seg in ends.iter_rows():
+            self.carried[worker, kind] = (last, n, seg)
+        return rows
+
+
+def _condensed(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None, after: int) -> pl.DataFrame:
+    """`rows` (numbered: `_n`) with the interior of each run of plain steps binned. The n-th step of
+    a worker and kind's segment falls in bin floor(after * ln(n / after)) once n >= 2 * after
+    (before, each step is its own): bins about n / after steps wide, the same wherever batches
+    start (`after`: CONDENSE_AFTER unless the source has many workers, Condenser._after)."""
+    # Runs are made of step lines; the step-less ones only cut them (a DeepSpeed log's million
+    # memory lines are not windowed). Every step line takes part, even the first of a segment that
+    # cannot be binned yet: it is where a restart cuts the run.
+    has_step = pl.col("step").is_not_null()
+    stepless = rows.filter(~has_step)
+    others = stepless.with_columns(steps=pl.lit(1, dtype=pl.Int64))
+    # Lines a later step could be compared with cut every run: events and step-less records.
+    barriers = pl.concat([event_lines, stepless["line_no"]]).unique().sort()
+    rows = rows.filter(has_step)
+    rows = rows.with_columns(
+        _plain=_plain(rows, first_line, open_since, after),
+        _epoch=barriers.search_sorted(rows["line_no"], side="right"),
+    )
+    step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
+    new_run = (
+        ~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))
+    ).fill_null(True)
+    rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
+    position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
+    inner = plain & (position > 0) & (position < length - 1)
+    bin_of = (after * (pl.col("_n") / after).log()).floor().cast(pl.Int64)
+    rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
+    helpers = ["_plain", "_epoch", "_run", "_bin"]
+    # A record already binned (Condenser._compact) counts as the steps it stands for.
+    weight = pl.col("steps").fill_null(1) if "steps" in rows.columns else pl.lit(1, dtype=pl.Int64)
+    exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(steps=weight.cast(pl.Int64))
+    binned = rows.filter(pl.col("_bin").is_not_null())
+    columns = [c for c in rows.columns if c not in helpers and c != "steps"]
+    bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
+        *(_summary(c) for c in columns if c not in GROUP), steps=(weight.sum() if "steps" in rows.columns else pl.len()).cast(pl.Int64)
+    ).select(*columns, "steps")
+    return pl.concat([others, exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+
+
+def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None, after: int) -> pl.Series:
+    """Steps that may be binned: past their segment's first 2 * `after`, settled lines of
+    this batch, every value a possible reading, and no memory reading above CAPACITY_SLACK times
+    the median of its worker's readings around it. The capacity is known only at the end, and a
+    reading above it is above its neighbours too, so corrupt-readings still sees it alone; a leak's
+    rise is not above them. (Unless the neighbours are above the capacity themselves, within its
+    slack: module docstring.)"""
+    line = pl.col("line_no")
+    checks = [pl.col("_n") >= 2 * after, line >= first_line]  # past its segment's first steps
+    if open_since is not None:
+        checks.append(line < open_since)
+    for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):
+        value = pl.col(column)
+        impossible = impossible_reading(value, column, None)
+        possible = value.is_finite() if impossible is None else value.is_finite() & ~impossible[0]
+        if column in MEMORY_COLUMNS:
+            around = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over(GROUP)
+            possible = possible & (value <= CAPACITY_SLACK * around)
+        elif column in COUNTED_BAD:
+            possible = possible & (value == 0)  # a step that counted NaN iterations stays a record of its own
+        checks.append(value.is_null() | possible)
+    return rows.select(pl.all_horizontal(checks).alias("_plain")).to_series()
+
+
+def _summary(column: str) -> pl.Expr:
+    """A column of a bin: where it is (its last step), the median of each value, the labels."""
+    if column in LAST_OF_BIN:
+        return pl.col(column).last()
+    if column in ALL_VALUE_COLUMNS:
+        # A reading the log holds, not the mean of two (stairs stay on their levels; series._binned).
+        return pl.col(column).quantile(0.5, interpolation="lower")
+    if column == "repeated":
+        return pl.col(column).max()
+    return pl.col(column).first()

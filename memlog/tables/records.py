@@ -1,0 +1,434 @@
+"""Records: the parsed step lines of all sources, one row per reading of a worker at a step.
+
+A worker is the process that printed a line: its node and rank, a Ray actor (name, pid, ip), or
+the file itself. Its lines become records in four moves (build_records):
+
+1. every line gets a step: its own, or the worker's nearest earlier one (memory lines printed
+   between step lines), or the source's (a Ray WorkerDict whose steps the driver prints); a worker
+   that never prints one numbers its readings 1, 2, 3... (`ordinal`: a reading index, said as such);
+2. a step counter that goes back (a resume, a restarted job appending to the file) starts a new
+   `segment`, so a series never joins two runs;
+3. the same step line printed twice with different values is two processes the log does not tell
+   apart (two nodes' `[rank2]:`, or ranks with no prefix at all): when most steps are printed that
+   way, the worker is split into copies `#1`, `#2`... numbered by their reading (lowest first), and
+   `collided` says so: copies whose readings lie apart are followed from step to step, so one
+   rising through another's level keeps its number; copies whose readings mingle are numbered by
+   size at each step (_copies);
+4. every line is a reading: the k-th line of one kind (one pattern) within a step is its reading k,
+   so a memory line printed several times between two step lines counts every time.
+
+Rows stay in (source, line) order, one per line read; `steps` says how many steps a row stands for
+(1 for a step's first line, 0 for its other lines, more for a bin of a long run: memlog/tables/condense.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from memlog.base.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS, MEMORY_COLUMNS
+from memlog.base.keys import group_key
+
+# Text columns with a few distinct values repeated on every record: categorical while building.
+LABEL_COLUMNS = ("source", "worker", "kind", "format", "pattern", "node", "actor", "ip")
+# Who printed a line beyond its rank: the node (a launcher's host label), Ray's actor name, pid and
+# node IP, absent from most logs.
+OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
+# A worker whose step lines come twice (or more) with different values at this share of its steps
+# is several processes under one name (step 3 of build_records).
+COLLIDED_SHARE = 0.5
+# A collided worker's copies are told apart when their closest readings at a step are this many typical
+# moves apart (records._copies); a copy's next reading is its last one plus the median of its last
+# TRACKED_RISES rises.
+COPIES_APART = 4.0
+TRACKED_RISES = 5
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a caller reads of each record. `memlog series` prints every column and the logger's own
+    timestamps; `analyze` reads only the columns it judges and the timestamps as seconds, so the
+    millions of records of a dense log stay small (see compact_records)."""
+
+    values: tuple[str, ...] = ALL_VALUE_COLUMNS
+    ts_text: bool = True
+    condense: bool = False  # long runs of steps kept as bins (memlog/tables/condense.py)
+
+    @classmethod
+    def judged(cls, *extra: str | None, condense: bool = True) -> Keep:
+        """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric), with long
+        runs of steps condensed unless `condense` is false."""
+        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=condense)
+
+
+class RecordSink(Protocol):
+    """Where one source's compact records go while it is read (memlog/engine/api.py). `add` takes a chunk's
+    record rows (or None) with the event rows it yielded, its first line and the first line a later
+    chunk may still complete (ChunkParser.open_since); it returns the frames ready to keep. `finish`
+    returns the rest at the end of the source."""
+
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]: ...
+
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]: ...
+
+
+class KeepEvery:
+    """The sink that keeps every record as read (`memlog series`, `formats check`, tests)."""
+
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+        return [rows] if rows is not None else []
+
+    def finish(self, open_since: int | None) -> list[pl.DataFrame]:
+        return []
+
+
+def steps_read(records: pl.DataFrame) -> pl.Expr:
+    """How many steps rows stand for (in a select or per group)."""
+    return pl.col("steps").sum() if "steps" in records.columns else pl.len()
+
+
+def worker_expr(columns: list[str]) -> pl.Expr:
+    """A readable name for the process that printed a line, unique per process: its node (when a
+    launcher names one) and its rank, else its Ray actor (name, pid, node IP), else its pid."""
+    col = {c: pl.col(c) if c in columns else pl.lit(None, dtype=pl.String) for c in ("node", "actor", "ip")}
+    pid = pl.col("pid").cast(pl.String) if "pid" in columns else pl.lit(None, dtype=pl.String)
+    actor = col["actor"] + pl.when(pid.is_not_null()).then(pl.lit(" pid=") + pid).otherwise(pl.lit(""))
+    actor = actor + pl.when(col["ip"].is_not_null()).then(pl.lit(", ip=") + col["ip"]).otherwise(pl.lit(""))
+    who = (
+        pl.when(pl.col("rank").is_not_null())
+        .then(pl.lit("rank") + pl.col("rank").cast(pl.String))
+        .when(col["actor"].is_not_null())
+        .then(actor)
+        .when(pid.is_not_null())
+        .then(pl.lit("pid=") + pid)
+        .otherwise(pl.lit("main"))
+    )
+    return pl.when(col["node"].is_not_null()).then(col["node"] + pl.lit("/") + who).otherwise(who).alias("worker")
+
+
+def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
+    """`records` with a `_seconds` column: every timestamp parsed once, for all series built from it
+    (`analyze` parses them chunk by chunk while reading: compact_records)."""
+    if "_seconds" in records.columns:
+        return records
+    return records.with_columns(_seconds=_seconds(records))
+
+
+def _seconds(rows: pl.DataFrame) -> pl.Series:
+    """Logger timestamps (`2025-03-04 17:22:10,931`, ISO `T`, `.` or `,` fractions) as seconds."""
+    if "ts" not in rows.columns or rows["ts"].dtype != pl.String:
+        return pl.Series([None] * rows.height, dtype=pl.Float64)
+    # Python's logging prints milliseconds after a comma: that one shape read by a fixed format
+    # (a quarter of the cost of the general one: 40 against 164 ms for 600,000), and the general
+    # format run only where some timestamp has another shape. Where both read one, they agree.
+    ts = pl.col("ts")
+    parsed = rows.select(ts.str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False))["ts"]
+    if parsed.null_count() > rows["ts"].null_count():  # (a timestamp not read is a null, as one not printed)
+        general = ts.str.replace(",", ".", literal=True).str.replace("T", " ", literal=True).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+        parsed = rows.select(pl.coalesce(pl.lit(parsed), general))["ts"]
+    return (parsed.dt.epoch("ms") / 1000).alias("s")
+
+
+def source_frame(source: str, frames: list[pl.DataFrame], identity: dict[str, object] | None = None) -> pl.DataFrame:
+    """Concatenate one source's matches and name their workers. `identity`: what the source's path
+    says of who printed it (memlog/read/inputs.py: a rank, a node, a pid), for lines that do not say."""
+    frame = pl.concat(frames, how="diagonal_relaxed").with_columns(source=pl.lit(source))
+    for column, value in (identity or {}).items():
+        if value is None:
+            continue
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(value).alias(column))
+        else:
+            frame = frame.with_columns(pl.col(column).fill_null(pl.lit(value).cast(frame.schema[column])))
+    return frame.with_columns(worker_expr(frame.columns))
+
+
+def compact_records(source: str, frames: list[pl.DataFrame], keep: Keep, identity: dict[str, object] | None = None) -> pl.DataFrame:
+    """One chunk's record rows as they are kept until the end of the input: workers named, labels
+    categorical, only the value columns the caller reads, timestamps as seconds unless it prints
+    them. Done per chunk, so the rows never exist in their wide, string-labelled form all at once."""
+    frame = source_frame(source, frames, identity)
+    # A column no row of the chunk fills costs as much as a full one: left out (concatenation
+    # fills it with nulls again only where another chunk has it).
+    empty = [c for c in (*ALL_VALUE_COLUMNS, *OPTIONAL_LABELS, "repeated") if c in frame.columns and frame[c].null_count() == frame.height]
+    frame = frame.select(pl.exclude(empty, *(c for c in ALL_VALUE_COLUMNS if c not in keep.values), "stream", "_task"))
+    if not keep.ts_text:
+        frame = with_seconds(frame).drop("ts", strict=False)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns and frame[c].dtype == pl.String]
+    return frame.with_columns(pl.col(labels).cast(pl.Categorical))
+
+
+def detached(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with its text columns copied out of the chunk they were read from, for rows held
+    until the end of the input (every event row: parse.Matches). polars' strings are views into
+    shared buffers: a few event rows filtered out of a chunk kept the chunk's whole text (~4 MiB)
+    alive, one chunk per source of 64 per-rank files and one per chunk of a log warning all along.
+    Concatenating an empty string copies (a no-op slice or a single-input concat would not)."""
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    return frame.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in text) if text else frame
+
+
+def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Steps, segments, copies and readings (module docstring), then one row per reading. Each frame
+    holds one source's rows (compact_records or a sink's); `frames` is emptied (_in_line_order)."""
+    if not frames:
+        return pl.DataFrame()
+    frame = _in_line_order(frames)
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns]
+    frame = frame.with_columns(pl.col(labels).cast(pl.Categorical))
+    for column, default in (("step", pl.lit(None, dtype=pl.Int64)), ("pattern", pl.lit("", dtype=pl.Categorical)),
+                            ("steps", pl.lit(1, dtype=pl.Int64))):
+        if column not in frame.columns:
+            frame = frame.with_columns(default.alias(column))
+    frame = frame.with_columns(pl.col("steps").fill_null(1))
+    frame = _fill_steps(frame)
+    keys = ["source", "worker", "kind"]
+    segment = (pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(group_key(frame, keys)).cast(pl.Int64)
+    if "segment_base" in frame.columns:  # segments before it were summarised while reading (memlog/tables/condense.py)
+        segment = segment + pl.col("segment_base").max().over(group_key(frame, keys)).fill_null(0)
+    frame = frame.with_columns(segment=segment).drop("segment_base", strict=False)
+    frame = _split_collided(frame)
+    return _readings(frame)
+
+
+def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The rows of all sources as sort("source", "line_no") orders them, in one contiguous frame
+    (polars would otherwise copy the many chunks at every later step), without sorting a source whose
+    rows already are in line order (any log without multi-line blocks). Empties `frames`, so that
+    the chunks are freed as the copy is made."""
+    by_source = _by_source(frames)
+    ordered = []
+    for source in sorted(by_source):
+        ordered += _source_in_line_order(by_source.pop(source))
+    return _rebuilt(ordered, pl.Series.rechunk)
+
+
+def _by_source(frames: list[pl.DataFrame]) -> dict[str, list[pl.DataFrame]]:
+    """The frames grouped by source, in their order; empties `frames`. The helpers here hold frames
+    only in lists they hand on or empty: a frame left in a loop variable would outlive its copy."""
+    by_source: dict[str, list[pl.DataFrame]] = {}
+    for frame in frames:
+        by_source.setdefault(frame["source"][0], []).append(frame)
+    frames.clear()
+    return by_source
+
+
+def _source_in_line_order(parts: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """One source's frames as they are when their rows already are in line order, else sorted into one."""
+    line_no = pl.concat([part["line_no"] for part in parts])
+    if line_no.is_sorted():
+        return parts
+    order = line_no.to_frame().select(pl.arg_sort_by("line_no", maintain_order=True)).to_series()
+    return [_rebuilt(parts, lambda column: column.gather(order))]
+
+
+def _rebuilt(parts: list[pl.DataFrame], copy: Callable[[pl.Series], pl.Series]) -> pl.DataFrame:
+    """`pl.concat(parts)` with `copy` (a sort's gather, a rechunk) applied to every column, one column
+    at a time, each column's chunks freed once copied: the peak holds one column twice instead of the
+    whole table (DeepSpeed 256 MiB, 180 MiB of rows in 22 chunks, with freed pages returned at once:
+    peak 480 -> 304 MiB). Not `frame.drop(column)` in turn: where columns are chunked differently
+    (diagonal concatenation fills missing ones in one chunk), the first drop copies every other column
+    into one chunk. Empties `parts`, the only other holder of the rows."""
+    columns = pl.concat(parts, how="diagonal_relaxed").get_columns()
+    parts.clear()
+    for i in range(len(columns)):  # no loop variable: it would keep the column it names alive
+        columns[i] = copy(columns[i])
+    return pl.DataFrame(columns)
+
+
+def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
+    """Give every line a step (module docstring, move 1); `ordinal` marks workers whose steps count
+    their readings or log lines rather than training steps."""
+    worker = group_key(frame, ["source", "worker"])
+    ordinal_pattern = pl.col("ordinal_step").fill_null(False) if "ordinal_step" in frame.columns else pl.lit(False)
+    stepless = pl.col("step").is_null().all().over(worker)
+    # A worker that prints no step at all numbers its ordinal lines 1, 2, 3... in file order (HF
+    # Trainer's loss dicts when DeepSpeed's step lines are silent); its other lines then inherit.
+    nth_ordinal = ordinal_pattern.cast(pl.Int64).cum_sum().over(worker)
+    interleaved = "interleaved" in frame.columns and frame["interleaved"].is_not_null().any()
+    turns = pl.col("interleaved").fill_null(1) if interleaved else pl.lit(1)
+    frame = frame.with_columns(
+        _ordinal=stepless & ordinal_pattern.any().over(worker),
+        _turns=stepless & ordinal_pattern & (turns > 1),
+        step=pl.when(stepless & ordinal_pattern).then(nth_ordinal).otherwise(pl.col("step")),
+    )
+    if interleaved:
+        # Untagged writers taking turns (LinePattern.interleaved): the k-th ordinal line is writer
+        # k mod N's reading k // N; the writers are named like collided copies (`main#2`).
+        taking_turns = pl.col("_turns")
+        frame = frame.with_columns(
+            worker=pl.when(taking_turns).then(pl.col("worker").cast(pl.String) + pl.lit("#") + ((pl.col("step") - 1) % turns + 1).cast(pl.String))
+            .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+            step=pl.when(taking_turns).then((pl.col("step") - 1) // turns + 1).otherwise(pl.col("step")),
+        )
+        worker = group_key(frame, ["source", "worker"])
+    # Lines without a step of their own belong to the step the worker logged last (or, before its
+    # first step line, to the first one). A worker that never logs a step itself (a Ray WorkerDict,
+    # whose steps the driver-side TaskRunner prints) takes the step the source logged last.
+    own = pl.col("step").forward_fill().backward_fill().over(worker)
+    shared = pl.col("step").forward_fill().backward_fill().over("source")
+    frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
+    # Nothing in the source has a step: each worker's readings are numbered, a pattern's k-th line
+    # being reading k (a see_memory_usage block's lines form one reading).
+    nth = pl.int_range(1, pl.len() + 1).over(group_key(frame, ["source", "worker", "pattern"]))
+    return frame.with_columns(
+        ordinal=pl.col("_ordinal") | pl.col("step").is_null(),
+        step=pl.col("step").fill_null(nth.cast(pl.Int64)),
+    ).drop("_ordinal", "_turns", "ordinal_step", "interleaved", strict=False)
+
+
+def _sort_value(frame: pl.DataFrame) -> pl.Expr:
+    """What numbers and follows the copies of a collided worker (_copies): its first memory reading,
+    else the loss."""
+    present = [c for c in (*MEMORY_COLUMNS, "loss") if c in frame.columns]
+    return pl.coalesce(*present, pl.lit(float("-inf"))).fill_nan(float("-inf"))
+
+
+def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
+    """Move 3 of the module docstring. A step line printed again with the same values is a repeat
+    (two log handlers, a restarted tail) and is dropped."""
+    step_lines = ~pl.col("inherited").fill_null(False) if "inherited" in frame.columns else pl.lit(True)
+    at_step = ["source", "worker", "kind", "segment", "step", "pattern"]
+    # A line that is not the first of its step and pattern (a window over as many groups as rows costs
+    # twenty times this test, and most logs print each step once).
+    if not frame.select((step_lines & ~group_key(frame, at_step).is_first_distinct()).any()).item():
+        return frame.with_columns(collided=pl.lit(False)).drop("inherited", strict=False)  # no step line printed twice
+    values = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    if values:
+        again = pl.int_range(pl.len()).over(pl.struct(*at_step, *values)) > 0
+        frame = frame.filter(~(step_lines & again))
+    occurrence = pl.int_range(pl.len()).over(group_key(frame, at_step))
+    frame = frame.with_columns(_again=step_lines & (occurrence > 0))
+    worker = group_key(frame, ["source", "worker", "kind"])
+    steps_again = pl.struct("segment", "step").filter(pl.col("_again")).n_unique().over(worker)
+    steps_all = pl.struct("segment", "step").filter(step_lines).n_unique().over(worker)
+    collided = step_lines & (steps_again > 0) & (steps_again >= COLLIDED_SHARE * steps_all)
+    frame = frame.with_columns(collided=collided).drop("_again")
+    if not frame["collided"].any():
+        return frame.drop("inherited", strict=False)
+    frame = _copies(frame, at_step)
+    return frame.with_columns(
+        worker=pl.when("collided").then(pl.col("worker").cast(pl.String) + pl.lit("#") + pl.col("_copy").cast(pl.String))
+        .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+    ).drop("inherited", "_copy", strict=False)
+
+
+def _copies(frame: pl.DataFrame, at_step: list[str]) -> pl.DataFrame:
+    """`frame` with `_copy`, the copy each collided row is. A worker's copies whose readings lie apart
+    (at a typical step, further apart than a step moves them: two nodes' ranks of different stages,
+    or one leaking past another) are followed from step to step (_tracked_copies); copies whose
+    readings mingle (eight ranks of one data-parallel group) are numbered by size at each step, as no
+    reading says which is which. Following copies that every step finds in the order of their sizes
+    numbers them by size too: that is taken as it is, in polars (Python follows ~450,000 rows a
+    second)."""
+    series = [k for k in at_step if k != "step"]
+    frame = frame.with_row_index("_i").with_columns(_value=_sort_value(frame))
+    value = pl.col("_value")
+    frame = frame.with_columns(_copy=pl.when("collided").then(value.rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)))
+    # A copy's next reading as _predicted has it: its last plus the median of its last rises.
+    predicted = (value + value.diff().rolling_median(TRACKED_RISES, min_samples=1).fill_null(0.0)).shift(1)
+    rows = frame.filter("collided").select("_i", *series, "step", "_copy", "_value").with_columns(
+        _predicted=predicted.over([*series, "_copy"], order_by="step"))
+    all_there = pl.len().over([*series, "step"]) == pl.col("_copy").max().over(series)
+    by_size_too = pl.col("_predicted").diff().over([*series, "step"], order_by="_copy").fill_null(0.0) >= 0
+    rows = rows.with_columns(_in_order=(all_there & value.is_finite() & by_size_too).all().over(series), _all_there=all_there)
+    # Apart or mingling, judged on the steps that have every copy (a lone reading's size says nothing).
+    full = rows.filter("_all_there").with_columns(
+        _closest=value.diff().over([*series, "step"], order_by="_copy").min().over([*series, "step"]),
+        _moved=value.diff().over([*series, "_copy"], order_by="step").abs())
+    apart = full.group_by(series).agg(_apart=pl.col("_closest").median() > COPIES_APART * pl.col("_moved").median().fill_null(0.0))
+    rows = rows.join(apart, on=series, how="left", nulls_equal=True).with_columns(_followed=pl.col("_apart").fill_null(False) & ~pl.col("_in_order"))
+    followed = rows.filter("_followed").select("_i", *series, "step", "_value")
+    if followed.height:
+        tracked = pl.DataFrame({"_i": followed["_i"], "_tracked": pl.Series(_tracked_copies(followed), dtype=pl.Int64)})
+        frame = frame.join(tracked, on="_i", how="left", maintain_order="left").with_columns(pl.coalesce("_tracked", "_copy").alias("_copy"))
+    return frame.drop("_i", "_value", "_tracked", strict=False)
+
+
+def _tracked_copies(rows: pl.DataFrame) -> list[int]:
+    """The copy (1, 2, ...) each row of a collided worker is, rows in line order: numbered by their
+    reading at the worker's first step, then followed from step to step (_assigned). Ordering them by
+    size at every step instead swapped two copies where one's rising readings crossed the other's
+    flat ones (two nodes' unlabelled `[rank0]:`, one leaking): a warmup was invented on one and the
+    leak's onset moved on the other."""
+    copies = [0] * rows.height
+    keys = [c for c in rows.columns if c not in ("_i", "step", "_value")]
+    position = {i: n for n, i in enumerate(rows["_i"].to_list())}
+    for _, group in rows.group_by(keys, maintain_order=True):
+        history: list[list[float]] = []  # per copy, its readings so far
+        for _, at_step in itertools.groupby(group.select("_i", "step", "_value").iter_rows(), key=lambda row: row[1]):
+            readings = sorted(((value, i) for i, _, value in at_step), key=lambda reading: reading[0])  # ties: line order
+            for (value, i), c in zip(readings, _assigned([value for value, _ in readings], history)):
+                if c == len(history):
+                    history.append([])
+                history[c].append(value)
+                copies[position[i]] = c + 1
+    return copies
+
+
+def _assigned(values: list[float], history: list[list[float]]) -> list[int]:
+    """The copies a step's readings (ascending) go to: as many as there are copies, in the order of
+    the copies' predicted readings; otherwise each to the free copy predicted nearest it, and a
+    reading left over to a new copy (all of them at the first step, numbered in ascending order)."""
+    predicted = {c: _predicted(readings) for c, readings in enumerate(history)}
+    if len(values) == len(history):
+        return sorted(predicted, key=lambda c: (predicted[c], c))
+    out: list[int | None] = [None] * len(values)
+    free = set(predicted)
+    for _, j, c in sorted((_distance(v, predicted[c]), j, c) for j, v in enumerate(values) for c in predicted):
+        if out[j] is None and c in free:
+            out[j] = c
+            free.discard(c)
+    new = iter(range(len(history), len(history) + len(values)))
+    return [c if c is not None else next(new) for c in out]
+
+
+def _predicted(readings: list[float]) -> float:
+    last = readings[-1]
+    rises = sorted(b - a for a, b in zip(readings[-TRACKED_RISES - 1 :], readings[-TRACKED_RISES:]) if math.isfinite(b - a))
+    if not rises or not math.isfinite(last):
+        return last
+    middle = len(rises) // 2  # the median as polars' rolling_median takes it (_copies)
+    return last + (rises[middle] if len(rises) % 2 else (rises[middle - 1] + rises[middle]) / 2)
+
+
+def _distance(value: float, predicted: float) -> float:
+    """|value - predicted|, where a non-finite reading (no memory printed: -inf) is near only another."""
+    if math.isfinite(value) and math.isfinite(predicted):
+        return abs(value - predicted)
+    return 0.0 if value == predicted else math.inf
+
+
+def _readings(frame: pl.DataFrame) -> pl.DataFrame:
+    """Move 4 of the module docstring: number each line's reading within its step; the first line
+    of a step stands for the step (`steps`), the others are further readings of it."""
+    keys = ["source", "worker", "kind", "segment", "step"]
+    by_pattern = group_key(frame, [*keys, "pattern"])
+    # Numbered within step and pattern only where a step holds several lines of one pattern: a window
+    # over as many groups as rows costs far more than the test.
+    several = frame.select(by_pattern.is_duplicated().any()).item()
+    frame = frame.with_columns(
+        reading=pl.int_range(pl.len()).over(by_pattern).cast(pl.Int64) if several else pl.lit(0, dtype=pl.Int64),
+        steps=pl.when(group_key(frame, keys).is_first_distinct()).then(pl.col("steps")).otherwise(0),
+    )
+    frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
+    firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]
+    timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
+    value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
+    absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
+    repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    return frame.with_columns(*absent, repeated=repeated).select(
+        *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided"
+    )
+
+
+def read_values(frames: list[pl.DataFrame]) -> bool:
+    """Whether a spec read a value from the chunk: a pattern that matched without reading any
+    (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
+    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
+               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))
