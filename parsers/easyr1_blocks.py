@@ -34,8 +34,9 @@ from typing import Any
 
 import polars as pl
 
-# `key:` or `key: value`, with the indentation that says how deep the key is.
-KEY_LINE = r"^(?P<indent> *)(?P<key>[\w@()./-]+):(?: (?P<value>.*))?$"
+# `key:` or `key: value`. How deep the key is comes from the line's indentation, which the engine
+# has counted in `indent` (relative to the block's `Step N` line: a pasted block may be indented whole).
+KEY_LINE = r"^(?P<key>[\w@()./-]+):(?: (?P<value>.*))?$"
 WORKER = ["node", "actor", "pid", "ip", "rank"]
 PARTS = ["line_no", "ts", *WORKER, "window_start", "step", "indent", "key", "value"]
 YAML_SPECIAL = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
@@ -62,7 +63,7 @@ class YamlStepBlocks:
         self.held: pl.DataFrame | None = None  # rows of blocks that may go on in the next chunk
 
     def prepare(self, rows: pl.DataFrame) -> pl.DataFrame:
-        """Each line's own parts: the step of a start line; indent, key and value of a key line."""
+        """Each line's own parts: the step of a start line; key and value of a key line."""
         return rows.select(
             step=pl.col("text").str.extract(self.start, 1).cast(pl.Int64, strict=False),
             line=pl.col("text").str.extract_groups(KEY_LINE),
@@ -85,12 +86,18 @@ class YamlStepBlocks:
             return []
         frame = pl.concat([f.select(PARTS) for f in frames], how="vertical_relaxed")
         is_key = pl.col("key").is_not_null()
-        depth = pl.when(is_key).then(pl.col("indent").str.len_chars()).otherwise(-2)
-        frame = frame.with_columns(_win=pl.col("window_start").cum_sum(), _depth=depth // 2, _odd=depth % 2 == 1)
+        frame = frame.with_columns(_win=pl.col("window_start").cum_sum())
         # A worker's rows in one window, named by the first of them: one integer to partition by,
         # instead of the five worker columns (strings, most of them) at every step below.
         window = ["_wid"]
         frame = frame.with_row_index("_wid").with_columns(pl.col("_wid").first().over(*WORKER, "_win"))
+        # Two spaces a level below the worker's last `Step N` line; a key line less indented than it,
+        # or by an odd number of spaces, is no part of a block.
+        base = pl.when(pl.col("step").is_not_null()).then(pl.col("indent")).forward_fill().over(window)
+        below = pl.col("indent") - base
+        depth = pl.when(is_key).then(below).otherwise(-2)
+        misplaced = is_key & ((below % 2 == 1) | (below < 0)).fill_null(True)
+        frame = frame.with_columns(_depth=depth // 2, _odd=misplaced)
         # A worker's segment starts at each of its lines that is no key line: alive when that line
         # is a `Step N`. A key line deeper than one below the line before it ends the segment too.
         # The line before, within the segment: the worker's line before, unless this line starts one.

@@ -47,34 +47,40 @@ def _memory_kill(event) -> bool:
 def check(ctx, t) -> list[Finding]:
     ooms = [e for e in ctx.tables.events if e.kind == "oom" or _memory_kill(e)]
     # The raylet's count of workers it killed for memory stands in for the kill itself only when the
-    # memory monitor's own message was not read (a paste that cut or wrapped it).
-    ooms = ooms or [e for e in ctx.tables.events if e.kind == "oom_summary"]
+    # memory monitor's own message was not read (a paste that cut or wrapped it); the closing lines of
+    # Ray's report only when neither was.
+    ooms = ooms or [e for e in ctx.tables.events if e.kind == "oom_summary"] or [e for e in ctx.tables.events if e.kind == "oom_hint"]
     if not ooms:
         return []
-    # One entry per worker. Launchers and drivers repeat a process's error in their own summaries
-    # (torchrun's ChildFailedError block, the traceback Ray re-raises on the driver): an identical
-    # message counts once when the line repeating it names no process of its own and no other machine
-    # than the ones it came from (two nodes' identical OOMs under pdsh are two).
-    first_per_worker: dict = {}
+    ooms = [e for e in ooms if not _continued(e, ooms)]
+    # One entry per worker: its most telling message (the one that says most), the earliest among
+    # equals. Launchers and drivers repeat a process's error in their own summaries (torchrun's
+    # ChildFailedError block, the traceback Ray re-raises on the driver): an identical message counts
+    # once when the line repeating it names no process of its own and no other machine than the ones
+    # it came from (two nodes' identical OOMs under pdsh are two).
+    per_worker: dict = {}
     seen_on: dict[tuple, set] = {}
     for event in ooms:
         message = (event.source, event.kind, json.dumps(event.detail, sort_keys=True))  # detail may hold lists (Ray's top-10 table)
         machines = seen_on.setdefault(message, set())
         repeat = bool(machines) and not event.named and (event.machine is None or event.machine in machines)
         machines.add(event.machine)
-        if not repeat:
-            first_per_worker.setdefault((event.source, event.worker), event)
-    events = list(first_per_worker.values())
+        if repeat:
+            continue
+        held = per_worker.get((event.source, event.worker))
+        if held is None or _telling(event) > _telling(held):
+            per_worker[(event.source, event.worker)] = event
+    events = sorted(per_worker.values(), key=lambda e: (e.source, e.line_no))
     steps = sorted({e.after_step + 1 for e in events if e.after_step is not None})
-    first = next((e for e in events if e.kind == "oom"), events[0])
+    first = max((e for e in events if e.kind == "oom"), key=_telling, default=events[0])
     earliest = min((e for e in events if e.after_step is not None), key=lambda e: e.after_step, default=None)
-    scopes = {e.detail.get("scope", "host" if e.kind in ("worker_died", "oom_summary") else "device") for e in events}
+    scopes = {e.detail.get("scope", "host" if e.kind in ("worker_died", "oom_summary", "oom_hint") else "device") for e in events}
     what = "host (system) memory" if scopes == {"host"} else "device memory" if scopes == {"device"} else "memory"
     msg = f"Out of {what} on {workers_phrase([e.worker for e in events])}"
     if earliest is not None:
         msg += f" {ctx.during(earliest)}"
     msg += f": {_facts(first)}" if _facts(first) else ""
-    msg += f" (line {first.line_no})."
+    msg += f" ({_quoted(first.text)}, line {first.line_no})."
     hints = []
     detail = first.detail
     if detail.get("reserved_unallocated", 0) >= max(1.0, 0.1 * detail.get("allocated", 0), detail.get("tried", 0)):
@@ -84,7 +90,7 @@ def check(ctx, t) -> list[Finding]:
     if detail.get("allocator"):
         hints.append(VLLM_HINT)
     if "host" in scopes:
-        hints.append(RAY_HINT if any("host_total_gib" in e.detail or e.kind in ("worker_died", "oom_summary") for e in events) else HOST_HINT)
+        hints.append(RAY_HINT if any("host_total_gib" in e.detail or e.kind in ("worker_died", "oom_summary", "oom_hint") for e in events) else HOST_HINT)
     hints.append(STEP_HINT if not ctx.tables.records.is_empty() else MORE_LINES_HINT)
     return [
         RULE.finding(
@@ -97,10 +103,31 @@ def check(ctx, t) -> list[Finding]:
     ]
 
 
+def _continued(event, ooms) -> bool:
+    """A message's first line whose facts follow on the next lines (Ray's `OutOfMemoryError: Task was
+    killed ...` above `Memory on the node ... pid=N`): one OOM, told by the lines below, even where
+    they name another worker (the killed one) than the one that printed them."""
+    bare = set(event.detail) <= {"scope", "cause", "device"}
+    return bare and any(o.source == event.source and 0 < o.line_no - event.line_no <= 2 and _telling(o) > _telling(event) for o in ooms)
+
+
+def _telling(event) -> tuple[int, int]:
+    """How much an OOM message says: an out-of-memory error over a kill notice, then its facts."""
+    return (event.kind == "oom", len(event.detail))
+
+
+def _quoted(text: str, width: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return f"`{text[:width]}{'...' if len(text) > width else ''}`"
+
+
 def _facts(event) -> str:
-    """What the error message says, in a sentence: request, free, capacity, who held what."""
+    """What the error message says, in a sentence: request, free, capacity, who held what; where it
+    gives no numbers, what ran out in its own words (the vocabulary's `cause`)."""
     d = event.detail
     parts = []
+    if event.kind == "oom_hint":
+        return f"{d.get('cause', 'the end of an out-of-memory report')} is in the log, but not the lines that name the node's memory and the killed worker"
     if event.kind == "worker_died":
         return f"Ray killed the worker ({d.get('exit_detail', 'memory')})"
     if event.kind == "oom_summary":
@@ -143,6 +170,8 @@ def _facts(event) -> str:
         parts.append(f"SLURM reports task {d['tasks']} on {d.get('node', '?')} out of memory")
     if "count" in d and not parts:
         parts.append(f"SLURM counted {d['count']} OOM kill(s) in the step")
+    if "cause" in d:
+        parts.insert(0, str(d["cause"]))
     return "; ".join(parts)
 
 
@@ -150,7 +179,7 @@ RULE = Rule(
     id="oom",
     severity="error",
     verdict=Verdict("oom", 80, "OUT OF MEMORY: the run ran out of memory; no growth in this log explains it"),
-    summary="The run ran out of memory: a CUDA out-of-memory error, vLLM's allocator, Ray's memory monitor or the Linux OOM killer.",
+    summary="The run ran out of memory: any backend's out-of-memory error (CUDA, ROCm, MPS, XPU, NPU, JAX/XLA, TensorFlow, native allocators), vLLM/SGLang, Ray's memory monitor, the OOM killer, Slurm, Kubernetes.",
     explanation=(
         "Fires on out-of-memory events: one entry per worker, with the step it was in and what the error says "
         "(the request against the free memory and the capacity, what PyTorch held allocated and reserved but "

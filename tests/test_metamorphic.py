@@ -34,6 +34,10 @@ PREFIXES = {
     "journald+stdout": "Sep 12 02:00:00 node01 python3[4242]: stdout: ",
     "compose+timestamps": "trainer-1  | 2025-09-12T02:00:00.123Z ",
     "quote+srun": "> 3: ",
+    # a paste indented as a code block, with a tab, or quoted as one (issue threads, docs)
+    "indent": "    ",
+    "tab": "\t",
+    "quote+indent": ">     ",
 }
 
 

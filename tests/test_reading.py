@@ -185,3 +185,22 @@ def test_polars_split_is_taken_for_utf8_text():
     assert split is not None and split.to_list() == ["a,\"b", "", "", " é █ \ufffd"]
     assert reading._split_utf8(b"\xff\n", 1) is None and reading._split_utf8(b"\xef\xbb\xbfx\n", 1) is None
     assert reading._split_utf8(b"x\x01 not zlib\n", 1) is None  # polars would take it for zlib
+
+
+def test_lines_that_only_reach_a_formats_longest_length_are_no_hard_wrap():
+    """A terminal piles lines up at exactly its width; a step line format's longest lines are spread
+    just below it (one digit fewer). A few of the longest step lines followed by a crash line are
+    not wrapped lines to join."""
+    from memlog.read import hardwrap
+
+    step = "[titan] 2025-03-04 17:00:{:02d},931 - root - INFO - step: {:2d}  loss:  8.{}000  memory: 41.00GiB(51.83%)  tps: {}  mfu: 31.40%"
+    lines = []
+    for i in range(1, 12):
+        lines.append(step.format(i, i, i % 10, "12,345" if i % 4 == 1 else "4,512"))
+        if i % 4 == 1:
+            lines.append("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)")
+    data = ("\n".join(lines) + "\n").encode()
+    assert hardwrap.wrap_of(data) is None
+    # The same lines cut by a terminal at 80 columns are a wrap.
+    cut = [line[i : i + 80] for line in lines for i in range(0, len(line), 80)]
+    assert hardwrap.wrap_of(("\n".join(cut) + "\n").encode()) is not None

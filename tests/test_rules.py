@@ -164,7 +164,7 @@ def judge(tmp_path, example: Example, name: str = "run.log"):
 def test_every_rule_has_firing_and_silent_examples():
     for rule in load_rules():
         assert {e.fires for e in rule.examples if isinstance(e, Example)} == {True, False}, rule.id
-        assert rule.thresholds or rule.id in ("oom", "crash", "unread-values"), (
+        assert rule.thresholds or rule.id in ("oom", "crash", "keyboard-interrupt", "unread-values"), (
             f"{rule.id}: no named thresholds (only rules reading an event or the reader's report have none)")
         for threshold in rule.thresholds:
             assert threshold.description and threshold.unit is not None

@@ -102,7 +102,7 @@ def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monk
     prefix are read apart from those without or together with them. A user's wrapper whose groups
     depend on the character after the prefix (`\\b`): `w7 x` names the node, `w7x` the actor."""
     write(tmp_path / "wrappers" / "edge.yaml", "name: edge\nprefix: '(?:(?P<node>w\\d)\\b|(?P<actor>w\\d))'\n"
-          "samples:\n  - {line: 'w7 x', text: ' x', node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n")
+          "samples:\n  - {line: 'w7 x', text: x, indent: 1, node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n")
     unwrapper = Unwrapper(all_logger_prefixes(load_specs().values()), load_wrappers((tmp_path,)))
     lines = [chunk for sample in sample_logs() for chunk in read_chunks(Source(str(sample)))]
     tricky = ["[rank0]:step 1", "[rank0]: step 1", "[rank0]:", "0: x", "0:x", "10: y", "stdout: [rank1]:z", "stdout:", "(Runner pid=1) a",

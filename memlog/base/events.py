@@ -35,10 +35,13 @@ class EventKind:
     detail: dict[str, str]  # key -> TEXT, INT, FLOAT, GIB (a size: GiB unless a unit says otherwise) or ROWS
     memory: bool = False  # the event says memory ran out (or may have)
     fatal: bool = False  # a process died: a log holding one is judged even without a single step line
+    # A process's last words: only a worker's last such event is kept, and only where nothing of that
+    # worker follows it (a traceback a logger printed mid-run ended nothing).
+    last_word: bool = False
 
 
-def _kind(name: str, meaning: str, memory: bool = False, fatal: bool = False, **detail: str) -> EventKind:
-    return EventKind(name, meaning, detail, memory, fatal)
+def _kind(name: str, meaning: str, memory: bool = False, fatal: bool = False, last_word: bool = False, **detail: str) -> EventKind:
+    return EventKind(name, meaning, detail, memory, fatal, last_word)
 
 
 EVENT_KINDS: dict[str, EventKind] = {
@@ -53,9 +56,19 @@ EVENT_KINDS: dict[str, EventKind] = {
             node_ip=TEXT, node_id=TEXT, worker_name=TEXT, worker_pid=INT, worker_used_gib=GIB,
             host_used_gib=GIB, host_total_gib=GIB, used_fraction=FLOAT, threshold=FLOAT, workers_killed=INT,
             top_memory_users=ROWS, victim=TEXT, victim_pid=INT, anon_rss=GIB, node=TEXT, tasks=TEXT, count=INT,
+            cause=TEXT,  # what ran out, in words, where the message gives no numbers (parsers/crashes.yaml)
         ),
+        _kind("oom_hint", "words that only an out-of-memory report prints, without its facts (the tail of Ray's memory-monitor "
+              "report: its top-memory table header, its documentation link)", memory=True, fatal=True, cause=TEXT),
+        _kind("memory_pressure", "an allocator could not get memory at once and retried or warned (TensorFlow/XLA's BFC "
+              "allocator, a driver allocation it retries, a KV-cache pool retracting requests): not a failure by itself",
+              memory=True, cause=TEXT, tried=GIB),
         _kind("crash", "a process died of something else than a memory error: an NCCL watchdog timeout, a DataLoader "
-              "worker killed by a signal", fatal=True, cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT),
+              "worker killed by a signal, a C++ abort, a segmentation fault, a job cancelled by its scheduler", fatal=True,
+              cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT, node=TEXT, job=TEXT),
+        _kind("exception", "the final line of a Python traceback (the exception that ended it, quoted), where nothing of its "
+              "process follows it", fatal=True, last_word=True,
+              exception=TEXT, from_line=INT),
         _kind("oom_summary", "the raylet's count of workers it killed for memory", memory=True, fatal=True,
               count=INT, crashed=INT, node_id=TEXT, node_ip=TEXT),
         _kind("worker_died", "a Ray worker died (its exit detail says whether memory killed it)", fatal=True,
@@ -71,14 +84,46 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind("overflow", "an fp16 loss-scale overflow: the step was skipped",
               loss_scale=FLOAT, new_loss_scale=FLOAT, hysteresis=INT, iteration=INT),
         _kind("version", "a framework version the log names", framework=TEXT, version=TEXT, git_hash=TEXT, git_branch=TEXT),
-        _kind("process_exit", "a launcher reports a process's exit code (-9: killed, often by the OOM killer)", fatal=True,
-              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT, node=TEXT, tasks=TEXT),
+        _kind("process_exit", "a launcher, scheduler, container runtime or shell reports a process's exit (-9, 137, "
+              "`Killed`: killed, often by the OOM killer)", fatal=True,
+              return_code=INT, signal=INT, signal_name=TEXT, exit_pid=INT, local_rank=INT, node=TEXT, tasks=TEXT, job=TEXT),
         _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
         _kind("memory_unread", "a step line prints memory that its format did not read (a unit or a layout it does not know)",
               fragment=TEXT, pattern=TEXT),
         _kind("restart", "the step counter went back: a resume from a checkpoint or a restarted job"),
     )
 }  # fmt: skip
+
+
+# Words that say memory ran out, in a message no vocabulary entry knows (an exception of a library
+# memlog has no spec for): the crash it ends is "memory likely", said with these words.
+_MEMORY_WORDS = re.compile(
+    r"out of (?:device |host |gpu |cpu |system )?memory|\bOOM\b|RESOURCE_EXHAUSTED|ResourceExhausted|OutOfMemory|"
+    r"MemoryError|(?:cannot|can't|could not|unable to) allocate|allocation (?:of \S+ bytes )?failed|failed to allocate|"
+    r"not enough (?:\w+ )?memory|insufficient (?:\w+ )?memory|memory (?:pressure|limit)|low on memory|killed by the OOM|"
+    # A SIGKILL is the OOM killer's mark: its name, its number as an exit status (-9, 137).
+    r"SIGKILL|\bKilled\b|signal 9\b|(?:code|status|exitcode|returncode)\W{0,3}(?:-9|137)\b|:\s*-9\s*\}",
+    re.IGNORECASE,
+)
+
+
+def memory_words(text: str) -> str | None:
+    """The words of `text` that say memory ran out (`out of memory`, `RESOURCE_EXHAUSTED`), or None."""
+    found = _MEMORY_WORDS.search(text)
+    return found.group(0) if found else None
+
+
+_INTERRUPT = re.compile(r"^(?:\w+\.)*KeyboardInterrupt\b|\bSIGINT\b|got signal: (?:2|Signals\.SIGINT)\b")
+
+
+def keyboard_interrupt(event: "Event") -> bool:
+    """Whether the event is a run stopped on purpose from the keyboard (Ctrl-C: KeyboardInterrupt,
+    SIGINT), which ends a run without being its failure."""
+    if event.kind not in ("exception", "process_exit", "crash"):
+        return False
+    if event.detail.get("signal") in (2, "SIGINT", "2") or str(event.detail.get("signal_name", "")).upper() in ("SIGINT", "INT"):
+        return True
+    return bool(_INTERRUPT.search(str(event.detail.get("exception") or event.text)))
 
 
 def ray_death_cause(event: "Event") -> str | None:
@@ -151,6 +196,9 @@ class Event:
     ts: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     after_step: int | None = None  # the last step this worker logged before the event
+    # The first step it logged after the event: None when nothing of its process follows (the
+    # event ends its output: a traceback there is a fatal end, not one a logger printed and went on).
+    next_step: int | None = None
     machine: str | None = None  # the node the printer runs on (IP, else host name), when a prefix says
     named: bool = False  # the line names the process that printed it (a rank, a Ray actor or pid)
 
@@ -162,6 +210,7 @@ class Event:
             "worker": self.worker,
             "rank": self.rank,
             "after_step": self.after_step,
+            "next_step": self.next_step,
             "text": self.text,
             "detail": self.detail,
         }
@@ -170,8 +219,9 @@ class Event:
 def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
     if not frames:
         return [], {}
-    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no")
-    frame = frame.with_columns(_after_step=_last_steps_before(frame, records))
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no", "kind", maintain_order=True)  # (kind: events of one line in one order, however the chunks fell)
+    frame = frame.with_columns(_after_step=_steps_beside(frame, records, "backward"), _next_step=_steps_beside(frame, records, "forward"))
+    frame = _last_words_only(frame, records)
     by_pid = _workers_by_pid(records, frame)
     events: list[Event] = []
     dropped: dict[str, int] = {}
@@ -197,11 +247,35 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
                 detail={k: v for k, v in detail.items() if v is not None},
                 # The step context is the printer's (the raylet, the driver: any worker of the source).
                 after_step=row["_after_step"],
+                next_step=row["_next_step"],
                 machine=row.get("ip") or row.get("node"),
                 named=any(row.get(c) is not None for c in ("rank", "actor", "pid")),
             )
         )
     return events, dropped
+
+
+def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    """Of the kinds that are a process's last words (EventKind.last_word), each worker's last event,
+    where nothing of that worker follows it: no step of its own, or, for a printer without steps of
+    its own (a Ray driver), none of the run's beyond its last (its workers' output flushed at exit)."""
+    last_words = [name for name, kind in EVENT_KINDS.items() if kind.last_word]
+    if not last_words or not events.select(pl.col("kind").is_in(last_words).any()).item():
+        return events
+    if records.is_empty():
+        ends = pl.col("_next_step").is_null()
+    else:
+        train = records.lazy().filter(pl.col("kind") == "train").select(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String), step="step")
+        steppers = train.group_by("_s", "_w").agg(_own=pl.lit(True))
+        last = train.group_by("_s").agg(_last_step=pl.col("step").max())
+        events = (
+            events.lazy().with_columns(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String))
+            .join(steppers, on=["_s", "_w"], how="left", maintain_order="left").join(last, on="_s", how="left", maintain_order="left")
+            .collect()
+        )
+        ends = pl.col("_next_step").is_null() | (pl.col("_own").is_null() & (pl.col("_next_step") >= pl.col("_last_step")))
+    is_last = pl.col("line_no") == pl.col("line_no").max().over("source", "worker", "kind")
+    return events.filter(~pl.col("kind").is_in(last_words) | (ends & is_last)).drop("_s", "_w", "_own", "_last_step", strict=False)
 
 
 def _workers_by_pid(records: pl.DataFrame, events: pl.DataFrame) -> dict[tuple[str, int], str]:
@@ -232,10 +306,11 @@ def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[
     return f"{name} pid={pid}" if name else f"pid={pid}"
 
 
-def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series:
-    """Per event row, the training step its worker logged last before the event's line; for a
-    worker that logs no training steps, the latest such step of any worker of the source. An as-of
-    join: the records are never turned into Python lists."""
+def _steps_beside(events: pl.DataFrame, records: pl.DataFrame, strategy: str) -> pl.Series:
+    """Per event row, the training step its worker logged last before the event's line (`backward`),
+    or first after it (`forward`); for a worker that logs no training steps, the latest (earliest)
+    such step of any worker of the source. An as-of join: the records are never turned into Python
+    lists."""
     none = pl.Series("after_step", [None] * events.height, dtype=pl.Int64)
     if records.is_empty():
         return none
@@ -257,6 +332,6 @@ def _last_steps_before(events: pl.DataFrame, records: pl.DataFrame) -> pl.Series
         asked, steps, keys = asked.with_columns(packed.alias("_group")), records.select(packed.alias("_group"), "line_no", "step"), ["_group"]
     else:
         steps = records.select(*keys, "line_no", "step")
-    found = asked.join_asof(steps, on="line_no", by=keys, allow_exact_matches=False, check_sortedness=False)
-    latest = found.group_by("_event").agg(pl.col("step").max())
+    found = asked.join_asof(steps, on="line_no", by=keys, strategy=strategy, allow_exact_matches=False, check_sortedness=False)
+    latest = found.group_by("_event").agg(pl.col("step").max() if strategy == "backward" else pl.col("step").min())
     return wanted.join(latest, on="_event", how="left").sort("_event")["step"].alias("after_step")

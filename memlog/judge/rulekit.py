@@ -27,7 +27,7 @@ from memlog.base.errors import ConfigError, MemlogError
 # The face a rule file imports (rules/*.py import nothing else of memlog): what rules are made of
 # (above), the shape of a series and its projection, the vocabularies and the shared wording.
 from memlog.base.columns import MEMORY_COLUMNS, Measure
-from memlog.base.events import ray_death_cause
+from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause
 from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
 from memlog.judge.known_issues import known_issues
@@ -41,7 +41,7 @@ SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 __all__ = [
     "Example", "Finding", "Rule", "Skip", "Threshold", "Verdict", "INCONCLUSIVE", "SEVERITY_RANK",
     "MEMORY_COLUMNS", "MAX_DEVICE_GIB", "MAX_HOST_GIB", "Measure", "SeriesKey",
-    "duration", "gib", "known_issues", "project", "ray_death_cause", "rounded", "shape_of", "step_word", "workers_phrase",
+    "duration", "gib", "keyboard_interrupt", "known_issues", "memory_words", "project", "ray_death_cause", "rounded", "shape_of", "step_word", "workers_phrase",
 ]
 
 class Skip(Exception):

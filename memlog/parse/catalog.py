@@ -13,7 +13,7 @@ from pathlib import Path
 
 from memlog.base.errors import FormatSpecError
 from memlog.parse.formats import FormatSpec, builtin_dir, load_spec, load_spec_once
-from memlog.parse.chunks import sample_mismatches
+from memlog.parse.chunks import entry_sample_mismatches, sample_mismatches
 from memlog.parse.unwrap import sample_mismatches as wrapper_sample_mismatches
 from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, load_wrapper
 
@@ -46,8 +46,10 @@ def load_specs(extra_dirs: Sequence[Path] = (), plugin_dirs: Sequence[Path] = ()
 
 
 def spec_sample_problems(spec: FormatSpec, context: Iterable[FormatSpec]) -> list[str]:
-    """What is wrong with a spec's samples, checked with the other loaded specs (memlog/parse/chunks.py)."""
-    return sample_mismatches(spec, [s for s in context if s is not spec])
+    """What is wrong with a spec's samples (its own and its entries'), checked with the other loaded
+    specs (memlog/parse/chunks.py)."""
+    others = [s for s in context if s is not spec]
+    return sample_mismatches(spec, others) + entry_sample_mismatches(spec, others)
 
 
 def load_wrappers(extra_dirs: tuple[Path, ...] = ()) -> list[WrapperSpec]:

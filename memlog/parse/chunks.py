@@ -1,8 +1,9 @@
 """Parse: run every loaded format spec over a chunk of lines.
 
-Per chunk: one pre-filter over the raw text for every pattern's literal at once (so lines that no
-pattern could match cost almost nothing), unwrap the survivors, then extract each pattern's
-matches. Returns the matched rows; the caller accumulates them across chunks and sources.
+Per chunk: a pre-filter over the raw text for every pattern's literal (so lines that no pattern
+could match cost almost nothing; the literals of the formats' record lines first, those of rare
+event lines such as crashes only in the lines left), unwrap the survivors, then extract each
+pattern's matches. Returns the matched rows; the caller accumulates them across chunks and sources.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
+from memlog.base.events import EVENT_KINDS
 from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
 from memlog.tables.records import detached
@@ -78,9 +80,7 @@ class ChunkParser:
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
         marker_literals, self.marker = markers(wrappers)
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals} | set(marker_literals))
-        # The pre-filter as one regex alternation of the literals: the regex engine searches for
-        # many literals at once with SIMD, several times faster than contains_any on long lines.
-        self.any_literal = "|".join(pl.escape_regex(lit) for lit in self.literals)
+        self.prefilter = Prefilter.of(self.specs, marker_literals)
         # Which rows each block parser may read, and its `prepare`, for `scan` (no state of theirs is used).
         self.block_probes = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
         self.start_source()
@@ -120,7 +120,8 @@ class ChunkParser:
         wanted: list[tuple[int, pl.DataFrame, bool]] = []
         for lines in chunks:
             lines = self.unwrap.with_line_prefixes(lines).with_row_index("_row")  # multi-line parsing finds the rows after a match by it
-            candidates = lines.filter(pl.col("text").str.contains(self.any_literal)) if self.literals else lines.clear()
+            flagged = self._flagged(lines)
+            candidates = flagged.filter("_candidate").drop("_candidate")
             if candidates.is_empty():
                 scans.append(Scan(lines, candidates, None, [], [], []))
                 continue
@@ -131,8 +132,7 @@ class ChunkParser:
             if not near:
                 rows = candidates
             else:  # each line unwrapped once, whether a pattern or a block parser reads it (unwrap is per line)
-                candidate = pl.col("_row").is_in(candidates["_row"].implode())
-                rows = lines.filter(pl.any_horizontal(*near, candidate)).with_columns(_candidate=candidate)
+                rows = flagged.filter(pl.any_horizontal(*near, pl.col("_candidate")))
             scans.append(Scan(lines, candidates, None, [], [], [], starts=starts))
             wanted.append((len(scans) - 1, rows, bool(near)))
         # Chunks with many such lines (a dense log turning up among sparse chunks) in batches no
@@ -147,6 +147,13 @@ class ChunkParser:
             self._extract(scans, batch)
         return scans
 
+    def _flagged(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """`lines` with `_candidate` true on those holding some pattern's literal, and `_rare` on
+        those a later search of the pre-filter found one in (Prefilter)."""
+        if not self.literals:
+            return lines.with_columns(_candidate=pl.lit(False), _rare=pl.lit(False))
+        return lines.with_columns(_rare=self.prefilter.rest()).with_columns(_candidate=self.prefilter.first() | pl.col("_rare"))
+
     def _extract(self, scans: list[Scan], wanted: list[tuple[int, pl.DataFrame, bool]]) -> None:
         """Unwrap the rows `wanted` of the scans they name, and extract every pattern's matches."""
         chunk_of = [i for i, _, _ in wanted]
@@ -156,6 +163,11 @@ class ChunkParser:
         parts = [r.with_columns(_candidate=pl.lit(True)) if near and i not in near else r for i, r, _ in wanted]
         rows = pl.concat([r.with_columns(_chunk=pl.lit(i, dtype=pl.UInt32)) for i, r in zip(chunk_of, parts)]) if together else parts[0]
         unwrapped = self.unwrap(rows)  # the columns unwrap adds come after `_candidate` and `_chunk`
+        # Aho-Corasick passes say which literals the chunks hold; a pattern whose literal is absent is
+        # skipped instead of scanning the chunks for it. The rare lines' literals are looked for only
+        # in the lines the pre-filter found one in.
+        present = self.prefilter.present(unwrapped, self.literals)
+        unwrapped = unwrapped.drop("_rare")
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
             if i in near:
@@ -170,9 +182,6 @@ class ChunkParser:
             found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
             for i, part in _by_chunk(found, chunk_of, together).items():
                 scans[i].markers = part if part.height else None
-        # One Aho-Corasick pass says which literals the chunks hold; a pattern whose literal is
-        # absent is skipped instead of scanning the chunks for it.
-        present = set(unwrapped.select(pl.col("text").str.extract_many(self.literals, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
         for spec in self.specs:
             for pattern in spec.records:
                 found = pattern.extract(unwrapped, self.values) if pattern.literal in present else None
@@ -195,7 +204,7 @@ class ChunkParser:
                     if not hits.is_empty() and pattern.continuation is None:
                         scan.events.append(_event_rows(hits, spec, pattern))
                     elif not hits.is_empty():
-                        scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"]), pattern.continuation))
+                        scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"], hits["indent"]), pattern.continuation))
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""
@@ -207,10 +216,10 @@ class ChunkParser:
             if isinstance(item, pl.DataFrame):
                 events.append(item)
             else:
-                events += _event_frame(self.continuations.add(*item, scan.lines, self.unwrap))
+                events += _event_frame(self.continuations.add(*item, scan.lines, self.unwrap, scan.records))
         if self.observe is not None:
             self.observe(scan.unwrapped, scan.observed)
-        records, events = scan.records + carried.records, events + carried.events
+        records, events = _off_crash_lines(scan.records + carried.records, events + carried.events), events + carried.events
         if scan.markers is not None or self.named_by_marker is not None:
             records, events = self._named(records, scan.markers), self._named(events, scan.markers)
         return Matches(records, events)
@@ -246,6 +255,74 @@ class ChunkParser:
             if frame is not None:
                 records.append(frame)
         return Matches(records, _event_frame(self.continuations.resume(scan.lines, self.unwrap)))
+
+
+# Event kinds whose lines are a crash's or an allocator's words: a size they print (`Tried to
+# allocate 2.00 GiB`, `failed to allocate 517.50MiB`) is evidence for the event, never a reading.
+CRASH_KINDS = [name for name, kind in EVENT_KINDS.items() if kind.fatal or kind.memory]
+
+
+def _off_crash_lines(records: list[pl.DataFrame], events: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """The record rows not read from a line that an out-of-memory or crash event read."""
+    lines = [frame.filter(pl.col("kind").is_in(CRASH_KINDS))["line_no"] for frame in events if frame.height]
+    lines = pl.concat(lines) if lines else None
+    if lines is None or lines.is_empty():
+        return records
+    return [frame.filter(~pl.col("line_no").is_in(lines.implode())) for frame in records]
+
+
+# A regex engine searches for a few dozen literals at once with SIMD, but slows down past about
+# fifty (a sparse chunk's lines: 55 literals 2.0 ms, 77: 8.7 ms, two searches of 40 and 37: 4.3 ms).
+LITERALS_PER_SEARCH = 50
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """Which lines a chunk's patterns may match, by their literals, searched in alternations of at
+    most LITERALS_PER_SEARCH: first those of the formats whose patterns read records (the lines a
+    log is mostly made of), then the rest (events: crashes, OOM messages, rare lines). A literal
+    that holds another literal is not searched for: every line holding it holds the other.
+    `_rare` marks the lines a later search found something in, where the literals of the first
+    need not be looked for in `present`, nor the others elsewhere."""
+
+    searched: tuple[tuple[str, ...], ...]  # the literals of each search, the first one's first
+
+    @staticmethod
+    def of(specs: list[FormatSpec], marker_literals: Iterable[str]) -> Prefilter:
+        frequent = {lit for spec in specs if spec.records or spec.block_parser for lit in spec.literals} | set(marker_literals)
+        everything = frequent | {lit for spec in specs for lit in spec.literals}
+        kept = [lit for lit in everything if not any(other != lit and other in lit for other in everything)]
+        # The record lines' literals first, then the others by spec, the specs with fewest literals first.
+        order = {lit: (0, "", lit) for lit in frequent}
+        for spec in sorted(specs, key=lambda s: (len(s.literals), s.name)):
+            for lit in sorted(spec.literals):
+                order.setdefault(lit, (1, f"{len(spec.literals):05d}{spec.name}", lit))
+        ranked = sorted(kept, key=lambda lit: order.get(lit) or (1, "~", lit))
+        return Prefilter(tuple(tuple(ranked[i : i + LITERALS_PER_SEARCH]) for i in range(0, len(ranked), LITERALS_PER_SEARCH)))
+
+    @staticmethod
+    def _alternation(literals: tuple[str, ...]) -> pl.Expr:
+        return pl.col("text").str.contains("|".join(pl.escape_regex(lit) for lit in literals))
+
+    def first(self) -> pl.Expr:
+        return self._alternation(self.searched[0]) if self.searched else pl.lit(False)
+
+    def rest(self) -> pl.Expr:
+        return pl.any_horizontal(self._alternation(group) for group in self.searched[1:]) if len(self.searched) > 1 else pl.lit(False)
+
+    def present(self, unwrapped: pl.DataFrame, literals: list[str]) -> set[str]:
+        """Which of the patterns' `literals` the (unwrapped) candidate lines hold: those a later
+        search found (`_rare`) only where it found something."""
+        first = set(self.searched[0]) if self.searched else set()
+        common = [lit for lit in literals if any(f in lit for f in first)]
+        rare = [lit for lit in literals if lit not in common]
+
+        def found(frame: pl.DataFrame, wanted: list[str]) -> set[str]:
+            if not wanted or frame.is_empty():
+                return set()
+            return set(frame.select(pl.col("text").str.extract_many(wanted, overlapping=True).explode().unique()).to_series().drop_nulls().to_list())
+
+        return found(unwrapped, common) | found(unwrapped.filter("_rare"), rare)
 
 
 def _by_chunk(frame: pl.DataFrame | None, chunks: list[int], together: bool, scans: list[Scan] | None = None) -> dict[int, pl.DataFrame]:
@@ -343,6 +420,21 @@ def parse_line(specs: Iterable[FormatSpec], line: str) -> tuple[list[dict], list
         for row in frame.iter_rows(named=True):
             events.append({**(json.loads(row["detail"]) if row["detail"] else {}), "kind": row["kind"], "rank": row["rank"]})
     return records, events
+
+
+def entry_sample_mismatches(spec: FormatSpec, context: Iterable[FormatSpec] = (), only: str | None = None) -> list[str]:
+    """Check the samples a pattern carries itself (`sample:`, the crash vocabulary's entries): each
+    must yield an event of the pattern's kind (a record, for a record pattern). `only`: one pattern."""
+    problems = []
+    specs = [spec, *context]
+    for pattern in spec.patterns:
+        if only is not None and pattern.name != only:
+            continue
+        for line in pattern.samples:
+            records, events = parse_line(specs, line)
+            if not (any(e["kind"] == pattern.event for e in events) if pattern.event else records):
+                problems.append(f"{spec.name}/{pattern.name}: its sample yields no {pattern.event or 'record'}: {line[:80]!r}")
+    return problems
 
 
 def sample_mismatches(spec: FormatSpec, context: Iterable[FormatSpec] = ()) -> list[str]:

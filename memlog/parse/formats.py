@@ -100,6 +100,9 @@ class LinePattern:
     # Ordinal lines written in turn by this many processes that no tag tells apart (ranks printing
     # the same untagged line): the k-th line is writer (k mod N)'s reading k // N (records._fill_steps).
     interleaved: int | None = None
+    # Lines this pattern must read (`sample:` beside an event pattern: a vocabulary entry carries
+    # its own proof), checked like the spec's samples (chunks.sample_mismatches).
+    samples: tuple[str, ...] = ()
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -227,6 +230,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             ("event", lambda v: isinstance(v, str), "`event` must be a string"),
             ("inherit_step", lambda v: isinstance(v, bool), "`inherit_step` must be true or false"),
             ("detail", lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()), "`detail` maps detail keys to values"),
+            ("sample", lambda v: isinstance(v, str) or _is_str_list(v), "`sample` is a line (or a list of lines) the pattern reads"),
         )
         if raw.get(key) is not None and not ok(raw[key])
     ]
@@ -245,6 +249,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         ordinal_step=bool(raw.get("ordinal_step", False)),
         detail=tuple((str(k), str(v)) for k, v in (raw.get("detail") or {}).items()),
         interleaved=raw.get("interleaved"),
+        samples=tuple([raw["sample"]] if isinstance(raw.get("sample"), str) else raw.get("sample") or ()),
     )
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
@@ -272,7 +277,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     elif pattern.event not in EVENT_KINDS:
         raise FormatSpecError(f"{where}: unknown event kind {pattern.event!r} (see memlog/base/events.py: {', '.join(EVENT_KINDS)})")
     else:
-        captured = [*groups, *([pattern.continuation.detail] if pattern.continuation else []), *(k for k, _ in pattern.detail)]
+        carried = [pattern.continuation.detail, *(["from_line"] if pattern.continuation.ends else [])] if pattern.continuation else []
+        captured = [*groups, *carried, *(k for k, _ in pattern.detail)]
         unknown = unknown_detail_keys(pattern.event, captured)
         if unknown:
             known = ", ".join(EVENT_KINDS[pattern.event].detail) or "none"

@@ -50,6 +50,7 @@ import polars as pl
 from memlog.base.columns import is_known_column
 from memlog.base.content import content_dir
 from memlog.base.errors import FormatSpecError, regex_problem
+from memlog.parse.unwrap import BLANKS, strip_escapes
 
 WORKER_KEYS = ("node", "actor", "pid", "ip", "rank")
 RECORD_SCHEMA: dict[str, pl.DataType] = {
@@ -213,22 +214,46 @@ class BlockFeeder:
 
 @dataclass(frozen=True)
 class Continuation:
-    """Lines below a matched event that belong to its message (a table), kept in its detail."""
+    """Lines below a matched event that belong to its message, in one of two shapes:
 
-    detail: str  # detail key receiving the list of rows
-    regex: str  # one continuation line; its named groups are the keys of each row
+    - a table (`regex:`): rows matching the regex, kept as a list in the detail (`detail:`);
+    - a block that ends at its first outdented line (`ends: outdented`): lines indented deeper
+      than the event's own line belong to it, blank lines too, and the first other line of the
+      same worker ends it. That line *is* the event (a Python traceback's final exception line:
+      the frames above it are indented): the event moves to it, its text goes into the detail,
+      and the line the block began on into `from_line`.
+    """
+
+    detail: str  # detail key receiving the list of rows, or the ending line's text
+    regex: str | None  # one continuation line (tables); its named groups are the keys of each row
     max_lines: int  # rows after the event line to look at
+    ends: str | None = None  # "outdented": a block ended by its first line no deeper than the event's
+    # Of one worker's events in a chunk, read only its last: what the block says matters only where
+    # nothing of that worker follows it (a traceback that ends a process), and a log that prints a
+    # handled traceback every few lines must not cost one read per traceback.
+    last_per_worker: bool = False
+    # A literal that, on the line right above the event, says its block ends nothing (Python's
+    # `Exception ignored in: ...` above a traceback it printed and went on from): such events are not read.
+    not_after: str | None = None
 
     @staticmethod
     def load(where: str, raw: Any) -> Continuation:
-        if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("detail", "regex")):
-            raise FormatSpecError(f"{where}: `continuation` needs `detail:` and `regex:`")
+        if not isinstance(raw, dict) or not isinstance(raw.get("detail"), str):
+            raise FormatSpecError(f"{where}: `continuation` needs `detail:`, and `regex:` or `ends: outdented`")
+        ends = raw.get("ends")
+        if ends not in (None, "outdented") or (ends is None) == (not isinstance(raw.get("regex"), str)):
+            raise FormatSpecError(f"{where}: `continuation` needs either `regex:` (table rows) or `ends: outdented`")
         try:
             max_lines = int(raw.get("max_lines", 12))
-            pl.Series(["x"]).str.extract_groups(raw["regex"])
+            if ends is None:
+                pl.Series(["x"]).str.extract_groups(raw["regex"])
         except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
             raise FormatSpecError(f"{where}: continuation: invalid ({regex_problem(exc)})") from None
-        return Continuation(raw["detail"], raw["regex"], max(1, max_lines))
+        if not isinstance(raw.get("last_per_worker", False), bool):
+            raise FormatSpecError(f"{where}: continuation: `last_per_worker` must be true or false")
+        if raw.get("not_after") is not None and not (isinstance(raw["not_after"], str) and raw["not_after"]):
+            raise FormatSpecError(f"{where}: continuation: `not_after` is a literal")
+        return Continuation(raw["detail"], raw.get("regex"), max(1, max_lines), ends, bool(raw.get("last_per_worker", False)), raw.get("not_after"))
 
 
 @dataclass
@@ -240,13 +265,20 @@ class _Pending:
     scanned: int = 0
     rows: list[dict[str, str]] = field(default_factory=list)
     done: bool = False
+    ending: dict[str, Any] | None = None  # the line that ended an outdented block
+    prefix: str = ""  # what stood before the event's text on its raw line (an outdented block's rows are found by it)
+    start: int = 0  # the row of the current chunk to read on from
 
     def read(self, following: pl.DataFrame) -> None:
         """Take continuation rows from `following` (unwrapped lines after the event, in order).
 
-        Lines of other workers are skipped (Ray interleaves them); lines before the first match
-        (a table header) are skipped; the first non-matching line after a match ends it."""
+        Lines of other workers are skipped (Ray interleaves them). A table: lines before the first
+        match (a header) are skipped, and the first non-matching line after a match ends it. An
+        outdented block: the first line of the worker that is not blank and not deeper ends it."""
         if following.is_empty():
+            return
+        if self.continuation.ends == "outdented":
+            self._read_block(following)
             return
         parts = following.with_columns(_c=pl.col("text").str.extract_groups(f"(?P<_whole>{self.continuation.regex})"))
         for row in parts.iter_rows(named=True):
@@ -263,11 +295,50 @@ class _Pending:
                 break
         self.done = self.done or self.scanned >= self.continuation.max_lines
 
+    def _read_block(self, following: pl.DataFrame) -> None:
+        """The first line of the worker that is not blank and not deeper than the event's ends it
+        (the rows read are counted by the caller, Continuations._read)."""
+        depth = self.event.get("indent") or 0
+        same = pl.all_horizontal((pl.col(k) == self.event[k]) if self.event[k] is not None else pl.col(k).is_null() for k in WORKER_KEYS)
+        ends = following.filter(same & (pl.col("text") != "") & (pl.col("indent") <= depth)).head(1)
+        if ends.height:
+            self.ending, self.done = ends.row(0, named=True), True
+
     def finished_event(self) -> dict[str, Any]:
         detail = json.loads(self.event["detail"]) if self.event["detail"] else {}
         if self.rows:
             detail[self.continuation.detail] = self.rows
-        return {**self.event, "detail": json.dumps(detail)}
+        if self.ending is None:
+            return {**self.event, "detail": json.dumps(detail)}
+        # The line that ended the block is the event; where it began is kept.
+        detail[self.continuation.detail] = self.ending["text"]
+        detail["from_line"] = self.event["line_no"]
+        moved = {k: self.ending[k] for k in ("line_no", "text", "ts")}
+        return {**self.event, **moved, "detail": json.dumps(detail)}
+
+
+def _last_of_each_worker(hits: pl.DataFrame, records: list[pl.DataFrame]) -> pl.DataFrame:
+    """Each worker's last event of a chunk, unless a record of that worker follows it there (then
+    the worker went on: its block ended nothing)."""
+    hits = hits.unique(list(WORKER_KEYS), keep="last", maintain_order=True)
+    frames = [r.select("line_no", *(pl.col(k).cast(t) for k, t in RECORD_SCHEMA.items() if k in WORKER_KEYS)) for r in records if r.height]
+    if not frames:
+        return hits
+    last = pl.concat(frames).group_by(list(WORKER_KEYS)).agg(_last_record=pl.col("line_no").max())
+    typed = hits.with_columns(pl.col(k).cast(RECORD_SCHEMA[k]) for k in WORKER_KEYS)
+    joined = typed.join(last, on=list(WORKER_KEYS), how="left", nulls_equal=True, maintain_order="left")
+    return hits.filter(joined["_last_record"].is_null() | (joined["_last_record"] < joined["line_no"]))
+
+
+def _raw_prefix(raw: str, text: str) -> str:
+    """What stood before a line's unwrapped text in the raw line: its wrappers and indentation."""
+    at = raw.rfind(text) if text else -1
+    return raw[:at] if at > 0 else ""
+
+
+# Rows after an event read at first; more, a window at a time, only for the few that need them (a
+# traceback runs on for a few dozen lines, a table for a dozen).
+FIRST_WINDOW = 256
 
 
 class Continuations:
@@ -276,30 +347,89 @@ class Continuations:
     def __init__(self) -> None:
         self.pending: list[_Pending] = []
 
-    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap) -> list[dict[str, Any]]:
-        """hits: event rows (with `_row`) of one pattern; lines: the whole chunk. Returns finished events."""
-        finished = []
-        events = list(hits.iter_rows(named=True))
-        # One unwrap for the lines after all of them; a line may follow two events.
-        slices = [lines.slice(e["_row"] + 1, continuation.max_lines).with_columns(_hit=pl.lit(i)) for i, e in enumerate(events)]
-        following = unwrap(pl.concat(slices)).partition_by("_hit", as_dict=True, include_key=False)
-        for i, event in enumerate(events):
-            pending = _Pending(event, continuation)
-            pending.read(following.get((i,), pl.DataFrame()))
-            if pending.done:
-                finished.append(pending.finished_event())
-            else:
-                self.pending.append(pending)
-        return finished
+    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap,
+            records: list[pl.DataFrame] = ()) -> list[dict[str, Any]]:
+        """hits: event rows (with `_row`) of one pattern; lines: the whole chunk; records: the chunk's
+        record rows (for `last_per_worker`). Returns finished events."""
+        raw = lines["text"]
+        if continuation.not_after is not None:
+            above = raw.gather((hits["_row"].cast(pl.Int64) - 1).clip(lower_bound=0))
+            hits = hits.filter(~(above.str.contains(continuation.not_after, literal=True) & (hits["_row"] > 0)))
+        if continuation.last_per_worker:
+            hits = _last_of_each_worker(hits, records)
+        pending = []
+        for event in hits.iter_rows(named=True):
+            prefix = _raw_prefix(raw[event["_row"]], event["text"]) if continuation.ends else ""
+            pending.append(_Pending(event, continuation, prefix=prefix, start=event["_row"] + 1))
+        return self._read(pending, lines, unwrap)
 
     def resume(self, lines: pl.DataFrame, unwrap) -> list[dict[str, Any]]:
         """Continue events cut by the previous chunk's end with the start of this chunk."""
-        finished, still = [], []
-        for pending in self.pending:
-            pending.read(unwrap(lines.slice(0, pending.continuation.max_lines - pending.scanned)))
-            (finished if pending.done else still).append(pending)
-        self.pending = still
-        return [p.finished_event() for p in finished]
+        carried, self.pending = self.pending, []
+        for p in carried:
+            p.start = 0
+        return self._read(carried, lines, unwrap)
+
+    def _read(self, pending: list[_Pending], lines: pl.DataFrame, unwrap) -> list[dict[str, Any]]:
+        """Read the events' lines in `lines` from their `start`, in rounds of windows for all events
+        still open at once: FIRST_WINDOW rows, then four times as many, and so on. Returns the
+        finished events; the others wait for the next chunk.
+
+        Unwrapping costs per call more than per row, so the rows of all events are unwrapped in one
+        call per round; an outdented block's rows, which are its worker's only, are first looked for
+        by the prefix its raw line began with (`[rank0]:`, a Ray prefix with its colours), and need
+        no unwrapping at all where that prefix marks the worker's lines (not a timestamp)."""
+        window = FIRST_WINDOW
+        while True:
+            open_ = [p for p in pending if not p.done and p.start < lines.height]
+            if not open_:
+                break
+            slices = [lines.slice(p.start, min(window, p.continuation.max_lines - p.scanned)).with_columns(_hit=pl.lit(i, dtype=pl.UInt32))
+                      for i, p in enumerate(open_)]
+            rows = pl.concat(slices)
+            unwrapping = self._by_prefix(open_, rows, window)
+            if unwrapping:
+                wanted = pl.Series([i for i in unwrapping], dtype=pl.UInt32)
+                following = unwrap(rows.filter(pl.col("_hit").is_in(wanted.implode()))).partition_by("_hit", as_dict=True, include_key=False)
+                for i in unwrapping:
+                    open_[i].read(following.get((i,), rows.clear().drop("_hit")))
+            for p, part in zip(open_, slices):
+                p.start += part.height
+                if p.continuation.ends:  # (a table counts the rows it reads itself)
+                    p.scanned += part.height
+                    p.done = p.done or p.scanned >= p.continuation.max_lines
+            window *= 4
+        finished = [p.finished_event() for p in pending if p.done]
+        self.pending += [p for p in pending if not p.done]
+        return finished
+
+    @staticmethod
+    def _by_prefix(open_: list[_Pending], rows: pl.DataFrame, window: int) -> list[int]:
+        """Read the outdented blocks whose rows their raw prefix finds (all at once: one query per
+        round); return the events (their `_hit`) whose rows must be unwrapped instead."""
+        prefixes = {i: p.prefix for i, p in enumerate(open_) if p.prefix}
+        unwrapping = [i for i, p in enumerate(open_) if not p.prefix]
+        if not prefixes:
+            return unwrapping
+        keyed = pl.DataFrame({"_hit": list(prefixes), "_prefix": list(prefixes.values())}, schema={"_hit": pl.UInt32, "_prefix": pl.String})
+        own = pl.col("text").str.starts_with(pl.col("_prefix"))
+        text = pl.col("text").str.slice(pl.col("_prefix").str.len_chars())
+        body = text.str.strip_chars_start(BLANKS)
+        ends = own & (body != "") & (text.str.len_chars() - body.str.len_chars() <= 0)
+        # One query for them all (the scanning threads keep polars busy: every call waits its turn).
+        found = (
+            rows.lazy().join(keyed.lazy(), on="_hit").group_by("_hit")
+            .agg(_rows=pl.len(), _own=own.sum(), _line=pl.col("line_no").filter(ends).first(),
+                 _text=strip_escapes(body.filter(ends).first()).str.strip_chars_end(BLANKS))
+            .collect()
+        )
+        for i, size, count, line, ending in found.iter_rows():
+            if count == 0 and size >= window:
+                open_[i].prefix = ""  # a full window and no line starts as the event's did: unwrap them
+                unwrapping.append(i)
+            elif line is not None:
+                open_[i].ending, open_[i].done = {"line_no": line, "text": ending, "ts": None}, True
+        return unwrapping
 
     def open_since(self) -> int | None:
         """The first line of an event still reading its continuation lines."""

@@ -1,7 +1,10 @@
 """Unwrap: strip escape codes and the wrappers stacked on a line, keeping what they say.
 
 Outermost first (launchers-and-crashes.md §0.1): collectors, transports, launcher tees, in-process
-rank prefixes, then the framework's logger prefix. The wrappers are data (memlog/parse/wrappers.py,
+rank prefixes, then the framework's logger prefix. Blanks before and after them (a pasted log's indent, a markdown code
+block's, a traceback's own) are stripped as well and counted in `indent`, so that every format
+reads an indented line and multi-line readers still see how deep a line sits. The
+wrappers are data (memlog/parse/wrappers.py,
 `parsers/wrappers/*.yaml`): all their prefixes are tried at once as one anchored alternation, and
 stripped round after round while any line still starts with one, so any stack of them comes off.
 What they name (node, rank, actor, pid, ...) becomes columns; the first wrapper to name a field
@@ -37,6 +40,9 @@ TIMESTAMP = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,6})?)"
 # line: `[rank1]: ... loss:  9.1  [rank0]:[titan] ... step: 3 ...`. A torchrun prefix in mid-line
 # starts a line of its own, unless it follows another prefix (`]:`, `]: `) or a Ray `(...) `.
 INTERLEAVED = r"([^\s:\])]|[^\]]:|[^:)]\s)(\[[A-Za-z_]+\d+\]:)"
+# Blanks at the start of a line: spaces, tabs, and the no-break and ideographic spaces a copy from
+# a web page or a CJK terminal leaves.
+BLANKS = " \t\u00a0\u3000"
 # Wrappers stacked deeper than this are left for the format's patterns to face.
 MAX_DEPTH = 6
 # Distinct prefixes per line below which their groups are read once per distinct prefix
@@ -81,6 +87,13 @@ def split_interleaved(lines: pl.DataFrame) -> pl.DataFrame:
     return lines.with_columns(pieces).explode("text").with_columns(_glued=pl.int_range(pl.len()).over("line_no") > 0)
 
 
+def _strip_blanks(frame):
+    """`text` without its leading blanks, their count added to `indent` (a frame or a lazy frame)."""
+    text = pl.col("text")
+    stripped = text.str.strip_chars_start(BLANKS)
+    return frame.with_columns(indent=pl.col("indent") + (text.str.len_chars() - stripped.str.len_chars()).cast(pl.Int32), text=stripped)
+
+
 def _alternation(wrappers: list[WrapperSpec], part: str) -> tuple[str | None, list[tuple[str, str]]]:
     """One regex trying every wrapper's `part` (prefix or suffix); groups renamed `w{i}_{group}` so
     they stay unique. Returns the regex and (renamed group, field) pairs."""
@@ -96,7 +109,9 @@ def _alternation(wrappers: list[WrapperSpec], part: str) -> tuple[str | None, li
     if not alternatives:
         return None, []
     body = "|".join(alternatives)
-    return (f"^(?:{body})" if part == "prefix" else f"(?:{body})$"), groups
+    # Blanks between stacked wrappers (a quoted code block: `>     [rank0]: `) go with the wrapper
+    # after them; those before the first and after the last are counted as the line's indent.
+    return (f"^[{BLANKS}]*(?:{body})" if part == "prefix" else f"(?:{body})$"), groups
 
 
 class Unwrapper:
@@ -115,7 +130,8 @@ class Unwrapper:
         with text unwrapped. A line with another rank's line glued into it comes out as two rows
         (split_interleaved)."""
         fields = (pl.lit(None, dtype=t).alias(f) for f, t in WRAPPER_FIELDS.items())
-        frame = self._strip_prefixes(without_escapes(lines).with_columns(*fields))
+        frame = _strip_blanks(without_escapes(lines).with_columns(*fields, indent=pl.lit(0, dtype=pl.Int32)))
+        frame = self._strip_prefixes(frame)
         # Another rank's line glued into this one (shared stdout): its own prefix names its rank.
         frame = split_interleaved(frame)
         if frame["_glued"].any():
@@ -143,11 +159,13 @@ class Unwrapper:
             _task=pl.when(named).then(None).otherwise(pl.col("task")),
         ).drop("task")
         logger_ts = pl.lit(None, dtype=pl.String)
+        rest = _strip_blanks(rest)  # (blanks after the last wrapper, before the logger's prefix)
         if self.logger_prefix is not None:
             prefix = pl.col("text").str.extract(self.logger_prefix, 0)
             logger_ts = prefix.str.extract(TIMESTAMP, 1)
             rest = rest.with_columns(_logger_ts=logger_ts, text=pl.col("text").str.slice(prefix.str.len_chars().fill_null(0)))
             logger_ts = pl.col("_logger_ts")
+        rest = _strip_blanks(rest)
         # The logger's own clock first (it is the program's); a wrapper's timestamp otherwise, when it parses.
         wrapper_ts = pl.col("ts").str.extract(TIMESTAMP, 1)
         return rest.with_columns(ts=pl.coalesce(logger_ts, wrapper_ts)).drop("_logger_ts", strict=False).collect()
@@ -169,7 +187,9 @@ class Unwrapper:
         rest, cut = pl.col("_rest"), pl.col("_cut")
         found = rest.str.head(rest.str.len_chars() - cut.str.len_chars())
         for _ in range(MAX_DEPTH):  # the stack of wrappers, outermost first, as _strip_prefixes takes it off
-            heads = heads.with_columns(_cut=rest.str.replace(self.prefix, ""))  # the finding pass: no groups read
+            # (the finding pass: no groups read). The blanks around them go too: a piece of an
+            # indented line is as indented as the line (multi-line readers compare indents).
+            heads = heads.with_columns(_cut=rest.str.strip_chars_start(BLANKS).str.replace(self.prefix, "").str.strip_chars_start(BLANKS))
             if heads.select((rest == cut).all()).item():
                 break
             heads = heads.with_columns(_outer=pl.coalesce("_outer", pl.when(rest != cut).then(found)), _prefix=pl.col("_prefix") + found, _rest=cut)
@@ -180,7 +200,7 @@ class Unwrapper:
         at = lines.select(pl.arg_where(later)).to_series()
         pieces = lines[at].select("line_no", "text").join(heads, on="line_no", how="left", maintain_order="left")
         text, prefix = pl.col("text"), pl.col("_prefix")
-        carried = prefix.is_not_null() & ~strip_escapes(text).str.starts_with(pl.col("_outer"))
+        carried = prefix.is_not_null() & ~strip_escapes(text).str.strip_chars_start(BLANKS).str.starts_with(pl.col("_outer"))
         texts = lines["text"].clone()
         texts.scatter(at, pieces.select(pl.when(carried).then(prefix + text).otherwise(text)).to_series())
         return lines.with_columns(texts)

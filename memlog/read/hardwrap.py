@@ -24,6 +24,7 @@ MIN_WIDTH = 60  # narrower "wraps" are ordinary short lines
 SAMPLE_LINES = 2000  # lines of a source's first piece looked at to decide
 START_CHARS = 6  # how much of a line says how it starts
 MIN_CUTS = 3  # a long message printed twice is not a wrap
+NEAR_WIDTH = 3  # lines this much shorter than W are "just short of it"
 PADDED_SHARE = 0.9  # lines of length W in a terminal's padded output
 MAX_CONTINUED = 0.8  # a wrap leaves lines that start anew (after each wrapped line's last piece)
 ENOUGH_BYTES = 256 * 1024  # a first piece this long (or of SAMPLE_LINES lines) decides for the source
@@ -78,6 +79,11 @@ def wrap_of(data: bytes) -> Wrap | None:
         return None
     full = [i for i, line in enumerate(lines[:-1]) if len(line) == width]
     padded = len(full) + 1 >= PADDED_SHARE * len(lines)
+    # A terminal's cut piles lines up at exactly W; a format's longest lines spread just below their
+    # longest (a step line one digit shorter): lines that reach W no more often than they stop short
+    # of it are lines of that length, not a wrap.
+    if not padded and 2 * sum(width - NEAR_WIDTH <= len(line) < width for line in lines) >= len(full):
+        return None
     # Lines that may be continuations: after a full line (with a terminal's padding, only after
     # one ending mid-text: a padded short line ends in blanks).
     after_cut = {i + 1 for i in full if not (padded and lines[i][-1].isspace())}

@@ -19,9 +19,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from memlog.read import hardwrap
-
-from memlog.read import spool
+from memlog.read import hardwrap, numbered, spool
 from memlog.base.errors import InputError
 from memlog.read.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch.watch imports it from here
 from memlog.base.names import shown
@@ -200,6 +198,7 @@ class Piece:
     first_line_no: int
     stats: ReadStats  # what cutting it saw (lines, an over-long line); to_frame adds the rest
     wrap: hardwrap.Wrap | None = None  # how the source was hard-wrapped, if it was
+    numbered: bool = False  # its lines carry a viewer's line numbers (read/numbered.py)
 
 
 class LineCutter:
@@ -211,6 +210,7 @@ class LineCutter:
         self.dropping = False  # inside an over-long line whose start was already kept
         self.next_line = next_line
         self.wrap: hardwrap.Wrap | None = None  # decided on the source's first lines
+        self.numbered = False  # decided with the wrap
         self.decided = False
         self.first_lines = b""  # what it is decided on, gathered over the first pieces
 
@@ -219,6 +219,7 @@ class LineCutter:
         if not self.decided:  # once enough lines were seen (watch may see a few lines first)
             self.first_lines += data[: min(cut + 1, hardwrap.ENOUGH_BYTES)]
             self.wrap = hardwrap.wrap_of(self.first_lines)
+            self.numbered = numbered.numbered(self.first_lines)
             self.decided = len(self.first_lines) >= hardwrap.ENOUGH_BYTES or self.first_lines.count(b"\n") >= hardwrap.SAMPLE_LINES
             if self.decided:
                 self.first_lines = b""
@@ -243,7 +244,7 @@ class LineCutter:
             # No hard wraps to join (most logs): the piece is the carry and the block up to its last
             # newline, copied once (joining the two first copied the whole block twice).
             n_lines = self.carry.count(b"\n") + block.count(b"\n", 0, cut + 1)
-            yield Piece(b"".join((self.carry, memoryview(block)[: cut + 1])), self.next_line, ReadStats(lines=n_lines))
+            yield Piece(b"".join((self.carry, memoryview(block)[: cut + 1])), self.next_line, ReadStats(lines=n_lines), numbered=self.numbered)
             self.next_line += n_lines
             self.carry = block[cut + 1 :]
         else:
@@ -264,7 +265,7 @@ class LineCutter:
         if cut >= 0:
             self.carry = data[cut + 1 :]
             n_lines = data.count(b"\n", 0, cut + 1)
-            yield Piece(data[: cut + 1], self.next_line, ReadStats(lines=n_lines), self.wrap)
+            yield Piece(data[: cut + 1], self.next_line, ReadStats(lines=n_lines), self.wrap, self.numbered)
             self.next_line += n_lines
         else:
             self.carry = data
@@ -273,7 +274,7 @@ class LineCutter:
         """The end of the input: an unfinished last line is still a line."""
         if self.carry:
             lines = self.carry.count(b"\n") + 1  # more than one when hard-wrapped lines were held back
-            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=lines), self.wrap)
+            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=lines), self.wrap, self.numbered)
             self.next_line += lines
             self.carry = b""
 
@@ -316,6 +317,8 @@ def to_frame(piece: Piece) -> pl.DataFrame:
     frame = frame.with_columns(pl.col("line_no").cast(pl.Int64))
     if replaced:
         stats.first_replaced_line = _first_line_with(frame, "\ufffd")
+    if piece.numbered:
+        frame = frame.with_columns(numbered.unnumbered(pl.col("text")))
     if b"\r" in data:
         # CRLF first, then bare CR as a line break of its own (tqdm progress bars).
         frame = frame.with_columns(pl.col("text").str.strip_chars_end("\r"))

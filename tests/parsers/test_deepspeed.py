@@ -27,6 +27,7 @@ EVENT_FIELDS = {
     "overflow": ("loss_scale", "new_loss_scale"),
     "alloc_retries": ("new_retries",),
     "oom": ("tried", "capacity", "free"),
+    "exception": ("exception",),
 }
 runner = CliRunner()
 

@@ -17,10 +17,11 @@ from memlog.cli import app
 from memlog.base.errors import FormatSpecError
 from memlog.parse.formats import load_spec
 from tests.logwriters.deepspeed import see_memory_usage
-from memlog.parse.chunks import ChunkParser, sample_mismatches
+from memlog.parse.chunks import ChunkParser, entry_sample_mismatches, sample_mismatches
 
 SPECS = load_specs()
 SAMPLES = [(name, i) for name, spec in SPECS.items() for i in range(len(spec.samples))]
+ENTRIES = [(name, pattern.name) for name, spec in SPECS.items() for pattern in spec.patterns if pattern.samples]
 runner = CliRunner()
 
 
@@ -31,9 +32,26 @@ def test_spec_sample_parses_to_documented_values(name, index):
     assert sample_mismatches(single, [s for s in SPECS.values() if s is not spec]) == []
 
 
+@pytest.mark.parametrize(("name", "entry"), ENTRIES, ids=[f"{n}/{e}" for n, e in ENTRIES])
+def test_an_entrys_own_sample_yields_its_event(name, entry):
+    spec = SPECS[name]
+    assert entry_sample_mismatches(spec, [s for s in SPECS.values() if s is not spec], only=entry) == []
+
+
 def test_every_spec_has_samples():
     for spec in SPECS.values():
-        assert spec.samples, f"{spec.name} has no samples"
+        assert spec.samples or all(p.samples for p in spec.patterns), f"{spec.name} has no samples"
+
+
+def test_every_entry_of_the_crash_vocabulary_carries_its_sample():
+    """parsers/crashes.yaml is the vocabulary users extend: an entry without a sample is refused here."""
+    assert all(p.samples for p in SPECS["crashes"].patterns), [p.name for p in SPECS["crashes"].patterns if not p.samples]
+
+
+def test_a_wrong_entry_sample_is_reported(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nevents:\n  - {name: e, event: oom, literal: 'out of mem', regex: 'out of mem', sample: 'no such words'}\n")
+    assert entry_sample_mismatches(load_spec(bad)) == ["bad/e: its sample yields no oom: 'no such words'"]
 
 
 def test_every_pattern_is_matched_by_a_sample_of_its_spec():
@@ -46,8 +64,8 @@ def test_every_pattern_is_matched_by_a_sample_of_its_spec():
             matched.update(pattern.name for s, pattern, hits in observed if s is own and hits.height)
 
         parser = ChunkParser(list(SPECS.values()), observe)
-        for sample in spec.samples:
-            texts = [piece for physical in sample.get("line", "").split("\n") for piece in physical.split("\r")]
+        for line in [s.get("line", "") for s in spec.samples] + [line for p in spec.patterns for line in p.samples]:
+            texts = [piece for physical in line.split("\n") for piece in physical.split("\r")]
             parser(pl.DataFrame({"line_no": list(range(1, len(texts) + 1)), "text": texts}))
         unexercised += [f"{spec.name}/{p.name}" for p in spec.patterns if p.name not in matched]
     assert unexercised == []
@@ -117,7 +135,11 @@ def test_a_sample_marked_nothing_fails_when_something_matches(tmp_path):
           "easyr1_blocks.py": None},
          "columns ['host_gib'] are not canonical"),
         ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t}}\n"},
-         "`continuation` needs `detail:` and `regex:`"),
+         "`continuation` needs either `regex:` (table rows) or `ends: outdented`"),
+        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: x, ends: outdented}}\n"},
+         "`continuation` needs either `regex:` (table rows) or `ends: outdented`"),
+        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {regex: x}}\n"},
+         "`continuation` needs `detail:`"),
         ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: '(?<=x)y'}}\n"},
          "continuation: invalid"),
     ],

@@ -413,9 +413,10 @@ def build_fr4_orz_offload_leak() -> Sample:
     run.line(t, "Traceback (most recent call last):")
     for line in frame_lines(frames):
         run.line(t, line)
-    run.line(t, ray.task_error("OutOfMemoryError", ray.task_ref(
+    raised = ray.task_error("OutOfMemoryError", ray.task_ref(
         "PolicyRayActorBase.ppo_train", pid=policy_pids[0], ip="10.0.0.12", actor_id="8b1f0e2c9a6d4e1f7c3b5a0d01000000",
-        repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90")))
+        repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90"))
+    run.line(t, raised, events=ev("exception", exception=raised))  # the traceback's final line
     for line in frame_lines(remote):
         run.line(t, line)
     run.line(t, oom, events=ev("oom", tried="4.63 GiB", capacity=f"{H100_CAPACITY_GIB:.2f} GiB", free="2.85 GiB"))

@@ -320,12 +320,13 @@ def build_mds_zero2_leak_oom() -> Sample:
         log.line(t, line)
     oom = pytorch.cuda_oom(tried="1.50 GiB", gpu=oom_rank, capacity_gib=A100_40_GIB, free="1.07 GiB", in_use="38.31 GiB",
                            allocated="36.62 GiB", unallocated="1.18 GiB")
-    log.line(t, oom, events=ev("oom", tried=1.5, capacity=A100_40_GIB, free=1.07))
+    # The error is also the traceback's final line, and the launcher's kills are crash notices.
+    log.line(t, oom, events=ev("oom", tried=1.5, capacity=A100_40_GIB, free=1.07) + ev("exception"))
     t += 1.4
-    log.line(t, log.ds(t, "INFO", "launch.py:319:sigkill_handler", f"Killing subprocess {31400 + oom_rank}"))
+    log.line(t, log.ds(t, "INFO", "launch.py:319:sigkill_handler", f"Killing subprocess {31400 + oom_rank}"), events=ev("crash"))
     for rank in range(8):
         if rank != oom_rank:
-            log.line(t, log.ds(t, "INFO", "launch.py:319:sigkill_handler", f"Killing subprocess {31400 + rank}"))
+            log.line(t, log.ds(t, "INFO", "launch.py:319:sigkill_handler", f"Killing subprocess {31400 + rank}"), events=ev("crash"))
     argv = ["/usr/bin/python", "-u", script[0], f"--local_rank={oom_rank}", *script[1:]]
     log.line(t + 0.3, log.ds(t + 0.3, "ERROR", "launch.py:325:sigkill_handler", f"{argv} exits with return code = 1"),
              events=ev("process_exit", return_code=1))

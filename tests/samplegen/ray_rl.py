@@ -513,7 +513,7 @@ class Kill:
         log.raylet(t, self.node_ip, head + text, [ev("oom_summary", worker, count="1", crashed="0",
                                                      node_id=self.node_id, node_ip=self.node_ip)])
         log.raylet(t + 1e-4, self.node_ip, "")
-        log.raylet(t + 2e-4, self.node_ip, ray.RAYLET_OOM_DOCS)
+        log.raylet(t + 2e-4, self.node_ip, ray.RAYLET_OOM_DOCS, [ev("oom_hint", worker)])
 
 
 def top_users(rng: random.Random, procs: list[tuple[Proc, float, str]], extra: list[tuple[int, float, str]]) -> list[tuple[int, float, str]]:
@@ -558,13 +558,18 @@ def easyr1_oom_traceback(log: RayLog, t: float, kill: Kill, runner: Proc, method
     lines += frame_lines([("/root/EasyR1/verl/single_controller/ray/base.py", 432, "func",
                                "return getattr(self.worker_dict[key], name)(*args, **kwargs)")])
     lines.append(ray.OOM_ERROR)
+    # The traceback's final line is its first unindented one (the re-raised task error); the OOM
+    # error the driver prints at the end, and the report's closing lines, are OOM words of their own.
+    events: list[list[dict]] = [[] for _ in lines]
+    events[1 + len(frame_lines(DRIVER_FRAMES + [("", 0, "", "")] * 2 + RAY_GET_FRAMES))] = [ev("exception", "main")]
+    events[-1] = [ev("oom", "main", scope="host")]
     for i, line in enumerate(lines):
-        log.driver(t + i * 1e-5, line)
+        log.driver(t + i * 1e-5, line, events[i])
     t += len(lines) * 1e-5
     log.driver(t, kill.memory_line(), [kill.event(victim_label)])
     for i, line in enumerate(kill.table(), start=1):
         log.driver(t + i * 1e-5, line)
-    log.driver(t + 0.001, ray.OOM_DOCS)
+    log.driver(t + 0.001, ray.OOM_DOCS, [ev("oom_hint", "main")])
 
 
 # ==========================================================================
@@ -946,7 +951,7 @@ def build_ray_driver_mixed() -> Sample:
     lines = [died, kill.memory_line(), *kill.table(), ray.OOM_DOCS]
     events: list[list[dict]] = [[ev("worker_died", victim_label, worker_ip=kill.node_ip, worker_pid=str(victim.pid),
                                     exit_type="SYSTEM_ERROR", exit_detail="Task was killed due to the node running low on memory.")],
-                                [kill.event(victim_label)]] + [[] for _ in lines[2:]]
+                                [kill.event(victim_label)]] + [[] for _ in lines[2:-1]] + [[ev("oom_hint", "main")]]
     log.error(t_kill, log.driver_ip, lines, events)
     # Node A keeps printing while the error is reported.
     helper(t_kill + 0.3, "dp actor Before save_checkpoint", {p: (base[p][0], base[p][1], base[p][1] + 8.9) for p in node_a}, node_a)

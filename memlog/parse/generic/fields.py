@@ -15,7 +15,9 @@ from dataclasses import dataclass
 NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf)"
 # A unit printed after a value: sizes (`MB`, `GiB`, `bytes`), bare suffixes (`9.3G`, `433M`), `%`.
 UNIT = r"(?:[KMGTP]i?B|bytes|[KMGTP]|%)"
-_NUMBER = re.compile(rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?![A-Za-z]{{2}})(?:[ \t]?{UNIT}(?![A-Za-z]))?")
+# A unit may follow the number without a space (`517.50MiB`, TensorFlow's and XLA's sizes); other
+# letters right after it make it part of a word (`v2rc`), not a value.
+_NUMBER = re.compile(rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?:[ \t]?{UNIT}(?![A-Za-z])|(?![A-Za-z]{{2}}))")
 _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
 _SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")

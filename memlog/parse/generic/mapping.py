@@ -34,9 +34,12 @@ RESERVED_WORDS = {"reserved", "cached", "cache", "reserve", "ca"}
 ALLOCATED_WORDS = {"allocated", "alloc", "active", "ma", "occupied"}
 PEAK_WORDS = {"max", "peak", "maximum", "highest"}
 CURRENT_WORDS = {"current", "cur", "now"}
-# Memory words that do not make a memory reading: what is left, a rate, a share, a count.
+# Memory words that do not make a memory reading: what is left, a rate, a share, a count, and the
+# size of a request (`trying to allocate 128.0KiB`, `Tried to allocate`, `rounded to`): what a
+# process asked for, printed in an error or a warning, is never memory it holds.
 NOT_MEMORY = {"free", "available", "avail", "bandwidth", "time", "throughput", "tokens", "flops", "tflops", "gflops",
-              "util", "utilization", "percent", "pct", "ratio", "fraction", "speed", "efficiency", "lr", "iters", "steps"}
+              "util", "utilization", "percent", "pct", "ratio", "fraction", "speed", "efficiency", "lr", "iters", "steps",
+              "allocate", "allocating", "tried", "trying", "request", "requested", "rounded"}
 SWAP = {"swap"}
 CAPACITY_WORDS = {"total", "capacity"}
 LOSS_WORDS = {"loss", "xent", "nll"}
