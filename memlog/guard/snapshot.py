@@ -9,7 +9,7 @@ that allocated it, innermost first (`{filename, line, name}`), recorded while
 kept the frames in a block's `history` instead; very old files are a bare list of segments.
 
 A site is one stack: its live bytes are the sizes of its live blocks. `diff_snapshots` names the
-sites whose live bytes grew from A to B, largest growth first; `largest_sites` the sites of one
+sites whose live bytes grew from A to B, largest growth first; `ranked(live_sites(...))` the sites of one
 snapshot by their live bytes.
 
 Snapshots are pickles, and unpickling runs whatever code a pickle names. They are read with an
@@ -33,7 +33,6 @@ from memlog.base.errors import InputError
 MAX_SNAPSHOT_BYTES = 8 << 30  # a snapshot file larger than this is not read (history dumps reach GBs)
 MAX_BLOCKS = 20_000_000  # blocks walked in one snapshot (a device of 80 GiB holds far fewer)
 LIVE_STATES = ("active_allocated",)
-KNOWN_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free", "inactive")
 NO_STACK = ()  # the site of blocks allocated while no history was recorded
 NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
 
@@ -48,15 +47,38 @@ class _Refused(Exception):
 
 class PlainUnpickler(pickle.Unpickler):
     """Builds dicts, lists, tuples, sets, strings, bytes, numbers, booleans and None, and nothing
-    else: every opcode that would fetch a class or function (GLOBAL, STACK_GLOBAL, INST, OBJ, the
-    extension registry; REDUCE and NEWOBJ need one of those first) goes through find_class, which
-    refuses, as does a persistent id."""
+    else: every opcode that fetches a class or function (GLOBAL, STACK_GLOBAL, INST; REDUCE, BUILD,
+    OBJ and NEWOBJ need one fetched first) goes through find_class, which refuses, as does a
+    persistent id. The extension registry's opcodes (EXT1/2/4) fail while it is empty, as it is
+    unless a program registers codes (copyreg.add_extension); with codes registered, a code already
+    met is taken from a cache without find_class, so plain_load then uses ListedOpcodes."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise _Refused(f"{module}.{name}")
+        raise _Refused(f"asks to build {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise _Refused("a persistent object")
+        raise _Refused("asks for a persistent object")
+
+
+# Opcodes that fetch or call code, or take an object from outside the pickle.
+CODE_OPCODES = ("GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "BUILD", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4", "PERSID", "BINPERSID")
+
+
+def _refuse_opcode(name: str):
+    def refuse(self) -> None:
+        raise _Refused(f"holds opcode {name}, which fetches or calls code")
+
+    return refuse
+
+
+class ListedOpcodes(pickle._Unpickler):  # noqa: SLF001 - the pure-Python unpickler: its opcode table can be narrowed
+    """The pure-Python unpickler with every opcode of CODE_OPCODES refused: safe whatever the
+    extension registry holds, about three times slower than PlainUnpickler."""
+
+    dispatch = pickle._Unpickler.dispatch | {getattr(pickle, name)[0]: _refuse_opcode(name) for name in CODE_OPCODES}
+
+    find_class = PlainUnpickler.find_class
+    persistent_load = PlainUnpickler.persistent_load
 
 
 def load_snapshot(path: str | os.PathLike) -> dict:
@@ -75,8 +97,8 @@ def load_snapshot(path: str | os.PathLike) -> dict:
     except OSError as exc:
         raise SnapshotError(f"{name}: cannot read ({exc.strerror or exc})") from None
     except _Refused as refused:
-        raise SnapshotError(f"{name}: refused: the pickle asks to build {refused}, and a memory snapshot holds only "
-                            "plain containers and numbers (nothing was loaded or run)") from None
+        raise SnapshotError(f"{name}: refused: the pickle {refused}, and a memory snapshot holds only plain containers "
+                            "and numbers (nothing was loaded or run)") from None
     except MemoryError:
         raise SnapshotError(f"{name}: too large to load in memory") from None
     except Exception as exc:  # noqa: BLE001 - any malformed pickle (UnpicklingError, EOFError, ValueError, ...)
@@ -86,7 +108,11 @@ def load_snapshot(path: str | os.PathLike) -> dict:
 
 
 def plain_load(handle: BinaryIO) -> Any:
-    return PlainUnpickler(handle).load()
+    """The pickle in `handle`, built of plain containers and numbers only (or _Refused)."""
+    import copyreg
+
+    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # noqa: SLF001 - the registry of codes
+    return unpickler(handle).load()
 
 
 def as_snapshot(data: Any, name: str) -> dict:
@@ -242,7 +268,7 @@ class SiteChange:
     def to_json(self, frames: int) -> dict:
         return {"where": self.where, "growth_bytes": self.growth, "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
                 "blocks_before": self.blocks_before, "blocks_after": self.blocks_after,
-                "frames": [{"filename": f, "line": n, "name": fn} for f, n, fn in self.stack[:frames]], "frames_total": len(self.stack)}
+                "frames": frames_json(self.stack, frames), "frames_total": len(self.stack)}
 
 
 @dataclass
@@ -290,10 +316,6 @@ def diff_snapshots(before: dict, after: dict, names: tuple[str, str] = ("A", "B"
     return SnapshotDiff(a, b, changes)
 
 
-def largest_sites(snapshot: dict, name: str = "snapshot") -> Sites:
-    return live_sites(snapshot, name)
-
-
 def ranked(sites: Sites) -> list[Site]:
     """A snapshot's sites by live bytes, largest first."""
     return sorted(sites.by_stack.values(), key=lambda s: (-s.bytes, s.where, s.stack))
@@ -302,5 +324,10 @@ def ranked(sites: Sites) -> list[Site]:
 def sites_json(sites: Sites, top: int = 20, frames: int = 12) -> dict:
     return {"snapshot": _summary(sites), "largest": [
         {"where": s.where, "bytes": s.bytes, "blocks": s.blocks,
-         "frames": [{"filename": f, "line": n, "name": fn} for f, n, fn in s.stack[:frames]], "frames_total": len(s.stack)}
+         "frames": frames_json(s.stack, frames), "frames_total": len(s.stack)}
         for s in ranked(sites)[:top]]}
+
+
+def frames_json(stack: Stack, frames: int) -> list[dict]:
+    """A stack's first `frames` frames (innermost first), as the snapshot wrote them."""
+    return [{"filename": filename, "line": line, "name": name} for filename, line, name in stack[:frames]]
