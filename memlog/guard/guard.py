@@ -60,6 +60,7 @@ ACTIONS = ("continue", "warn", "checkpoint", "stop")  # rising: the highest aske
 LEVEL = {action: level for level, action in enumerate(ACTIONS)}
 AGREED_FROM = LEVEL["checkpoint"]  # actions from here up are agreed across ranks
 REST = 9  # a judgement waits this many times its own duration after the last one ends
+RECEDE = 0.5  # a projected OOM step that moves further off than this per step judged does not hold (projection_holds)
 FORMAT = "memlog-guard"  # the records' format name in the report's coverage
 # Reading fields and the canonical columns they are judged as (memlog/base/columns.py).
 COLUMNS = (
@@ -147,6 +148,7 @@ class Guard:
         self._submitted_at = 0  # readings when the last judgement was asked for
         self._rested_until = float("-inf")
         self._high = self._judged_high = float("-inf")
+        self._projection_holds = False
         self._fired: set[str] = set()
         self._stopped: Decision | None = None
         self._agreed_step: int | None = None
@@ -183,9 +185,7 @@ class Guard:
         self._closed = True
         if not self._started:
             return
-        if self._in_flight is not None:
-            self._apply(self._in_flight.result())
-            self._in_flight = None
+        self.settle()
         if self._rows:
             rows, self._rows = self._rows, []
             job = self._executor.submit(self._judge, rows) if self._executor else None
@@ -196,6 +196,13 @@ class Guard:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+    def settle(self) -> None:
+        """Wait for the judgement in flight, if any, and take it up: the next decision then rests
+        on every reading handed to it (tests; a loop about to checkpoint anyway)."""
+        if self._in_flight is not None:
+            judgement, self._in_flight = self._in_flight.result(), None
+            self._apply(judgement)
 
     def __enter__(self) -> Guard:
         return self
@@ -228,7 +235,8 @@ class Guard:
         if self._in_flight is not None or self.clock() < self._rested_until:
             return False
         since = self.readings - self._submitted_at
-        return since >= self.every or (self._high > self._judged_high and since >= max(1, self.every // 5))
+        early = self._submitted_at > 0 and self._high > self._judged_high  # a new high, once the first `every` are judged
+        return since >= self.every or (early and since >= max(1, self.every // 5))
 
     def _submit(self, step: int) -> None:
         rows, self._rows = self._rows, []
@@ -240,8 +248,7 @@ class Guard:
 
     def _take_up(self) -> None:
         if self._in_flight is not None and self._in_flight.done():
-            judgement, self._in_flight = self._in_flight.result(), None
-            self._apply(judgement)
+            self.settle()
 
     def _judge(self, rows: list[Row]) -> Judgement:
         """The readings so far judged as watch judges a log (on the judging thread). A judgement that
@@ -259,15 +266,21 @@ class Guard:
         return Judgement(report, rows[-1][1], self.clock() - started, leak, projections[0] if projections else None)
 
     def _apply(self, judgement: Judgement) -> None:
-        previous = self.report
+        previous, before = self.report, self.judgement
         self.judgement, self.judgements = judgement, self.judgements + 1
         self._rested_until = self.clock() + REST * judgement.seconds
+        self._projection_holds = projection_holds(before, judgement)
         if judgement.report is None:
             return
         self.report = judgement.report
         if previous is None or previous.verdict != self.report.verdict:
             log.info("memlog guard, rank %s: verdict %s at step %s", self.rank, self.report.verdict, judgement.step)
             self._later(self._write)
+        if not judgement.leak and "leak" in self._fired:  # a rise that bent after all (a long warm-up): said, and re-armed
+            log.warning("memlog guard, rank %s: the leak found before is no longer found at step %s (verdict %s)",
+                        self.rank, judgement.step, self.report.verdict)
+        if not judgement.leak:
+            self._fired -= {"leak", "oom"}
         if judgement.leak and self._hunt is not None:
             self._hunt.begin(judgement.step)
 
@@ -281,7 +294,7 @@ class Guard:
         if j.leak:
             found.append(("leak", LEVEL[self.on_leak], f"memory leak found (rank {self.rank}): {j.leak}"))
         p = j.projection
-        if p is not None and p["capacity_step"] - step <= self.within_steps:
+        if p is not None and self._projection_holds and p["capacity_step"] - step <= self.within_steps:
             found.append(("oom", LEVEL[self.on_oom], oom_reason(p, step, self.within_steps, self.rank)))
         return [t for t in found if t[1] > 0 and t[0] not in self._fired]
 
@@ -363,6 +376,15 @@ class Guard:
     def _write(self) -> None:
         if self.path is not None:
             write_document(self.path, self.document())
+
+
+def projection_holds(before: Judgement | None, now: Judgement) -> bool:
+    """A projected OOM counts once two judgements in a row project one and the later is no further
+    off than RECEDE times the steps between them: as a warm-up's rise bends, its projection recedes
+    at each judgement; a leak's holds, or comes nearer."""
+    if before is None or before.projection is None or now.projection is None or now.step <= before.step:
+        return False
+    return now.projection["capacity_step"] - before.projection["capacity_step"] <= RECEDE * (now.step - before.step)
 
 
 def oom_reason(p: dict, step: int, within: int, rank: int) -> str:
