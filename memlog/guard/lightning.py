@@ -35,6 +35,7 @@ class MemlogGuard(Callback):
         self._last_step: int | None = None
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self._last_step = trainer.global_step  # read from the first optimizer step of this fit on
         if self.guard is None:
             options = {"report_dir": trainer.default_root_dir, "rank": trainer.global_rank} | self.options
             self.guard = Guard(**options)
