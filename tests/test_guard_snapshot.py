@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.guard.snapshot import MAX_BLOCKS, SnapshotError, diff_snapshots, live_sites, load_snapshot, ranked, where
-from tests import snapshots
+from tests.logwriters import snapshots
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,6 @@
-"""Allocator snapshots in the layout `torch.cuda.memory._snapshot()` returns (PyTorch 2.x,
-memory_snapshot.cpp; shared/reference/stores-and-guard.md §5.2), for tests: segments of blocks,
+"""Allocator snapshots in the layout `torch.cuda.memory._snapshot()` returns and `_dump_snapshot`
+pickles (PyTorch 2.x: THCPModule_memorySnapshot and memory_snapshot.cpp build it; the keys below are
+theirs, shared/reference/stores-and-guard.md §5.2), for tests and benchmarks: segments of blocks,
 frames innermost first, one frames list shared by the blocks of one traceback, inactive (cached)
 and pending-free blocks beside the live ones, device traces and allocator settings."""
 
