@@ -234,7 +234,7 @@ def test_a_leak_found_turns_on_recording_and_names_the_growing_site(tmp_path, ca
     assert top["where"] == "/workspace/train.py:88 in train_step" and top["growth_bytes"] == 20 * 16 * MIB
     assert culprits["sites_grown"] == 1  # the steady sites and the blocks kept before recording did not grow
     assert "live bytes grew by 320.0 MiB from step" in caplog.text and "train.py:88 in train_step" in caplog.text
-    first, second = (load_snapshot(p) for p in culprits["snapshots"])  # written beside the report, readable by `memlog snapshot`
+    first, _ = (load_snapshot(p) for p in culprits["snapshots"])  # written beside the report, readable by `memlog snapshot`
     assert len(first["segments"]) > 10 and Path(culprits["snapshots"][1]).name == f"memlog-guard-rank0-step{warned + 21}.pickle"
     result = runner.invoke(app, ["snapshot", "diff", *culprits["snapshots"], "-o", "json"])
     assert json.loads(result.stdout)["grown"][0] == top
@@ -294,7 +294,7 @@ def test_the_host_reader_reads_this_process():
     reading = HostReader().read(1)
     if not Path("/proc/self/statm").exists():
         pytest.skip("no /proc on this system")
-    grown = bytearray(64 << 20)  # noqa: F841 - held while reading again
+    grown = bytearray(64 << 20)
     grown[::4096] = b"x" * len(grown[::4096])
     again = HostReader().read(2)
     assert 0 < reading.host_rss_gib < reading.host_total_gib
@@ -322,6 +322,6 @@ def test_the_readme_lines_run_as_written(tmp_path):
     code = section[start:section.index("\n```", start)]
     saved: list[int] = []
     namespace = {"run_dir": tmp_path, "total_steps": 120, "train_step": lambda: None, "save_checkpoint": saved.append}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the repository's own README
+    exec(compile(code, "README.md", "exec"), namespace)
     namespace["guard"].close()
     assert namespace["guard"].readings == 120 and (tmp_path / "memlog-guard-rank0.json").exists() and saved == []

@@ -54,7 +54,7 @@ def train(tmp_path, reader, max_steps: int) -> tuple[transformers.Trainer, Memlo
 
 
 def test_a_leaking_run_is_saved_and_stopped_before_the_projected_oom(tmp_path):
-    trainer, callback = train(tmp_path, leaking(), max_steps=1000)
+    trainer, _ = train(tmp_path, leaking(), max_steps=1000)
     stopped = trainer.state.global_step
     assert 360 - 200 - 10 <= stopped <= 360 - 200  # the injected leak reaches the 80 GiB capacity at step 360
     checkpoint = tmp_path / f"checkpoint-{stopped}"

@@ -66,6 +66,6 @@ def test_a_healthy_run_trains_to_its_end_with_nothing_saved(tmp_path):
 def test_accumulating_gradients_the_guard_steps_once_per_optimizer_step(tmp_path):
     steps = []
     reader = healthy()
-    trainer, callback = train(tmp_path, ReplayReader(lambda step: steps.append(step) or reader.read(step)), max_steps=30,
+    _, callback = train(tmp_path, ReplayReader(lambda step: steps.append(step) or reader.read(step)), max_steps=30,
                               accumulate_grad_batches=4)
     assert steps == list(range(1, 31)) and callback.guard.readings == 30

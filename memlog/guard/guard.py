@@ -12,16 +12,18 @@ Each step costs a reading (readings.py: the allocator's counters, the resident s
 bookkeeping. The readings are judged by the same rules and thresholds as `watch` judges a log
 (memlog/watch/judging.py), as records of a source of their own, condensed as they come
 (memlog/tables/condense.py) so that a judgement costs about the same at step 1,000 as at step
-1,000,000. A judgement takes ~0.05-0.2 s, so it is not made every step: every `every` readings,
-and sooner (but not within `every // 5` of the last) when a reading sets a new high above every
-reading judged so far, which is how a leak shows between judgements. It runs on a thread of its own
-(`background=True`), so no step waits for one; and a judgement waits REST times its own duration
-after the last, so judging takes at most a tenth of a core however fast the steps come.
+1,000,000. A judgement takes ~0.05-0.2 s, so it is not made every step: every `every` readings
+from the first `every` on, and sooner (but not within `every // 5` of the last) when a reading sets
+a new high above every reading judged so far, which is how a leak shows between judgements. It runs
+on a thread of its own (`background=True`), so no step waits for one; and a judgement waits REST
+times its own duration after the last, so judging takes at most a tenth of a core however fast the
+steps come.
 
 What the guard decides comes from the last judgement and the step: a leak found (`on_leak`), or
-a leaking series projected to reach its capacity within `within_steps` steps (`on_oom`), asks
-for an action: `warn` (a log line), `checkpoint` (save now), `stop` (save, then stop cleanly;
-every later step says stop too). Each trigger acts once. Saving and stopping are agreed across
+a leaking series projected to reach its capacity within `within_steps` steps (`on_oom`; a
+projection counts once it holds from one judgement to the next: projection_holds), asks for an
+action: `warn` (a log line), `checkpoint` (save now), `stop` (save, then stop cleanly; every
+later step says stop too). Each trigger acts once. Saving and stopping are agreed across
 ranks (agree.py) every `agree_every` steps, so that all ranks save and stop at the same step; a
 warning is the rank's own. Every action, every change of verdict and the end of the run rewrite
 `memlog-guard-rank<R>.json` in `report_dir`: the decision and its numbers, the memlog report on
@@ -31,7 +33,6 @@ the allocation sites that grew (capture.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -54,7 +55,7 @@ from memlog.guard.capture import CudaSnapshots, Hunt, Pair, Snapshotter
 from memlog.guard.document import write_document, write_pickle
 from memlog.guard.readings import CudaReader, Reading, StatsReader, default_reader
 from memlog.guard.snapshot import diff_snapshots
-from memlog.watch.judging import capacity_projections, judge_held, leak_found
+from memlog.watch.judging import capacity_projections, judge_held
 
 ACTIONS = ("continue", "warn", "checkpoint", "stop")  # rising: the highest asked for wins
 LEVEL = {action: level for level, action in enumerate(ACTIONS)}
@@ -118,21 +119,21 @@ class Guard:
 
     def __init__(
         self, reader: StatsReader | None = None, *, on_leak: str = "warn", on_oom: str = "stop", within_steps: int = 200,
-        every: int = 50, agree_every: int = 10, report_dir: str | os.PathLike | None = ".", config: Config | str | None = None,
+        every: int = 50, agree_every: int = 10, report_dir: str | os.PathLike | None = ".", config: Config | str | os.PathLike | None = None,
         capacity_gib: float | None = None, snapshots: int = 20, snapshotter: Snapshotter | None = None, rank: int | None = None,
         agreement: Agreement | None = None, background: bool = True, clock: Callable[[], float] = time.time,
     ) -> None:
         for name, action in (("on_leak", on_leak), ("on_oom", on_oom)):
             if action not in LEVEL:
                 raise ValueError(f"{name} must be one of {', '.join(ACTIONS)}, not {action!r}")
-        for name, value in (("within_steps", within_steps), ("every", every), ("agree_every", agree_every), ("snapshots", snapshots)):
-            if not isinstance(value, int) or value < (0 if name in ("within_steps", "snapshots") else 1):
-                raise ValueError(f"{name} must be a whole number of steps, at least {0 if name in ('within_steps', 'snapshots') else 1}")
+        for name, value, least in (("within_steps", within_steps, 0), ("every", every, 1), ("agree_every", agree_every, 1), ("snapshots", snapshots, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be a whole number of steps, at least {least}, not {value!r}")
         self.reader, self.agreement, self.snapshotter = reader, agreement, snapshotter
         self.on_leak, self.on_oom, self.within_steps = on_leak, on_oom, within_steps
         self.every, self.agree_every, self.snapshots = every, agree_every, snapshots
         self.report_dir = Path(report_dir) if report_dir is not None else None
-        self.config = load_config(config) if isinstance(config, str) or config is None else config
+        self.config = config if isinstance(config, Config) else load_config(None if config is None else os.fspath(config))
         self.capacity_gib, self.background, self.clock = capacity_gib, background, clock
         self.rank = rank
         self.report: Report | None = None  # this rank's last judgement
@@ -172,7 +173,7 @@ class Guard:
                 self._high = value
         self._take_up()
         if self._due():
-            self._submit(step)
+            self._submit()
         if self._hunt is not None and (pair := self._hunt.step(step)) is not None:
             self._later(self._name_culprits, pair)
         self.decision = self._decide(step)
@@ -207,7 +208,7 @@ class Guard:
     def __enter__(self) -> Guard:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -238,7 +239,7 @@ class Guard:
         early = self._submitted_at > 0 and self._high > self._judged_high  # a new high, once the first `every` are judged
         return since >= self.every or (early and since >= max(1, self.every // 5))
 
-    def _submit(self, step: int) -> None:
+    def _submit(self) -> None:
         rows, self._rows = self._rows, []
         self._submitted_at, self._judged_high = self.readings, self._high
         if self._executor is not None:
@@ -258,7 +259,7 @@ class Guard:
             self._condenser.add(readings_frame(rows, self.rank, self._source.name), [], rows[0][0], None)
             summarised = [self._condenser.summarised] if self._condenser.summarised else []
             report = judge_held(self._condenser.held(), [], summarised, [self._source], config=self.config, capacity_gib=self.capacity_gib)
-        except Exception:  # noqa: BLE001
+        except Exception:  # logged, never raised into training
             log.exception("memlog guard, rank %s: judging the readings failed", self.rank)
             return Judgement(None, rows[-1][1], self.clock() - started)
         leak = next((f.message for f in report.findings if f.verdict is not None and f.verdict.name == "leak"), None) if report else None
@@ -301,30 +302,32 @@ class Guard:
     def _decide(self, step: int) -> Decision:
         if self._stopped is not None:
             return replace(self._stopped, step=step)
-        verdict = self.report.verdict if self.report is not None else None
         projected = self.judgement.projection["capacity_step"] if self.judgement and self.judgement.projection else None
+        decision = Decision(step, verdict=self.report.verdict if self.report is not None else None, projected_oom_step=projected)
         triggers = self._triggers(step)
         warned = [t for t in triggers if t[1] < AGREED_FROM]
-        asked = max((t for t in triggers if t[1] >= AGREED_FROM), key=lambda t: t[1], default=None)
-        decision = Decision(step, verdict=verdict, projected_oom_step=projected)
-        if warned:
+        if warned:  # a warning is this rank's own: at once
             self._fired.update(t[0] for t in warned)
-            decision = replace(decision, action="warn", reason=warned[0][2], by_rank=self.rank)
+            decision = self._acted(replace(decision, action="warn", reason=warned[0][2], by_rank=self.rank))
         if self._agreement_due(step):
+            asked = max((t for t in triggers if t[1] >= AGREED_FROM), key=lambda t: t[1], default=None)
             agreed = self.agreement.agree(asked[1] if asked else 0, projected)
             if agreed.level >= AGREED_FROM:
-                self._fired.update(t[0] for t in triggers if t[1] >= AGREED_FROM and t[1] <= agreed.level)
+                self._fired.update(t[0] for t in triggers if AGREED_FROM <= t[1] <= agreed.level)
                 own = asked is not None and agreed.by_rank == self.rank
                 reason = asked[2] if own else f"rank {agreed.by_rank} asked to {ACTIONS[agreed.level]}" + (
                     f" (nearest projected OOM at step {agreed.projected_oom_step:.0f})" if agreed.projected_oom_step is not None else "")
-                decision = replace(decision, action=ACTIONS[agreed.level], reason=reason, by_rank=agreed.by_rank,
-                                   projected_oom_step=agreed.projected_oom_step)
-                if decision.should_stop:
-                    self._stopped = decision
-        if decision.action != "continue":
-            log.warning("memlog guard, rank %s, step %s: %s: %s", self.rank, step, decision.action, decision.reason)
-            self.actions.append(decision)
-            self._later(self._write)
+                decision = self._acted(replace(decision, action=ACTIONS[agreed.level], reason=reason, by_rank=agreed.by_rank,
+                                               projected_oom_step=agreed.projected_oom_step))
+        return decision
+
+    def _acted(self, decision: Decision) -> Decision:
+        """An action decided: said, kept, written; a stop stays the answer from now on."""
+        log.warning("memlog guard, rank %s, step %s: %s: %s", self.rank, decision.step, decision.action, decision.reason)
+        self.actions.append(decision)
+        if decision.should_stop:
+            self._stopped = decision
+        self._later(self._write)
         return decision
 
     def _agreement_due(self, step: int) -> bool:
@@ -416,7 +419,7 @@ def _logged(job: Callable) -> Callable:
     def run(*args: Any) -> None:
         try:
             job(*args)
-        except Exception:  # noqa: BLE001
+        except Exception:  # logged, never raised into training
             log.exception("memlog guard: %s failed", getattr(job, "__name__", job))
 
     return run

@@ -71,7 +71,7 @@ def _refuse_opcode(name: str):
     return refuse
 
 
-class ListedOpcodes(pickle._Unpickler):  # noqa: SLF001 - the pure-Python unpickler: its opcode table can be narrowed
+class ListedOpcodes(pickle._Unpickler):  # the pure-Python unpickler, whose opcode table can be narrowed
     """The pure-Python unpickler with every opcode of CODE_OPCODES refused: safe whatever the
     extension registry holds, about three times slower than PlainUnpickler."""
 
@@ -111,7 +111,7 @@ def plain_load(handle: BinaryIO) -> Any:
     """The pickle in `handle`, built of plain containers and numbers only (or _Refused)."""
     import copyreg
 
-    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # noqa: SLF001 - the registry of codes
+    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # the codes registered, if any
     return unpickler(handle).load()
 
 
