@@ -9,8 +9,8 @@ that allocated it, innermost first (`{filename, line, name}`), recorded while
 kept the frames in a block's `history` instead; very old files are a bare list of segments.
 
 A site is one stack: its live bytes are the sizes of its live blocks. `diff_snapshots` names the
-sites whose live bytes grew from A to B, largest growth first; `ranked(live_sites(...))` the sites of one
-snapshot by their live bytes.
+sites whose live bytes grew from A to B, largest growth first; `ranked(live_sites(...))` lists one
+snapshot's sites by their live bytes.
 
 Snapshots are pickles, and unpickling runs whatever code a pickle names. They are read with an
 unpickler that builds plain containers, strings and numbers only (what PyTorch writes, and all
@@ -33,7 +33,7 @@ from memlog.base.errors import InputError
 MAX_SNAPSHOT_BYTES = 8 << 30  # a snapshot file larger than this is not read (history dumps reach GBs)
 MAX_BLOCKS = 20_000_000  # blocks walked in one snapshot (a device of 80 GiB holds far fewer)
 LIVE_STATES = ("active_allocated",)
-NO_STACK = ()  # the site of blocks allocated while no history was recorded
+NO_FRAMES: list = []  # the frames of a block that records none
 NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
 
 
@@ -177,25 +177,23 @@ def _short(filename: str) -> str:
 def live_sites(snapshot: dict, name: str = "snapshot") -> Sites:
     """The live blocks of `snapshot` (load_snapshot's) summed per allocating stack."""
     sites = Sites(name)
-    stacks: dict[int, Stack] = {}  # frames lists by id: PyTorch shares one among blocks of one traceback
+    site_of: dict[int, Site] = {}  # by the id of a frames list: PyTorch shares one among the blocks of one traceback
     for block in _blocks(snapshot, name, sites):
         state = block.get("state")
-        if not isinstance(state, str):
-            raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a block without a state)")
         if state not in LIVE_STATES:
+            if not isinstance(state, str):
+                raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a block without a state)")
             continue
         size, frames = _size_and_frames(block, name)
-        stack = stacks.get(id(frames))
-        if stack is None:
-            stack = stacks[id(frames)] = _stack(frames, name)
-        site = sites.by_stack.get(stack)
+        site = site_of.get(id(frames))
         if site is None:
-            site = sites.by_stack[stack] = Site(stack)
+            stack = _stack(frames, name)
+            site = site_of[id(frames)] = sites.by_stack.setdefault(stack, Site(stack))
         site.bytes += size
         site.blocks += 1
         sites.live_bytes += size
         sites.live_blocks += 1
-        sites.recorded_blocks += bool(stack)
+        sites.recorded_blocks += bool(site.stack)
     return sites
 
 
@@ -222,13 +220,14 @@ def _count(value: Any) -> bool:
 def _size_and_frames(block: dict, name: str) -> tuple[int, list]:
     """A block's size and its frames; PyTorch 2.0 kept both in the block's first `history` entry."""
     size, frames = block.get("size"), block.get("frames")
-    history = block.get("history")
-    if frames is None and isinstance(history, list) and history and isinstance(history[0], dict):
-        frames = history[0].get("frames")
+    if frames is None:
+        history = block.get("history")
+        if isinstance(history, list) and history and isinstance(history[0], dict):
+            frames = history[0].get("frames")
     if not _count(size):
         raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a block without a size in bytes)")
     if frames is None:
-        frames = []
+        frames = NO_FRAMES  # one list for all such blocks: live_sites keys its cache by the list's id
     if not isinstance(frames, list):
         raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a block whose frames are not a list)")
     return size, frames
