@@ -277,26 +277,27 @@ class Guard:
         if previous is None or previous.verdict != self.report.verdict:
             log.info("memlog guard, rank %s: verdict %s at step %s", self.rank, self.report.verdict, judgement.step)
             self._later(self._write)
-        if not judgement.leak and "leak" in self._fired:  # a rise that bent after all (a long warm-up): said, and re-armed
+        if not judgement.leak and "on_leak" in self._fired:  # a rise that bent after all (a long warm-up): said, and re-armed
             log.warning("memlog guard, rank %s: the leak found before is no longer found at step %s (verdict %s)",
                         self.rank, judgement.step, self.report.verdict)
         if not judgement.leak:
-            self._fired -= {"leak", "oom"}
+            self._fired -= {"on_leak", "on_oom"}
         if judgement.leak and self._hunt is not None:
             self._hunt.begin(judgement.step)
 
     # -- deciding ----------------------------------------------------------------------------------
 
     def _triggers(self, step: int) -> list[tuple[str, int, str]]:
-        """(trigger, action level, reason) of each trigger that the last judgement sets off and that has not acted."""
+        """(trigger: the option naming its action, action level, reason) of each trigger that the last
+        judgement sets off and that has not acted."""
         j, found = self.judgement, []
         if j is None:
             return found
         if j.leak:
-            found.append(("leak", LEVEL[self.on_leak], f"memory leak found (rank {self.rank}): {j.leak}"))
+            found.append(("on_leak", LEVEL[self.on_leak], f"memory leak found (rank {self.rank}): {j.leak}"))
         p = j.projection
         if p is not None and self._projection_holds and p["capacity_step"] - step <= self.within_steps:
-            found.append(("oom", LEVEL[self.on_oom], oom_reason(p, step, self.within_steps, self.rank)))
+            found.append(("on_oom", LEVEL[self.on_oom], oom_reason(p, step, self.within_steps, self.rank)))
         return [t for t in found if t[1] > 0 and t[0] not in self._fired]
 
     def _decide(self, step: int) -> Decision:
