@@ -198,15 +198,17 @@ def live_sites(snapshot: dict, name: str = "snapshot") -> Sites:
 
 
 def _blocks(snapshot: dict, name: str, sites: Sites) -> Iterator[dict]:
-    walked = 0
-    for segment in snapshot["segments"]:
+    """Every block of every segment, once the segments are checked and their blocks counted (a count
+    past MAX_BLOCKS is refused before any is walked); the segments' sizes go to `sites`."""
+    segments = snapshot["segments"]
+    for segment in segments:
         if not isinstance(segment, dict) or not isinstance(segment.get("blocks", []), list):
             raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a segment without a list of blocks)")
+    if sum(len(segment.get("blocks", [])) for segment in segments) > MAX_BLOCKS:
+        raise SnapshotError(f"{name}: more than {MAX_BLOCKS:,} blocks, more than a device holds: not read")
+    for segment in segments:
         total = segment.get("total_size", 0)
         sites.reserved_bytes += total if _count(total) else 0
-        walked += len(segment.get("blocks", []))
-        if walked > MAX_BLOCKS:
-            raise SnapshotError(f"{name}: more than {MAX_BLOCKS:,} blocks, more than a device holds: not read")
         for block in segment.get("blocks", []):
             if not isinstance(block, dict):
                 raise SnapshotError(f"{name}: not a PyTorch memory snapshot (a block that is not a mapping)")
