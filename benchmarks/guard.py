@@ -15,7 +15,7 @@ wall time of each step() call, on agreement steps and others apart, and each jud
 Also: the same loop with a CPU-bound step (pure Python, holding the GIL) in one process, with and
 without the guard, for what judging on a thread takes from a loop that needs the CPU.
 hot: Guard.step() back to back in one process (its own CPU cost, caches warm).
-judge: the judgement at the n-th reading (judged every n // 200, condensed as they come), n from
+judge: the judgement at the n-th reading (judged every n // 20, condensed as they come), n from
 1,000 to 1,000,000.
 snapshots: loading (restricted unpickler) and diffing two snapshots of n live blocks, and pickling
 one as the guard writes it. Figures are printed, never asserted.
@@ -170,15 +170,17 @@ def hot(steps: int) -> dict:
 
 
 def judge_cost(n: int) -> dict:
-    """The last of the judgements of n readings made every n // 200 readings (condensed as they come,
-    as at the default cadence), on a flat device and host."""
+    """The judgement at the n-th of n readings judged every n // 20 (condensed as they come), on a
+    flat device and host; the clock stands still, so that no judgement waits for rest."""
     rng = random.Random(3)
     flat = ReplayReader(lambda step: Reading(allocated_gib=40.0 + rng.gauss(0, 0.05), reserved_gib=44.0, capacity_gib=79.1,
                                              host_rss_gib=12.0 + rng.gauss(0, 0.01), host_total_gib=512.0))
-    guard = Guard(flat, report_dir=None, background=False, every=max(50, n // 200), clock=time.perf_counter)
-    for step in range(1, n + 1):
+    guard = Guard(flat, report_dir=None, background=False, every=max(50, n // 20), clock=lambda: 0.0)
+    for step in range(1, n):
         guard.step(step)
-    return {"readings": n, "judge_s": guard.judgement.seconds, "judgements": guard.judgements, "verdict": guard.report.verdict}
+    started = time.perf_counter()
+    guard.step(n)
+    return {"readings": n, "judge_s": time.perf_counter() - started, "judgements": guard.judgements, "verdict": guard.report.verdict}
 
 
 # -- snapshots -----------------------------------------------------------------------------------

@@ -11,13 +11,13 @@
 Each step costs a reading (readings.py: the allocator's counters, the resident set) and some
 bookkeeping. The readings are judged by the same rules and thresholds as `watch` judges a log
 (memlog/watch/judging.py), as records of a source of their own, condensed as they come
-(memlog/tables/condense.py) so that a judgement costs about the same at step 1,000 as at step
-1,000,000. A judgement takes ~0.05-0.2 s, so it is not made every step: every `every` readings
-from the first `every` on, and sooner (but not within `every // 5` of the last) when a reading sets
-a new high above every reading judged so far, which is how a leak shows between judgements. It runs
-on a thread of its own (`background=True`), so no step waits for one; and a judgement waits REST
-times its own duration after the last, so judging takes at most a tenth of a core however fast the
-steps come.
+(memlog/tables/condense.py), so that a judgement's cost grows slowly with the readings held (0.07 s
+at 1,000, 0.13 s at 100,000, ~1 s at 1,000,000: benchmarks/README.md). It is not made every step:
+every `every` readings from the first `every` on, and sooner (but not within `every // 5` of the
+last) when a reading sets a new high above every reading judged so far, which is how a leak shows
+between judgements. It runs on a thread of its own (`background=True`), so no step waits for one;
+and a judgement waits REST times its own duration after the last, so judging takes at most a tenth
+of a core however fast the steps come.
 
 What the guard decides comes from the last judgement and the step: a leak found (`on_leak`), or
 a leaking series projected to reach its capacity within `within_steps` steps (`on_oom`; a
