@@ -19,6 +19,7 @@ from memlog.commands import analyze, compare, plot, scan, schema, series, watch
 from memlog.commands.common import EXIT_CANNOT_JUDGE, EXIT_FINDING, EXIT_OK, fail_line
 from memlog.commands.formats import formats_app
 from memlog.commands.rules import rules_app
+from memlog.commands.snapshot import snapshot_app
 
 __all__ = ["EXIT_CANNOT_JUDGE", "EXIT_FINDING", "EXIT_OK", "app", "main"]
 
@@ -30,6 +31,7 @@ app = typer.Typer(
 )
 app.add_typer(formats_app, name="formats")
 app.add_typer(rules_app, name="rules")
+app.add_typer(snapshot_app, name="snapshot")
 app.command()(analyze.analyze)
 app.command(cls=scan.ScanCommand)(scan.scan)
 app.command()(watch.watch)

@@ -83,3 +83,13 @@ def test_scan_benchmark_prints_its_table(tmp_path, capsys):
     assert scan.main(["--runs", "4", "--size", "16k", "--no-ray", "--jobs", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| one process, one run at a time |" in out and "rows identical in every mode: yes" in out
+
+
+def test_the_guard_benchmark_prints_its_tables(capsys):
+    """benchmarks/guard.py on small sizes (its N-rank part needs torch and a minute: not here)."""
+    from benchmarks import guard
+
+    guard.main(["--quick", "--parts", "hot,judge,snapshots"])
+    out = capsys.readouterr().out
+    assert "Guard.step() back to back, 1 process, reading and deciding only:" in out
+    assert "| 1,000 |" in out and "| live blocks | file (MiB) |" in out

@@ -2,13 +2,14 @@
 
 memlog is a pipeline, and its folders are its stages, lowest first (LAYERS): what every stage
 shares (base), read, tables, parse, judge, report, the engine that runs them, the uses of the
-engine beyond one log (watch, scan, compare: peers, none imports another), the renderers, and the
-command line. A module may import its own stage and the stages below it, never above nor a peer.
-Each folder's `__init__` says the same in words. A function-level (lazy) import is there to defer
-a cost (polars, plotext, pygal, Ray) or a rarely used path, never to hide a cycle, so lazy imports
-count as edges too and the whole graph must have no cycle. memlog.judge.stats needs nothing else of
-memlog. memlog/ and benchmarks/ never import tests/ (but tests.logwriters, the line writers that
-benchmarks generate their logs with).
+engine beyond one log (watch, scan, compare: peers, none imports another), the guard inside a
+training process (judging as watch does), the renderers, and the command line. A module may import
+its own stage and the stages below it, never above nor a peer. Each folder's `__init__` says the
+same in words. A function-level (lazy) import is there to defer a cost (polars, plotext, pygal,
+Ray) or a rarely used path, never to hide a cycle, so lazy imports count as edges too and the whole
+graph must have no cycle. memlog.judge.stats needs nothing else of memlog. memlog/ and benchmarks/
+never import tests/ (but tests.logwriters, the line writers that benchmarks generate their logs
+with).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memlog.report",),
     ("memlog.engine",),
     ("memlog.watch", "memlog.scan", "memlog.compare"),
+    ("memlog.guard",),  # the judgement inside the training process, judging as watch does
     ("memlog.render",),
     ("memlog.commands", "memlog.cli", "memlog.__main__"),  # the command line, one stage
 )

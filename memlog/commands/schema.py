@@ -16,10 +16,12 @@ class SchemaKind(str, Enum):
     report = "report"
     scan = "scan"
     compare = "compare"
+    snapshot = "snapshot"
+    guard = "guard"
 
 
 def schema(
-    kind: Annotated[SchemaKind, typer.Option("--kind", help="report: `analyze -o json`; scan: `scan -o json`; compare: `compare -o json`.")] = SchemaKind.report,
+    kind: Annotated[SchemaKind, typer.Option("--kind", help="report: `analyze -o json`; scan, compare, snapshot: their `-o json`; guard: the guard's memlog-guard-rank<R>.json.")] = SchemaKind.report,
 ) -> None:
-    """Print the JSON Schema of `memlog analyze -o json` (--kind: of scan's or compare's)."""
+    """Print the JSON Schema of `memlog analyze -o json` (--kind: of another command's, or the guard's file)."""
     sys.stdout.write(json.dumps(schema_of(kind.value), indent=2, ensure_ascii=False) + "\n")

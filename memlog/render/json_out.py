@@ -1,35 +1,16 @@
-"""JSON output: the Report's contract, always valid JSON.
-
-NaN and infinity are not JSON: such a value becomes null, and `non_finite` lists where and what it
-was, so a null that means "not computable" can be told from one that means "not available".
-"""
+"""JSON output: the Report's contract (memlog/report/document.py), always valid JSON, through the
+output-safety layer."""
 
 from __future__ import annotations
 
 import json
-import math
-from typing import Any
 
 from memlog.render.safety import safe_json
+from memlog.report.document import finite, report_document
 from memlog.report.report import Report
 
-
-def finite(value: Any, path: str = "$", replaced: list[dict[str, str]] | None = None) -> Any:
-    """`value` with every NaN/inf replaced by None; each replacement is noted in `replaced`."""
-    if isinstance(value, float) and not math.isfinite(value):
-        if replaced is not None:
-            replaced.append({"path": path, "value": repr(value)})
-        return None
-    if isinstance(value, dict):
-        return {str(k): finite(v, f"{path}.{k}", replaced) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v, f"{path}[{i}]", replaced) for i, v in enumerate(value)]
-    return value
+__all__ = ["finite", "render_json"]
 
 
 def render_json(report: Report) -> str:
-    replaced: list[dict[str, str]] = []
-    document = finite(report.to_json(), replaced=replaced)
-    if replaced:
-        document["non_finite"] = replaced
-    return safe_json(json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)) + "\n"
+    return safe_json(json.dumps(report_document(report), indent=2, allow_nan=False, ensure_ascii=False)) + "\n"

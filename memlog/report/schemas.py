@@ -1,6 +1,6 @@
 """The JSON Schemas of memlog's JSON outputs, shipped in memlog/report/schema/. The report's has the
 verdicts the rules declare filled in, so that a rule with a new verdict is one file (the schema
-follows it); scan's and compare's are printed as shipped."""
+follows it); the others (scan's, compare's, snapshot's, the guard's report file) are printed as shipped."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from memlog.judge.rulekit import declared_verdicts, load_rules
 
 SCHEMA_DIR = Path(__file__).parent / "schema"
 REPORT_SCHEMA = SCHEMA_DIR / "report.schema.json"
-KINDS = ("report", "scan", "compare")  # report: analyze -o json; scan -o json; compare -o json
+KINDS = ("report", "scan", "compare", "snapshot", "guard")  # analyze, scan, compare, snapshot -o json; the guard's file
 
 
 def report_schema() -> dict[str, Any]:

@@ -52,6 +52,7 @@ from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compressi
 from memlog.tables.records import Keep, compact_records, source_frame
 from memlog.report.report import Report
 from memlog.judge.rulekit import Finding
+from memlog.watch.judging import capacity_projections, judge_held, leak_found
 
 POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing arrived
 RESCAN_SECONDS = 2.0  # how often directories and globs are listed again for new files
@@ -382,9 +383,6 @@ class Watcher:
 
     def judge(self) -> Report | None:
         """The verdict on everything read so far (None while no record or fatal event was read)."""
-        from memlog.engine.api import judge, tables_of
-        from memlog.base.events import EVENT_KINDS
-
         started = time.monotonic()
         self.unjudged = False
         record_frames = [frame for f in self.followers.values() if (frame := f.records()) is not None]
@@ -394,11 +392,10 @@ class Watcher:
             return self.report
         # Restart segments a follower's condenser no longer holds are counted as analyze counts them.
         summarised = [f.sink.summarised for f in self.followers.values() if f.sink.summarised]
-        tables = tables_of(record_frames, event_frames, summarised=summarised)
-        if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
-            return self.report
         sources = [f.source for f in self.followers.values()]
-        report = judge(tables, sources, config=self.config, capacity_gib=self.capacity_gib)
+        report = judge_held(record_frames, event_frames, summarised, sources, config=self.config, capacity_gib=self.capacity_gib)
+        if report is None:
+            return self.report
         report.extra["watch"] = self._state(report)
         self.report = report
         self.judge_seconds = time.monotonic() - started
@@ -455,10 +452,6 @@ def changes(previous: Report | None, report: Report) -> Change | None:
     return Change(report, previous_verdict, new, gone)
 
 
-def leak_found(report: Report) -> bool:
-    return any(f.verdict is not None and f.verdict.name == "leak" for f in report.findings)
-
-
 def should_exit(report: Report, exit_on: str) -> bool:
     """`--exit-on`: leak (a finding implying the leak verdict), error (any error finding), never."""
     if exit_on == "leak":
@@ -478,22 +471,16 @@ def early_warning(report: Report) -> list[dict]:
     written = state.get("last_written") or time.time()
     last_step = (report.coverage.get("steps") or [None, None])[1]
     warnings = []
-    for f in report.findings:
-        if f.verdict is None or f.verdict.name != "leak":
-            continue
-        for s in f.evidence.get("series") or []:
-            step = s.get("projected_capacity_step")
-            if step is None:
-                continue
-            at, in_seconds = None, s.get("projected_capacity_seconds")
-            if in_seconds is None and pace and last_step is not None:
-                in_seconds = max(0.0, (step - last_step) / pace)
-            if in_seconds is not None:
-                at = time.strftime("%Y-%m-%d %H:%M", time.localtime(written + in_seconds))
-                in_seconds = max(0.0, written + in_seconds - time.time())
-            warnings.append({"series": s.get("series"), "rank": s.get("rank"), "capacity_step": step,
-                             "capacity_in_seconds": None if in_seconds is None else round(in_seconds), "capacity_at": at,
-                             "capacity_gib": f.evidence.get("capacity_gib")})
+    for p in capacity_projections(report):
+        step, at, in_seconds = p["capacity_step"], None, p["capacity_seconds"]
+        if in_seconds is None and pace and last_step is not None:
+            in_seconds = max(0.0, (step - last_step) / pace)
+        if in_seconds is not None:
+            at = time.strftime("%Y-%m-%d %H:%M", time.localtime(written + in_seconds))
+            in_seconds = max(0.0, written + in_seconds - time.time())
+        warnings.append({"series": p["series"], "rank": p["rank"], "capacity_step": step,
+                         "capacity_in_seconds": None if in_seconds is None else round(in_seconds), "capacity_at": at,
+                         "capacity_gib": p["capacity_gib"]})
     return warnings
 
 
