@@ -24,14 +24,14 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import memlog  # noqa: F401  (sets polars' allocator options before polars loads, as the CLI does)
-from memlog.engine import api
+from memlog.engine import api, reader
 from memlog.judge import context
 
 # (module, function, stage) in pipeline order.
 STAGES = (
-    (api, "parse_sources", "read, scan, compact records"),
-    (api, "build_records", "build the records table"),
-    (api, "build_events", "events"),
+    (api, "read_sources", "read, scan, compact records"),
+    (reader, "build_records", "build the records table"),
+    (reader, "build_events", "events"),
     (api, "Context", "capacity"),
     (api, "shape_of", "shapes of the judged series"),
     (context, "build_series", "series"),

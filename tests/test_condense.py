@@ -21,6 +21,7 @@ from memlog.parse.chunks import ChunkParser
 from memlog.read.source import Piece, ReadStats, to_frame
 from memlog.tables.series import _weighted_median
 from memlog.tables.records import Keep
+from memlog.render.json_out import render_json
 
 SPECS = list(load_specs().values())
 STEPS = 20_000  # the last step; a segment's first 2 * CONDENSE_AFTER steps are kept one by one
@@ -122,11 +123,13 @@ def _rows(lines: list[int], steps: list[int | None], workers: list[str] | None =
     }, schema_overrides={"step": pl.Int64, "line_no": pl.Int64}).with_columns(pl.col("worker", "kind", "format", "source").cast(pl.Categorical))
 
 
-def _condensed(rows: pl.DataFrame, events: list[int] = (), first_line: int = 0, open_since: int | None = None, seen: int = 10_000):
+def _condensed(rows: pl.DataFrame, events: list[int] = (), open_since: int | None = None, seen: int = 10_000):
     condenser = condense.Condenser()
     condenser.carried = {("rank0", "train"): (0, seen, 0)}  # (last step, steps of its segment so far, segment)
     event_rows = [pl.DataFrame({"line_no": list(events)}, schema={"line_no": pl.Int64})] if events else []
-    return condenser.add(rows, event_rows, first_line, open_since) + condenser.finish(open_since)
+    frames = condenser.add(rows, event_rows, open_since) + condenser.finish(open_since)
+    out = pl.concat(frames, how="diagonal_relaxed").sort("line_no", maintain_order=True)  # (step-less records come apart)
+    return [out.with_columns(pl.col("steps").fill_null(1)) if "steps" in out.columns else out]  # (as build_records fills it)
 
 
 def test_a_run_is_binned_inside_and_cut_at_events_step_less_lines_and_a_step_logged_twice():
@@ -144,12 +147,12 @@ def test_a_run_is_binned_inside_and_cut_at_events_step_less_lines_and_a_step_log
         assert inside["steps"].sum() == last - first + 1
 
 
-def test_lines_a_later_chunk_may_still_touch_and_late_records_stay_alone():
+def test_lines_a_later_chunk_may_still_touch_stay_alone():
     rows = _rows(list(range(100, 140)), list(range(1, 41)))
-    (out,) = _condensed(rows, first_line=110, open_since=130)
+    (out,) = _condensed(rows, open_since=130)
     alone = set(out.filter(pl.col("steps") == 1)["line_no"].to_list())
-    assert set(range(100, 111)) <= alone and set(range(129, 140)) <= alone
-    assert out.filter(pl.col("steps") > 1)["steps"].sum() == 130 - 111 - 1  # 111..128 less the run's ends
+    assert {100} | set(range(129, 140)) <= alone  # the run's first and last steps, and the open lines
+    assert out.filter(pl.col("steps") > 1)["steps"].sum() == 129 - 100 - 1  # 101..128
 
 
 def test_a_worker_short_of_the_threshold_is_kept_step_by_step():
@@ -162,15 +165,33 @@ def test_bins_widen_with_the_steps_seen_whatever_the_batches():
     rows = _rows(list(range(30_000)), list(range(1, 30_001)), loss=[1.0] * 30_000)
     one = _condensed(rows, seen=0)
     condenser = condense.Condenser()
-    halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, [], int(part["line_no"][0]), None)]
+    halves = [f for part in (rows[:12_345], rows[12_345:]) for f in condenser.add(part, [], None)]
     halves += condenser.finish(None)
     widths = pl.concat(one)["steps"]
     assert widths.sum() == 30_000 and widths.head(2 * condense.CONDENSE_AFTER - 1).max() == 1
     expected = 2 * condense.CONDENSE_AFTER + condense.CONDENSE_AFTER * math.log(30_000 / (2 * condense.CONDENSE_AFTER))
     assert abs(len(widths) - expected) < 10
     assert widths.tail(20).max() == round(30_000 / condense.CONDENSE_AFTER)  # ~n / CONDENSE_AFTER wide at the n-th step
-    # Cut into batches elsewhere, the bins are the same but for the batch's own ends.
-    assert abs(pl.concat(halves).height - len(widths)) <= 2
+    # Cut into batches elsewhere, the bins are the same.
+    assert pl.concat(halves).sort("line_no").equals(pl.concat(one).sort("line_no"))
+
+
+@pytest.mark.parametrize(("chunk_bytes", "batch_rows", "batch_chunks"),
+                         [(64 << 10, condense.BATCH_ROWS, condense.BATCH_CHUNKS), (256 << 10, 1 << 12, 32), (4 << 20, 1 << 16, 1),
+                          (1 << 20, 5_003, 3), (100_000, 777, 2)])
+def test_the_report_is_the_same_whatever_the_chunks_and_batches(long_log, monkeypatch, chunk_bytes, batch_rows, batch_chunks):
+    """Metamorphic: where the reader cuts the file and where the condenser cuts its batches change
+    no record and no byte of the report."""
+    def read(chunk: int):
+        tables, _ = parse_sources([long_log], SPECS, chunk_bytes=chunk, keep=Keep.judged())
+        return tables.records, render_json(api.analyze([long_log], chunk_bytes=chunk))
+
+    records, report = read(4 << 20)
+    monkeypatch.setattr(condense, "BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(condense, "BATCH_CHUNKS", batch_chunks)
+    cut_records, cut_report = read(chunk_bytes)
+    assert records["steps"].max() > 1 and cut_records.equals(records)
+    assert cut_report == report
 
 
 def test_weighted_median_counts_each_value_its_weight_and_stays_on_a_value():

@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-from memlog.parse.catalog import load_specs
 from memlog.watch.watch import Watcher
 from tests.synthetic import torchtitan_lines
 
@@ -228,7 +227,7 @@ def test_a_rank_file_appearing_in_a_watched_directory_is_picked_up(tmp_path):
 def test_a_poll_reads_only_the_appended_bytes(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("\n".join(flat_lines(3000)) + "\n")
-    watcher = Watcher([str(log)], list(load_specs().values()))
+    watcher = Watcher([str(log)])
     follower = next(iter(watcher.followers.values()))
     watcher.poll()
     read = follower.source.stats.bytes_read
@@ -293,7 +292,7 @@ def test_a_compressed_file_still_being_written_is_read_once_finished(tmp_path):
     whole = gzip.compress(("\n".join(flat_lines(80)) + "\n").encode())
     rotated = tmp_path / "train.log.1.gz"
     rotated.write_bytes(whole[: len(whole) // 2])  # logrotate still compressing it
-    watcher = Watcher([str(tmp_path)], list(load_specs().values()))
+    watcher = Watcher([str(tmp_path)])
     watcher.poll()
     assert watcher.judge() is None  # not read while it may still grow
     rotated.write_bytes(whole)
@@ -472,7 +471,7 @@ def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monke
             gzipped(rotated, flat_lines(80))
 
     monkeypatch.setattr(watch, "read_pieces", rewritten_during_the_first_read)
-    watcher = Watcher([str(tmp_path)], list(load_specs().values()))
+    watcher = Watcher([str(tmp_path)])
     watcher.poll()
     assert len(reads) == 1 and watcher.judge() is None  # the first read is dropped
     watcher.poll()

@@ -9,9 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from memlog.commands.common import (
-    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, FormatOpt, FormatsDir, PluginsDir, append_step_summary,
-    ascii_only, colour, command_line, emit, fitted_width, guard, progress, warn_damaged,
+    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, append_step_summary, ascii_only, colour, command_line, emit,
+    fitted_width, guard, progress, reads, warn_damaged,
 )  # fmt: skip
+from memlog.engine.options import ReadingOptions
 
 
 class Output(str, Enum):
@@ -24,38 +25,31 @@ class Output(str, Enum):
     html = "html"
 
 
+@reads
 def analyze(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip), folders of them; - for stdin.")],
+    reading: ReadingOptions,
     output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.text,
-    format: FormatOpt = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
     capacity: CapacityOption = None,
-    formats_dir: FormatsDir = None,
-    plugins_dir: PluginsDir = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
     width: Annotated[Optional[int], typer.Option("--width", help="Text output: width in columns (default: the terminal's).", min=60, max=400)] = None,
     debug: Debug = False,
 ) -> None:
     """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
     from memlog.engine.api import analyze as run_analysis
-    from memlog.base.config import load_config
     from memlog.render.outputs import render
 
     def action():
         bar = progress(logs)
         try:
-            report = run_analysis(
-                logs, format=format, config=load_config(config), capacity_gib=capacity, formats_dirs=formats_dir or (),
-                plugins_dirs=plugins_dir or (), progress=bar,
-            )
+            report = run_analysis(logs, options=reading, capacity_gib=capacity, progress=bar)
         finally:
             bar.finish()
         report.command = command_line(
             "analyze", logs,
-            {"-o": output if output is not Output.text else None, "--format": format, "--config": config,
-             "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None,
-             "--formats-dir": [str(d) for d in formats_dir or []], "--plugins-dir": [str(d) for d in plugins_dir or []]},
+            {"-o": output if output is not Output.text else None, **reading.flags(),
+             "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None},
         )  # fmt: skip
         if output in (Output.markdown, Output.github, Output.html):
             from memlog.report.excerpt import attach_log_lines

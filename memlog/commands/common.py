@@ -8,6 +8,7 @@ import sys
 import traceback
 from enum import Enum
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Optional
 
 import typer
@@ -46,6 +47,42 @@ PluginsDir = Annotated[
     Optional[list[Path]],
     typer.Option("--plugins-dir", help="Folder of format specs whose Python block parsers may run: trusted code, only for folders you trust."),
 ]
+
+
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity, more format folders.")]
+
+
+def reads(command: Callable) -> Callable:
+    """A command that reads logs: its `reading` parameter becomes the reading options, declared here
+    once for every such command (--format, --formats-dir, --plugins-dir, --config), and handed to it
+    as one ReadingOptions (memlog/engine/plan.py), so that every command reads alike."""
+    import functools
+    import inspect
+
+    from memlog.engine.options import ReadingOptions
+
+    own = inspect.signature(command, eval_str=True)
+    group = [
+        inspect.Parameter("format", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=FormatOpt),
+        inspect.Parameter("formats_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=FormatsDir),
+        inspect.Parameter("plugins_dir", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=PluginsDir),
+        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOpt),
+    ]
+    params = [p for p in own.parameters.values() if p.name != "reading"]
+    last = [p for p in params if p.name == "debug"]  # --debug stays last in the help
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != "debug"] + group + [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in last]
+
+    @functools.wraps(command)
+    def with_reading(**kwargs):
+        reading = ReadingOptions(tuple(kwargs.pop("format") or ()), tuple(kwargs.pop("formats_dir") or ()),
+                                 tuple(kwargs.pop("plugins_dir") or ()), kwargs.pop("config"))
+        return command(reading=reading, **kwargs)
+
+    del with_reading.__wrapped__  # typer reads the signature below, not the command's own
+    with_reading.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    with_reading.__annotations__ = {p.name: p.annotation for p in params}
+    return with_reading
 
 
 def safe(text: str) -> str:

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from memlog.commands.common import EXIT_FINDING, EXIT_OK, Debug, FormatOpt, FormatsDir, PluginsDir, guard
 from memlog.base.errors import MemlogError
+from memlog.commands.common import EXIT_FINDING, EXIT_OK, Debug, FormatsDir, PluginsDir, guard, reads
+from memlog.engine.options import ReadingOptions
 from memlog.render.safety import safe
 
 formats_app = typer.Typer(no_args_is_help=True, help="The log formats memlog reads.")
@@ -43,22 +44,18 @@ def formats_show(name: str, formats_dir: FormatsDir = None, plugins_dir: Plugins
 
 
 @formats_app.command("check")
+@reads
 def formats_check(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
-    format: FormatOpt = None,
-    formats_dir: FormatsDir = None,
-    plugins_dir: PluginsDir = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip), folders of them; - for stdin.")],
+    reading: ReadingOptions,
     debug: Debug = False,
 ) -> None:
     """How many lines each format's patterns match, the records found, and where near misses stop matching."""
-    from memlog.engine.api import select_specs
-    from memlog.parse.catalog import load_specs
     from memlog.engine.formatcheck import check_formats, render_check
     from memlog.render.safety import safe
 
     def action():
-        specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
-        sys.stdout.write(safe(render_check(check_formats(logs, specs))))  # file names can hold escapes
+        sys.stdout.write(safe(render_check(check_formats(logs, reading))))  # file names can hold escapes
 
     guard(debug, action)
 

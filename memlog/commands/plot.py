@@ -6,13 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from memlog.commands.common import (
-    CapacityOption, Debug, FormatOpt, FormatsDir, PluginsDir, ascii_only, colour, emit, fitted_width, guard, progress,
-)  # fmt: skip
+from memlog.commands.common import CapacityOption, Debug, ascii_only, colour, emit, fitted_width, guard, progress, reads
+from memlog.engine.options import ReadingOptions
 
 
+@reads
 def plot(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip); - for stdin.")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip), folders of them; - for stdin.")],
+    reading: ReadingOptions,
     metric: Annotated[
         Optional[str],
         typer.Option("--metric", help="memory, device, host, loss, or a column name (see `memlog series`). Default: memory and loss."),
@@ -24,10 +25,7 @@ def plot(
         Optional[str],
         typer.Option("--worker", help="Only this worker: its label as reports print it, or a glob ('node01/*', '*rank3*')."),
     ] = None,
-    format: FormatOpt = None,
     capacity: CapacityOption = None,
-    formats_dir: FormatsDir = None,
-    plugins_dir: PluginsDir = None,
     width: Annotated[Optional[int], typer.Option("--width", help="Width in columns (default: the terminal's).", min=60, max=400)] = None,
     debug: Debug = False,
 ) -> None:
@@ -39,10 +37,7 @@ def plot(
         subjects, column = plot_panels(metric)
         bar = progress(logs)
         try:
-            report = run_analysis(
-                logs, format=format, capacity_gib=capacity, formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
-                progress=bar, chart_metric=column,
-            )
+            report = run_analysis(logs, options=reading, capacity_gib=capacity, progress=bar, chart_metric=column)
         finally:
             bar.finish()
         only = plot_filter(report, subjects, metric, logs, rank=rank, node=node, actor=actor, worker=worker)

@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 import typer.core
 
-from memlog.commands.common import (
-    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, FormatOpt, append_step_summary, ascii_only, emit, guard,
-)  # fmt: skip
 from memlog.base.errors import MemlogError
+from memlog.commands.common import (
+    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, append_step_summary, ascii_only, emit, guard, reads,
+)  # fmt: skip
+from memlog.engine.options import ReadingOptions
 
 
 class ScanOutput(str, Enum):
@@ -32,20 +33,19 @@ class ScanCommand(typer.core.TyperCommand):
         return super().parse_args(ctx, ray_option_args(args))
 
 
+@reads
 def scan(
     paths: Annotated[list[str], typer.Argument(metavar="PATH...", help="Folders of runs, run folders, log files, or URLs (s3://, gs:// with fsspec).")],
+    reading: ReadingOptions,
     output: Annotated[ScanOutput, typer.Option("-o", "--output", help="Output format.")] = ScanOutput.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a run has a finding at least this severe.")] = FailOn.error,
     jobs: Annotated[Optional[int], typer.Option("--jobs", help="Runs judged at once (worker processes; default: one per core).", min=1, max=1024)] = None,
     run_glob: Annotated[Optional[str], typer.Option("--run-glob", help="Every file or folder under PATH matching this glob is a run (instead of the layout rule; ** recurses).")] = None,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Judge the runs as Ray tasks (pip install 'memlog[ray]'); ADDRESS: auto, ray://head:10001, head:6379; none: ray.init()'s default.")] = None,
-    format: FormatOpt = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
     capacity: CapacityOption = None,
     debug: Debug = False,
 ) -> None:
     """Judge every run under the paths, one row per run, worst first (memlog/scan/runs.py: what a run is)."""
-    from memlog.base.config import load_config
     from memlog.render.fleet import ScanProgress, render_fleet
     from memlog.scan.runs import find_runs
     from memlog.scan.fleet import ScanOptions, fails
@@ -57,7 +57,7 @@ def scan(
         runs = find_runs(paths, run_glob)
         if not runs:
             raise MemlogError(f"no runs under {', '.join(paths)}" + (f" match --run-glob {run_glob!r}" if run_glob else " (no log files)"))
-        options = ScanOptions(tuple(format or ()), load_config(config), capacity)
+        options = ScanOptions(reading, reading.loaded_config(), capacity)
         progress = ScanProgress()
         try:
             fleet = run_scan(runs, options, jobs=jobs, ray_address=ray, on_row=progress, fail_on=fail_on.value)

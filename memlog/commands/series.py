@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from memlog.commands.common import Debug, FormatOpt, FormatsDir, PluginsDir, guard
 from memlog.base.errors import MemlogError
+from memlog.commands.common import Debug, guard, reads
+from memlog.engine.options import ReadingOptions
 
 
 class SeriesOutput(str, Enum):
@@ -18,22 +19,20 @@ class SeriesOutput(str, Enum):
     parquet = "parquet"
 
 
+@reads
 def series(
-    log: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files; - for stdin.")],
+    log: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, folders of them; - for stdin.")],
+    reading: ReadingOptions,
     output: Annotated[SeriesOutput, typer.Option("-o", "--output")] = SeriesOutput.csv,
-    format: FormatOpt = None,
-    formats_dir: FormatsDir = None,
-    plugins_dir: PluginsDir = None,
+    readings: Annotated[bool, typer.Option("--readings", help="One row per line read (a step's several readings apart) instead of one per step.")] = False,
     debug: Debug = False,
 ) -> None:
-    """Print the parsed step records, one row per (source, worker, step), header first."""
-    from memlog.engine.api import parsed_records, select_specs
-    from memlog.parse.catalog import load_specs
+    """Print the parsed step records, one row per (source, worker, step) with its fields merged, header first."""
+    from memlog.engine.api import parsed_records
     from memlog.render.safety import safe, safe_json
 
     def action():
-        specs = select_specs(load_specs(formats_dir or (), plugins_dir or ()), format)
-        records = parsed_records(log, specs, generic=not format)
+        records = parsed_records(log, reading, readings=readings)
         if output is SeriesOutput.parquet:
             if sys.stdout.isatty():
                 raise MemlogError("parquet is binary: redirect stdout to a file")

@@ -7,11 +7,12 @@ import os
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from memlog.commands.common import CapacityOption, Debug, FailOn, FormatOpt, FormatsDir, PluginsDir, ascii_only, emit, guard, safe, terminal
+from memlog.commands.common import CapacityOption, Debug, FailOn, ascii_only, emit, guard, reads, safe, terminal
+from memlog.engine.options import ReadingOptions
 
 
 class WatchOutput(str, Enum):
@@ -26,26 +27,23 @@ class ExitOn(str, Enum):
     never = "never"
 
 
+@reads
 def watch(
     logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, directories or globs to follow (need not exist yet); - for a pipe.")],
+    reading: ReadingOptions,
     output: Annotated[WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")] = WatchOutput.text,
     exit_on: Annotated[ExitOn, typer.Option("--exit-on", help="Exit 1 as soon as a leak (or any error finding) is found.")] = ExitOn.never,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C, SIGTERM or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
-    format: FormatOpt = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="YAML config: threshold overrides, capacity.")] = None,
     capacity: CapacityOption = None,
-    formats_dir: FormatsDir = None,
-    plugins_dir: PluginsDir = None,
     debug: Debug = False,
 ) -> None:
     """Follow growing logs (like tail -F) and judge the run as steps arrive; warn before the OOM."""
 
     def action():
         return run_watch(
-            logs, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval, format=format,
-            config=config, capacity_gib=capacity, formats_dirs=formats_dir or (), plugins_dirs=plugins_dir or (),
-            write=emit, terminal=terminal(), ascii_only=ascii_only(),
+            logs, reading, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval,
+            capacity_gib=capacity, write=emit, terminal=terminal(), ascii_only=ascii_only(),
             notice=lambda message: typer.echo(f"memlog: {safe(message)}", err=True),
         )
 
@@ -53,18 +51,14 @@ def watch(
 
 
 def run_watch(
-    inputs: list[str], *, output: str = "text", exit_on: str = "never", fail_on: str = "error", interval: float = 1.0,
-    format=None, config: str | None = None, capacity_gib: float | None = None, formats_dirs=(), plugins_dirs=(),
-    write: Callable[[str], None] | None = None, terminal: bool = False, ascii_only: bool = False,
+    inputs: list[str], reading: ReadingOptions = ReadingOptions(), *, output: str = "text", exit_on: str = "never",
+    fail_on: str = "error", interval: float = 1.0, capacity_gib: float | None = None, write: Callable[[str], None] | None = None, terminal: bool = False, ascii_only: bool = False,
     notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
     finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
     import shutil
 
-    from memlog.engine.api import select_specs
-    from memlog.parse.catalog import load_specs
-    from memlog.base.config import load_config
     from memlog.render.live import LiveOutput
     from memlog.watch.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
 
@@ -72,10 +66,7 @@ def run_watch(
         (write or sys.stdout.write)(text)  # looked up now: a closed stdout is None at import time
         sys.stdout.flush()
 
-    loaded = load_config(config)
-    specs = select_specs(load_specs([*loaded.formats_dirs, *formats_dirs], plugins_dirs), format)
-    watcher = Watcher(inputs, specs, config=loaded, capacity_gib=capacity_gib, notice=notice, interval=interval,
-                      wrapper_dirs=[*loaded.formats_dirs, *formats_dirs, *plugins_dirs])
+    watcher = Watcher(inputs, reading, capacity_gib=capacity_gib, notice=notice, interval=interval)
     out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
                      workspace=os.environ.get("GITHUB_WORKSPACE"))
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlog.engine.options import ReadingOptions
 from memlog.base.errors import MemlogError
 from memlog.report.report import Report, SeriesView
 from memlog.base.phrases import gib, rounded
@@ -351,18 +352,18 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
     return sorted(findings, key=lambda f: severity[f.severity])
 
 
-def compare(base_inputs: Sequence[str], new_inputs: Sequence[str], *, config=None, fail_on_increase: float | None = None,
-            format=None, capacity_gib: float | None = None, formats_dirs=(), plugins_dirs=()) -> Comparison:
+def compare(base_inputs: Sequence[str], new_inputs: Sequence[str], *, options: ReadingOptions = ReadingOptions(), config=None,
+            fail_on_increase: float | None = None, capacity_gib: float | None = None) -> Comparison:
+    """Both runs read and judged as `analyze` reads and judges them (the same reading options),
+    then compared. `config`: loaded already, else options.config's."""
     from memlog.engine.api import analyze
-    from memlog.base.config import Config
 
-    config = config or Config()
+    config = config if config is not None else options.loaded_config()
     thresholds = resolve(config.compare, fail_on_increase)
     reports = []
     for name, inputs in (("BASE", base_inputs), ("NEW", new_inputs)):
         try:
-            reports.append(analyze(list(inputs), format=format, config=config, capacity_gib=capacity_gib, formats_dirs=formats_dirs,
-                                   plugins_dirs=plugins_dirs))
+            reports.append(analyze(list(inputs), options=options, config=config, capacity_gib=capacity_gib))
         except MemlogError as exc:
             raise CompareError(f"{name} ({', '.join(inputs)}): {exc}") from None
     return compare_reports(reports[0], reports[1], thresholds, base_inputs, new_inputs)

@@ -10,10 +10,12 @@ that match ends. That search runs in Python on those few lines only, with a boun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from memlog.engine.plan import ReadingOptions, ReadingPlan
+from memlog.engine.reader import read_sources
 from memlog.parse.formats import FormatSpec
 from memlog.read.source import Source
 
@@ -82,11 +84,11 @@ class _Observer:
                 stats.examples += [NearMiss(n, t) for n, t in near.head(wanted).iter_rows()]
 
 
-def check_formats(inputs: Sequence[str], specs: list[FormatSpec]) -> FormatCheck:
-    from memlog.engine.api import parse_sources
-
-    observer = _Observer(specs)
-    tables, sources = parse_sources(inputs, specs, observe=observer)
+def check_formats(inputs: Sequence[str], options: ReadingOptions = ReadingOptions()) -> FormatCheck:
+    """How the inputs meet the specs, read as every command reads them (the plan of `options`)."""
+    plan = ReadingPlan.of(options)
+    observer = _Observer(list(plan.specs))
+    tables, sources = read_sources(replace(plan, observe=observer), inputs)
     patterns = list(observer.stats.values())
     for stats in patterns:
         for miss in stats.examples:

@@ -256,7 +256,7 @@ class Guard:
         fails is logged and counts as none: the guard never raises into training."""
         started = self.clock()
         try:
-            self._condenser.add(readings_frame(rows, self.rank, self._source.name), [], rows[0][0], None)
+            self._condenser.add(readings_frame(rows, self.rank, self._source.name), [], None)
             summarised = [self._condenser.summarised] if self._condenser.summarised else []
             report = judge_held(self._condenser.held(), [], summarised, [self._source], config=self.config, capacity_gib=self.capacity_gib)
         except Exception:  # logged, never raised into training

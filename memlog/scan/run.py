@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from memlog.engine.options import ReadingOptions
 from memlog.scan.runs import Run
 
 
@@ -18,7 +19,7 @@ from memlog.scan.runs import Run
 class ScanOptions:
     """What every run is judged with (the options of `memlog analyze` that apply to a fleet)."""
 
-    format: tuple[str, ...] = ()
+    reading: ReadingOptions = ReadingOptions()  # how each run is read (its formats, their folders)
     config: Any = None  # a memlog.base.config.Config, already loaded (it is shipped to the workers)
     capacity_gib: float | None = None
 
@@ -35,7 +36,7 @@ def judge(run: Run, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
     try:
         from memlog.engine.api import analyze
 
-        report = analyze([run.path], format=list(options.format) or None, config=options.config, capacity_gib=options.capacity_gib)
+        report = analyze([run.path], options=options.reading, config=options.config, capacity_gib=options.capacity_gib)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - one bad run is a row, never the end of the scan

@@ -16,11 +16,16 @@ value's (lower) median over its steps. Everything that looks at single steps sti
 - a run ends at every line something later compares with a step: an event (its last step
   before), a record without a step (it takes a neighbour's), a step not above the one before (a
   restart, or another line of the same step, merged later), a change of format; and each run's
-  first and last steps stay records of their own, so the neighbours of other batches are exact;
+  first and last steps stay records of their own;
 - steps are counted per segment (a restart starts again at 1), so a short segment after a
   restart is judged step by step;
-- lines for which a later chunk may still add a record or an event (ChunkParser.open_since),
-  and records of an earlier batch's lines completed in this one, are never binned.
+- lines for which a later chunk may still add a record or an event (ChunkParser.open_since)
+  wait for the next batch, and are never binned at the end of the source.
+Where the reader cuts the file and the condenser its batches changes nothing (issue 33): each
+worker's last steps wait for the next batch (its last bin, which may still grow, and the steps
+whose neighbours after them are still to come), and the steps binned before them stay at hand as
+their neighbours and as where their run stands (Condenser._batch). Only the bounds below, which
+depend on how many workers were seen so far, make a source of many workers depend on it.
 What differs from judging every step: a series longer than MAX_SERIES_POINTS is binned again by
 series._binned from the bins (weighted by their steps), not from the steps; where most of a
 worker's readings around one are above the capacity (a wrong unit throughout), corrupt-readings
@@ -127,21 +132,26 @@ class Condenser:
         self.pending: list[pl.DataFrame] = []
         self.pending_rows = 0
         self.event_lines: list[pl.Series] = []
-        self.first_line: int | None = None
         self.label_types: tuple = (pl.Categorical, pl.Categorical)  # the worker and kind columns' types
         self.barriers: list[pl.Series] = []  # every event's line so far (they cut runs when held records are binned again)
         self.compacted = 0  # records held after they were last binned again
+        # What makes the bins the same wherever a batch ends (_batch): each worker's last steps, not
+        # binned yet (`waiting`), the steps before them already binned (`context`: their readings are
+        # the neighbours of the next ones, their `_plain` where their runs stand), and the lines
+        # since then that cut runs.
+        self.waiting: pl.DataFrame | None = None
+        self.context: pl.DataFrame | None = None
+        self.cuts = pl.Series("line_no", [], dtype=pl.Int64)
 
-    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], open_since: int | None) -> list[pl.DataFrame]:
         """`rows`: one chunk's compact records (tables.compact_records) of one source, or None;
         `events`: the event rows the chunk yielded (a chunk without records too);
-        `first_line`: the chunk's first line; `open_since`: ChunkParser.open_since() after it.
+        `open_since`: ChunkParser.open_since() after it.
         Records are held until finish(): returns nothing."""
         if rows is not None:
             self.pending.append(rows)
             self.pending_rows += rows.height
         self.event_lines += [frame["line_no"].cast(pl.Int64) for frame in events]
-        self.first_line = first_line if self.first_line is None else self.first_line
         if self.pending_rows >= BATCH_ROWS or len(self.pending) >= BATCH_CHUNKS:
             self._batch(open_since)
         return []
@@ -149,12 +159,13 @@ class Condenser:
     def held(self) -> list[pl.DataFrame]:
         """Every record so far: the batches binned and the batch not yet full, as read (what a reader
         that judges before the end of its input, memlog/watch/watch.py, judges)."""
-        return [*self._out(self.done), *self.pending]
+        waiting = [] if self.waiting is None else [self.waiting]
+        return [*self._out(self.done), *self._out(waiting), *self.pending]
 
     def finish(self, open_since: int | None) -> list[pl.DataFrame]:
         """Every record of the source, binned; `open_since` as in add() (call before the source's last
         blocks). `summarised` then says what the records no longer held stood for."""
-        self._batch(open_since)
+        self._batch(open_since, final=True)
         if self._after() < CONDENSE_AFTER and sum(f.height for f in self.done) > max(HELD_RECORDS, self.compacted):  # since the last time too
             self._compact(open_since)
         done, self.done = self.done, []
@@ -184,27 +195,55 @@ class Condenser:
             [(w, k, f) for (w, k), f in self.floor.items()], schema={"worker": worker, "kind": kind, "_floor": pl.Int64}, orient="row",
         )
 
-    def _batch(self, open_since: int | None) -> None:
-        """Bin the pending records, then summarise the segments they left behind."""
-        pending, event_lines, first_line = self.pending, self.event_lines, self.first_line
-        self.pending, self.pending_rows, self.event_lines, self.first_line = [], 0, [], None
-        if not pending:
+    def _batch(self, open_since: int | None, final: bool = False) -> None:
+        """Bin the pending records, then summarise the segments they left behind. Each worker's
+        last steps wait for the next batch (`waiting`: _waiting), with the steps binned before them
+        as their neighbours (`context`), so that every step is binned with the neighbours, the run
+        and the bin it has when the whole source is one batch: where batches end changes nothing.
+        `final`: the end of the source, nothing waits."""
+        pending, event_lines = self.pending, self.event_lines
+        self.pending, self.pending_rows, self.event_lines = [], 0, []
+        if not pending and not (final and self.waiting is not None):
             return
-        # One frame either way (small frames held to the end fragment memory: BATCH_ROWS).
-        rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
-        if "step" not in rows.columns:  # only lines that take a neighbour's step
-            self.done.append(rows)
-            return
-        if not rows["line_no"].is_sorted():
-            rows = rows.sort("line_no", maintain_order=True)
-        rows = self._numbered(rows)
-        after = self._after()
-        events = pl.concat(event_lines) if event_lines else pl.Series([], dtype=pl.Int64)
+        events = pl.concat(event_lines).cast(pl.Int64) if event_lines else pl.Series("line_no", [], dtype=pl.Int64)
         self.barriers.append(events)
+        cuts = [self.cuts, events]
+        frames = [] if self.waiting is None else [self.waiting]
+        if pending:
+            # One frame either way (small frames held to the end fragment memory: BATCH_ROWS).
+            rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
+            if "step" not in rows.columns:  # only lines that take a neighbour's step
+                stepless, rows = rows, rows.clear()
+            else:
+                stepless, rows = rows.filter(pl.col("step").is_null()), rows.filter(pl.col("step").is_not_null())
+            if stepless.height:  # they take a neighbour's step later (records.build_records), and cut runs
+                self.done.append(stepless)
+                cuts.append(stepless["line_no"].cast(pl.Int64))
+            if rows.height:
+                if not rows["line_no"].is_sorted():
+                    rows = rows.sort("line_no", maintain_order=True)
+                frames.append(self._numbered(rows))
+        if not frames:
+            self._summarise()
+            return
+        self.cuts = pl.concat(cuts).unique().sort()
+        rows = pl.concat(frames, how="diagonal_relaxed")
+        if len(frames) > 1:
+            rows = rows.sort("line_no", maintain_order=True)
+        after = self._after()
         if (rows["_n"].max() or 0) < 2 * after:
+            # No step of these can be binned yet: each is a record of its own; the last ones are kept
+            # as the next steps' neighbours.
+            self.waiting = None
+            known = [f for f in (self.context, rows.with_columns(_plain=pl.lit(False))) if f is not None]
+            self.context = _last_steps(pl.concat(known, how="diagonal_relaxed"), after)
             self.done.append(rows)
         else:
-            self.done.append(_condensed(rows, events, first_line or 0, open_since, after))
+            ready, self.waiting, self.context = _condensed(rows, self.context, self.cuts, open_since, after, final)
+            self.done.append(ready)
+        # Cuts before the steps still looked at are of no more use.
+        start = min((f["line_no"].min() for f in (self.waiting, self.context) if f is not None and f.height), default=None)
+        self.cuts = self.cuts.filter(self.cuts >= start) if start is not None else self.cuts.clear()
         self._summarise()
         # Binned again once they grew by half: each time costs what is held, and the peak is what
         # is held then, not a doubling (10,000 ranks: 534 MiB while reading at 2x).
@@ -225,16 +264,19 @@ class Condenser:
         del numbered
         if not rows["line_no"].is_sorted():
             rows = rows.sort("line_no", maintain_order=True)
+        # Runs are cut at events and at step-less records (Condenser._batch holds those apart).
+        stepless = [f["line_no"].cast(pl.Int64) for f in self.done if "_n" not in f.columns]
         self.barriers = [pl.concat(self.barriers).unique().sort()]
+        cuts = pl.concat([self.barriers[0], *stepless]).unique().sort()
         after = self._after()
         # A few workers at a time: binning copies its rows several times over, and every step of it
         # is per worker, so slices by worker give the same bins at a fraction of the peak.
         slices = max(1, rows.height // COMPACT_SLICE_ROWS)
         if slices == 1:
-            parts = [_condensed(rows, self.barriers[0], 0, open_since, after)]
+            parts = [_condensed(rows, None, cuts, open_since, after)[0]]
         else:
             which = pl.col("worker").hash() % slices
-            parts = [_condensed(rows.filter(which == i), self.barriers[0], 0, open_since, after) for i in range(slices)]
+            parts = [_condensed(rows.filter(which == i), None, cuts, open_since, after)[0] for i in range(slices)]
         del rows
         self.done.append(pl.concat(parts, how="diagonal_relaxed").sort("line_no", maintain_order=True))
         self.compacted = sum(f.height for f in self.done)
@@ -286,67 +328,97 @@ class Condenser:
         return rows
 
 
-def _condensed(rows: pl.DataFrame, event_lines: pl.Series, first_line: int, open_since: int | None, after: int) -> pl.DataFrame:
-    """`rows` (numbered: `_n`) with the interior of each run of plain steps binned. The n-th step of
-    a worker and kind's segment falls in bin floor(after * ln(n / after)) once n >= 2 * after
-    (before, each step is its own): bins about n / after steps wide, the same wherever batches
-    start (`after`: CONDENSE_AFTER unless the source has many workers, Condenser._after)."""
-    # Runs are made of step lines; the step-less ones only cut them (a DeepSpeed log's million
-    # memory lines are not windowed). Every step line takes part, even the first of a segment that
-    # cannot be binned yet: it is where a restart cuts the run.
-    has_step = pl.col("step").is_not_null()
-    stepless = rows.filter(~has_step)
-    others = stepless.with_columns(steps=pl.lit(1, dtype=pl.Int64))
-    # Lines a later step could be compared with cut every run: events and step-less records.
-    barriers = pl.concat([event_lines, stepless["line_no"]]).unique().sort()
-    rows = rows.filter(has_step)
-    rows = rows.with_columns(
-        _plain=_plain(rows, first_line, open_since, after),
-        _epoch=barriers.search_sorted(rows["line_no"], side="right"),
-    )
+def _condensed(rows: pl.DataFrame, context: pl.DataFrame | None, cuts: pl.Series, open_since: int | None, after: int,
+               final: bool = True) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:
+    """`rows` (step lines, numbered: `_n`, in line order) with the interior of each run of plain steps
+    binned: the records ready, the steps that wait for the next batch (none when `final`) and the
+    new context. The n-th step of a worker and kind's segment falls in bin floor(after * ln(n /
+    after)) once n >= 2 * after (before, each step is its own): bins about n / after steps wide
+    (`after`: CONDENSE_AFTER unless the source has many workers, Condenser._after). `context`: the
+    steps binned before, whose readings and runs the first of `rows` continue; `cuts`: the lines
+    that cut runs (events, step-less records) since the context's first."""
+    rows = rows.with_columns(_ctx=pl.lit(False), _plain=_plain(rows, open_since, after, context))
+    if context is not None:
+        rows = pl.concat([context.with_columns(_ctx=pl.lit(True)), rows], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    rows = rows.with_columns(_epoch=cuts.search_sorted(rows["line_no"], side="right"))
     step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
     new_run = (
         ~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))
     ).fill_null(True)
     rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
     position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
-    inner = plain & (position > 0) & (position < length - 1)
     bin_of = (after * (pl.col("_n") / after).log()).floor().cast(pl.Int64)
-    rows = rows.with_columns(_bin=pl.when(inner).then(bin_of))
-    helpers = ["_plain", "_epoch", "_run", "_bin"]
+    rows = rows.with_columns(_bin=pl.when(plain & (position > 0) & (position < length - 1)).then(bin_of))
+    rows = rows.with_columns(_wait=pl.lit(False) if final else _waiting(rows, open_since, after))
+    helpers = ["_plain", "_epoch", "_run", "_bin", "_ctx", "_wait"]
+    out = rows.filter(~pl.col("_ctx") & ~pl.col("_wait"))
+    # The context of the next batch: each worker's last steps before those that wait, as read.
+    context = None if final else _last_steps(rows.filter(~pl.col("_wait")).drop("_epoch", "_run", "_bin", "_ctx", "_wait"), after)
+    waiting = None if final else rows.filter(pl.col("_wait")).drop(helpers)
     # A record already binned (Condenser._compact) counts as the steps it stands for.
-    weight = pl.col("steps").fill_null(1) if "steps" in rows.columns else pl.lit(1, dtype=pl.Int64)
-    exact = rows.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(steps=weight.cast(pl.Int64))
-    binned = rows.filter(pl.col("_bin").is_not_null())
-    columns = [c for c in rows.columns if c not in helpers and c != "steps"]
+    weight = pl.col("steps").fill_null(1) if "steps" in out.columns else pl.lit(1, dtype=pl.Int64)
+    exact = out.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(steps=weight.cast(pl.Int64))
+    binned = out.filter(pl.col("_bin").is_not_null())
+    columns = [c for c in out.columns if c not in helpers and c != "steps"]
     bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
-        *(_summary(c) for c in columns if c not in GROUP), steps=(weight.sum() if "steps" in rows.columns else pl.len()).cast(pl.Int64)
+        *(_summary(c) for c in columns if c not in GROUP), steps=(weight.sum() if "steps" in out.columns else pl.len()).cast(pl.Int64)
     ).select(*columns, "steps")
-    return pl.concat([others, exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    ready = pl.concat([exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    return ready, (waiting if waiting is not None and waiting.height else None), context
 
 
-def _plain(rows: pl.DataFrame, first_line: int, open_since: int | None, after: int) -> pl.Series:
-    """Steps that may be binned: past their segment's first 2 * `after`, settled lines of
-    this batch, every value a possible reading, and no memory reading above CAPACITY_SLACK times
-    the median of its worker's readings around it. The capacity is known only at the end, and a
-    reading above it is above its neighbours too, so corrupt-readings still sees it alone; a leak's
-    rise is not above them. (Unless the neighbours are above the capacity themselves, within its
-    slack: module docstring.)"""
+def _waiting(rows: pl.DataFrame, open_since: int | None, after: int) -> pl.Series:
+    """The steps of `rows` that wait for the next batch: in each worker's last segment, from the
+    first of its last NEIGHBOURS // 2 steps (their neighbours after them are still to come), of a
+    line a later chunk may still touch, or of its last bin (it may still grow) - and then the
+    whole bin that step is in, so that a bin is never cut by a batch. Earlier segments are over:
+    their steps never wait."""
+    n, segment = pl.col("_n"), [*GROUP, "_seg"]
+    bin_of = pl.when(n >= 2 * after).then((after * (n / after).log()).floor().cast(pl.Int64))
+    hold = (pl.int_range(pl.len(), 0, -1).over(segment) <= NEIGHBOURS // 2) | (bin_of == bin_of.last().over(segment)).fill_null(False)
+    if open_since is not None:
+        hold = hold | (pl.col("line_no") >= open_since)
+    last_segment = (pl.col("_seg") == pl.col("_seg").max().over(GROUP)) & ~pl.col("_ctx")
+    marks = rows.select(*segment, n, _b=bin_of, _first=pl.when(hold & last_segment).then(n), _last=last_segment)
+    marks = marks.with_columns(_first=pl.col("_first").min().over(segment))
+    marks = marks.with_columns(_first_bin=pl.when(n == pl.col("_first")).then(pl.col("_b")).max().over(segment))
+    wait = pl.col("_last") & ((n >= pl.col("_first")) | (pl.col("_b") == pl.col("_first_bin"))).fill_null(False)
+    return marks.select(wait.alias("_wait")).to_series()
+
+
+def _last_steps(rows: pl.DataFrame, after: int) -> pl.DataFrame | None:
+    """Each worker and kind's last NEIGHBOURS // 2 steps (their readings are the neighbours of the
+    next ones: _plain), with their `_plain`."""
+    if rows.is_empty():
+        return None
+    return rows.filter(pl.int_range(pl.len(), 0, -1).over(GROUP) <= NEIGHBOURS // 2)
+
+
+def _plain(rows: pl.DataFrame, open_since: int | None, after: int, context: pl.DataFrame | None) -> pl.Series:
+    """Steps that may be binned: past their segment's first 2 * `after`, settled lines, every
+    value a possible reading, and no memory reading above CAPACITY_SLACK times the median of its
+    worker's readings around it in its segment (`context`: the steps before `rows`). The capacity is
+    known only at the end, and a reading above it is above its neighbours too, so corrupt-readings
+    still sees it alone; a leak's rise is not above them. (Unless the neighbours are above the
+    capacity themselves, within its slack: module docstring.)"""
     line = pl.col("line_no")
-    checks = [pl.col("_n") >= 2 * after, line >= first_line]  # past its segment's first steps
+    checks = [pl.col("_n") >= 2 * after]  # past its segment's first steps
     if open_since is not None:
         checks.append(line < open_since)
+    around = rows if context is None else pl.concat([context.with_columns(_mine=pl.lit(False)), rows.with_columns(_mine=pl.lit(True))],
+                                                      how="diagonal_relaxed").sort("line_no", maintain_order=True)
     for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):
         value = pl.col(column)
         impossible = impossible_reading(value, column, None)
         possible = value.is_finite() if impossible is None else value.is_finite() & ~impossible[0]
         if column in MEMORY_COLUMNS:
-            around = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over(GROUP)
-            possible = possible & (value <= CAPACITY_SLACK * around)
+            median = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over([*GROUP, "_seg"])
+            possible = possible & (value <= CAPACITY_SLACK * median)
         elif column in COUNTED_BAD:
             possible = possible & (value == 0)  # a step that counted NaN iterations stays a record of its own
         checks.append(value.is_null() | possible)
-    return rows.select(pl.all_horizontal(checks).alias("_plain")).to_series()
+    plain = around.select(pl.all_horizontal(checks).alias("_plain"), *([pl.col("_mine")] if context is not None else []))
+    return (plain.filter(pl.col("_mine")) if context is not None else plain).get_column("_plain")
 
 
 def _summary(column: str) -> pl.Expr:

@@ -67,24 +67,30 @@ class Keep:
 
 
 class RecordSink(Protocol):
-    """Where one source's compact records go while it is read (memlog/engine/api.py). `add` takes a chunk's
-    record rows (or None) with the event rows it yielded, its first line and the first line a later
-    chunk may still complete (ChunkParser.open_since); it returns the frames ready to keep. `finish`
-    returns the rest at the end of the source."""
+    """Where one source's compact records go while it is read (memlog/engine/reader.py). `add` takes a
+    chunk's record rows (or None) with the event rows it yielded and the first line a later chunk may
+    still complete (ChunkParser.open_since); it returns the frames ready to keep. `finish`
+    returns the rest at the end of the source; `held` what it holds before (a reader judging before its
+    input ends, watch)."""
 
-    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]: ...
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], open_since: int | None) -> list[pl.DataFrame]: ...
 
     def finish(self, open_since: int | None) -> list[pl.DataFrame]: ...
+
+    def held(self) -> list[pl.DataFrame]: ...
 
 
 class KeepEvery:
     """The sink that keeps every record as read (`memlog series`, `formats check`, tests)."""
 
-    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], first_line: int, open_since: int | None) -> list[pl.DataFrame]:
+    def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], open_since: int | None) -> list[pl.DataFrame]:
         return [rows] if rows is not None else []
 
     def finish(self, open_since: int | None) -> list[pl.DataFrame]:
         return []
+
+    def held(self) -> list[pl.DataFrame]:
+        return []  # (every record was handed back by add)
 
 
 def steps_read(records: pl.DataFrame) -> pl.Expr:

@@ -16,18 +16,19 @@ from memlog.report.report import Report
 
 def judge_held(
     record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], summarised: list, sources: list[Source], *,
-    config: Config, capacity_gib: float | None = None,
+    config: Config, capacity_gib: float | None = None, guessed: list = (),
 ) -> Report | None:
     """The verdict on the records and events held so far (each frame one source's compact or
     condensed records, or its events), by every rule with the config's thresholds (engine.api.judge),
     as `analyze` judges a finished log; None while nothing can be judged (no record, no fatal
     event). Watch judges the logs it follows with this, and the guard the readings it takes inside
-    the run: one judgement for both. `record_frames` is emptied (engine.api.tables_of)."""
-    from memlog.base.events import EVENT_KINDS
-    from memlog.engine.api import judge, tables_of
+    the run: one judgement for both. `record_frames` is emptied (engine.reader.tables_from).
+    `guessed`: what the generic reader guessed of the sources (analyze's coverage says it too)."""
+    from memlog.engine.api import judge
+    from memlog.engine.reader import judgeable, tables_from
 
-    tables = tables_of(record_frames, event_frames, summarised=summarised)
-    if tables.records.is_empty() and not any(EVENT_KINDS[e.kind].fatal for e in tables.events):
+    tables = tables_from(record_frames, event_frames, list(guessed), summarised)
+    if not judgeable(tables):
         return None
     return judge(tables, sources, config=config, capacity_gib=capacity_gib)
 

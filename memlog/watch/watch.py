@@ -41,23 +41,21 @@ from pathlib import Path
 
 import polars as pl
 
-from memlog.tables.condense import Condenser
 from memlog.base.config import Config
 from memlog.base.errors import InputError, MemlogError
-from memlog.parse.formats import FormatSpec
-from memlog.read.inputs import directory_sources, file_source, natural_key
-from memlog.base.parallel import ordered_map
-from memlog.parse.chunks import ChunkParser, Matches
-from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces, stdin, to_frame
-from memlog.tables.records import Keep, compact_records, source_frame
-from memlog.report.report import Report
+from memlog.engine.options import ReadingOptions
+from memlog.engine.plan import ReadingPlan
+from memlog.engine.reader import SourceReader
 from memlog.judge.rulekit import Finding
+from memlog.read.inputs import directory_sources, file_source, natural_key
+from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces, stdin
+from memlog.report.report import Report
+from memlog.tables.records import Keep
 from memlog.watch.judging import capacity_projections, judge_held, leak_found
 
 POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing arrived
 RESCAN_SECONDS = 2.0  # how often directories and globs are listed again for new files
-FLUSH_ROWS = 4096  # records a follower gathers from small polls before its condenser takes them
-COMPACT_FRAMES = 16  # a follower's kept record frames are joined into one past this many
+BATCH_ROWS = 4096  # records a follower gathers from small polls before its condenser takes them
 SETTLE_SECONDS = 2.0  # a compressed file found by listing is read once unwritten this long
 
 
@@ -82,23 +80,19 @@ class Progress:
 
 
 class Follower:
-    """One file followed (or the pipe `-`), with the state that makes each poll read only new bytes."""
+    """One file followed (or the pipe `-`), with the state that makes each poll read only new bytes:
+    where the file was read to, and its SourceReader (memlog/engine/reader.py), which keeps the
+    parser's, the condenser's and the generic reader's state from poll to poll."""
 
-    def __init__(self, source: Source, parser: ChunkParser, keep: Keep, settle: bool = False) -> None:
-        self.source, self.parser, self.keep, self.settle = source, parser, keep, settle
+    def __init__(self, source: Source, plan: ReadingPlan, settle: bool = False) -> None:
+        self.source, self.plan, self.settle = source, plan, settle
+        self.reader = SourceReader(plan, source, batch_rows=BATCH_ROWS)
         self.compressed = False  # read once, whole (_read_compressed); `ended` once read
         self.changed = False  # a compressed file changed while it was read: to be read again
         self.handle = None
         self.file_id: tuple[int, int] | None = None
         self.position = 0
         self.cutter = LineCutter()
-        self.sink = Condenser()
-        self.kept: list[pl.DataFrame] = []  # record frames the sink returned
-        self.events: list[pl.DataFrame] = []
-        self.buffered: list[pl.DataFrame] = []
-        self.buffered_events: list[pl.DataFrame] = []
-        self.buffered_rows = 0
-        self.buffer_first_line: int | None = None
         self.rotations = 0
         self.truncations = 0
         self.waiting_said = False
@@ -182,7 +176,7 @@ class Follower:
             self._absorb(read_pieces(self.source), workers=None)
         except InputError:
             return False
-        self._matched(self.parser.finish_source(), 1)
+        self.reader.finish()
         self.ended, self.written_at = True, before.st_mtime
         try:
             after = os.stat(self.source.spec)
@@ -194,7 +188,7 @@ class Follower:
     def _restart(self, why: str) -> None:
         """The file was replaced or cut: what is left of the old one is finished; line numbers go on."""
         self._absorb(self.cutter.finish())
-        self._matched(self.parser.finish_source(), self.cutter.next_line)
+        self.reader.end_of_file()
         self.cutter = LineCutter(self.cutter.next_line)
         if why == "rotated":
             self.rotations += 1
@@ -227,49 +221,30 @@ class Follower:
             pieces += list(self.cutter.finish())
         got = self._absorb(iter(pieces))
         if self.ended:
-            self._matched(self.parser.finish_source(), self.cutter.next_line)
+            self.reader.finish()
         return got or self.ended
 
     # -- parsing ---------------------------------------------------------------------------------
 
     def _absorb(self, pieces: Iterator[Piece], workers: int | None = 1) -> bool:
         """Scan pieces (on `workers` threads; None: all cores), absorb them in file order."""
-        got = False
-
-        def scan(piece: Piece):
-            return piece, self.parser.scan(to_frame(piece))
-
-        for piece, scanned in ordered_map(scan, pieces, workers):
-            got = True
-            self.source.stats.add(piece.stats)
-            self._matched(self.parser.absorb(scanned), piece.first_line_no)
-        return got
-
-    def _matched(self, matches: Matches, first_line: int) -> None:
-        if matches.records:
-            rows = compact_records(self.source.name, matches.records, self.keep, self.source.identity)
-            self.buffered.append(rows)
-            self.buffered_rows += rows.height
-        if matches.events:
-            self.buffered_events += matches.events
-            self.events.append(source_frame(self.source.name, matches.events, self.source.identity))
-        if self.buffer_first_line is None:
-            self.buffer_first_line = first_line
-        if self.buffered_rows >= FLUSH_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Gathered rows go to the condenser as one chunk (its batches stay as large as analyze's)."""
-        rows = pl.concat(self.buffered, how="diagonal_relaxed") if self.buffered else None
-        self.kept += self.sink.add(rows, self.buffered_events, self.buffer_first_line or 1, self.parser.open_since())
-        self.buffered, self.buffered_events, self.buffered_rows, self.buffer_first_line = [], [], 0, None
-        if len(self.kept) > COMPACT_FRAMES:
-            self.kept = [pl.concat(self.kept, how="diagonal_relaxed").rechunk()]
+        return self.reader.read(pieces, workers)
 
     def records(self) -> pl.DataFrame | None:
-        """Every record read so far, as one frame (condensed where the condenser has binned)."""
-        frames = [*self.kept, *self.sink.held(), *self.buffered]
-        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+        """Every record read so far, as one frame (condensed where the condenser has binned), the
+        generic reader's guess made on what was read where it had not decided yet."""
+        self.reader.settle_guess()
+        return self.reader.records()
+
+    def finish(self) -> None:
+        """Watching is over: the unfinished last line and a block still open (a multi-line record
+        waiting for its next line) are read as they stand, as `analyze` reads a file's end."""
+        if self.ended or self.compressed:
+            return
+        self._absorb(self.cutter.finish())
+        self.reader.finish()
+        self.ended = True
+        self.cutter = LineCutter(self.cutter.next_line)
 
     def close(self) -> None:
         if self.handle is not None:
@@ -292,16 +267,13 @@ class Watcher:
     """The inputs followed, found again as directories and globs gain files, judged as they grow."""
 
     def __init__(
-        self, inputs: list[str], specs: list[FormatSpec], *, config: Config | None = None, capacity_gib: float | None = None,
-        wrapper_dirs=(), notice: Callable[[str], None] = lambda message: None, interval: float = 1.0,
+        self, inputs: list[str], options: ReadingOptions = ReadingOptions(), *, config: Config | None = None, capacity_gib: float | None = None,
+        notice: Callable[[str], None] = lambda message: None, interval: float = 1.0,
     ) -> None:
-        from memlog.parse.catalog import load_wrappers
-
-        self.inputs, self.specs = list(inputs), specs
-        self.config, self.capacity_gib = config or Config(), capacity_gib
-        self.wrappers = load_wrappers(tuple(wrapper_dirs))
+        self.inputs = list(inputs)
+        self.config, self.capacity_gib = config if config is not None else options.loaded_config(), capacity_gib
+        self.plan = ReadingPlan.of(options, config=self.config, keep=Keep.judged())
         self.notice, self.interval = notice, interval
-        self.keep = Keep.judged()
         self.followers: dict[str, Follower] = {}
         self.compressed_said: set[str] = set()
         self.last_scan = 0.0
@@ -340,7 +312,7 @@ class Watcher:
 
     def _follow(self, source: Source, settle: bool = False) -> None:
         if source.spec not in self.followers:
-            self.followers[source.spec] = Follower(source, ChunkParser(self.specs, wrappers=self.wrappers, values=self.keep.values), self.keep, settle)
+            self.followers[source.spec] = Follower(source, self.plan, settle)
 
     @property
     def ended(self) -> bool:
@@ -365,8 +337,7 @@ class Watcher:
         if follower.changed and not follower.settle:
             follower.changed = False  # named on the command line: what was read stands
         if follower.changed:
-            self.followers[spec] = Follower(Source(spec, identity=follower.source.identity),
-                                            ChunkParser(self.specs, wrappers=self.wrappers, values=self.keep.values), self.keep, settle=True)
+            self.followers[spec] = Follower(Source(spec, identity=follower.source.identity), self.plan, settle=True)
             return
         if spec in self.compressed_said:
             return
@@ -385,15 +356,18 @@ class Watcher:
         """The verdict on everything read so far (None while no record or fatal event was read)."""
         started = time.monotonic()
         self.unjudged = False
+        readers = [f.reader for f in self.followers.values()]
         record_frames = [frame for f in self.followers.values() if (frame := f.records()) is not None]
-        event_frames = [frame for f in self.followers.values() for frame in f.events]
+        event_frames = [frame for r in readers if (frame := r.event_frame()) is not None]
         self.judged_at = time.monotonic()
         if not record_frames and not event_frames:
             return self.report
         # Restart segments a follower's condenser no longer holds are counted as analyze counts them.
-        summarised = [f.sink.summarised for f in self.followers.values() if f.sink.summarised]
+        summarised = [s for r in readers for s in r.summarised()]
+        guessed = [g for r in readers if (g := r.guess_said()) is not None]
         sources = [f.source for f in self.followers.values()]
-        report = judge_held(record_frames, event_frames, summarised, sources, config=self.config, capacity_gib=self.capacity_gib)
+        report = judge_held(record_frames, event_frames, summarised, sources, config=self.config, capacity_gib=self.capacity_gib,
+                            guessed=guessed)
         if report is None:
             return self.report
         report.extra["watch"] = self._state(report)
@@ -413,6 +387,13 @@ class Watcher:
             "steps_per_second": self.progress.steps_per_second(),
             "last_written": max((f.written_at for f in self.followers.values() if f.written_at), default=None),
         }
+
+    def finish(self) -> None:
+        """Nothing more is read: every follower's last line and open block count (judge() after)."""
+        for follower in self.followers.values():
+            if not follower.ended:
+                follower.finish()
+                self.unjudged = True
 
     def close(self) -> None:
         for follower in self.followers.values():
@@ -541,6 +522,7 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
         watcher.poll()  # what was written up to the interrupt counts in the verdict printed
     finally:
         _finishing()
+        watcher.finish()
         watcher.close()
     if watcher.unjudged:
         watcher.judge()

@@ -64,6 +64,17 @@ class SourceGuesser:
             return self._decide()
         return []
 
+    def file_replaced(self) -> None:
+        """The file was cut or replaced and is read again from its start: a JSON document read so
+        far gives way to the new one (its lines are read as they come, as any log's are)."""
+        if self.structured is not None:
+            self.structured = StructuredFile(self.source)
+
+    def settle(self) -> list[pl.DataFrame]:
+        """Decide now on the sample gathered so far (a source still being written, judged before its
+        end): the records of the chunks held, read through the guess."""
+        return self._decide() if self.guess is None and self.sample else []
+
     def _decide(self) -> list[pl.DataFrame]:
         self.guess = guess(self.sample)
         held, self.held, self.sample = self.held, [], []
@@ -85,13 +96,18 @@ class SourceGuesser:
         frames = self._decide() if self.guess is None else []
         if self.parser is not None:
             frames += self.parser.finish_source().records
+        if self.guess is not None and not self.guess.ok:
+            frames = []
+        return frames, self.described()
+
+    def described(self) -> Guessed | None:
+        """What the guess says of the source, once made (None before, or when nothing was worth
+        saying)."""
         if self.guess is None:
-            return frames, None
+            return None
         if not self.guess.ok:
-            if self.guess.weak:
-                return [], Guessed(self.source, GENERIC, "", weak=self.guess.weak, keys=sorted(set(self.guess.keys_seen))[:12])
-            return [], None
-        return frames, Guessed(self.source, GENERIC, self.guess.describe(), self.guess.mapping())
+            return Guessed(self.source, GENERIC, "", weak=self.guess.weak, keys=sorted(set(self.guess.keys_seen))[:12]) if self.guess.weak else None
+        return Guessed(self.source, GENERIC, self.guess.describe(), self.guess.mapping())
 
 
 def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | None = None) -> str:
