@@ -60,24 +60,25 @@ def run_watch(
     import shutil
 
     from memlog.render.live import LiveOutput
-    from memlog.watch.watch import Watcher, no_records_error, should_exit, sigterm_raises, watch_loop
+    from memlog.watch.watch import Watcher, no_records_error, should_exit, stopped_by_signals, watch_loop
 
     def flushed(text: str) -> None:
         (write or sys.stdout.write)(text)  # looked up now: a closed stdout is None at import time
         sys.stdout.flush()
 
-    watcher = Watcher(inputs, reading, capacity_gib=capacity_gib, notice=notice, interval=interval)
-    out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
-                     workspace=os.environ.get("GITHUB_WORKSPACE"))
+    # From here on, Ctrl-C and a scheduler's SIGTERM end watching once the read in progress is done:
+    # the appended lines read, everything judged, the verdict printed whole, the exit by --fail-on
+    # (memlog.watch.watch.StopRequest).
+    with stopped_by_signals() as stop:
+        watcher = Watcher(inputs, reading, capacity_gib=capacity_gib, notice=notice, interval=interval)
+        out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
+                         workspace=os.environ.get("GITHUB_WORKSPACE"))
 
-    def on_report(report) -> bool:
-        out.update(report)
-        return should_exit(report, exit_on)
+        def on_report(report) -> bool:
+            out.update(report)
+            return should_exit(report, exit_on)
 
-    # A scheduler's SIGTERM ends watching as Ctrl-C does (the verdict, exit by --fail-on); one that
-    # comes while the closing verdict is judged or printed is ignored (memlog.watch.watch.sigterm_raises).
-    with sigterm_raises():
-        report, why = watch_loop(watcher, on_report, stop_after=stop_after)
+        report, why = watch_loop(watcher, on_report, stop=stop, stop_after=stop_after)
         if report is None:
             raise no_records_error(watcher)
         out.final(report, why)

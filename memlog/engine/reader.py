@@ -17,19 +17,21 @@ same condensing and the same generic reader:
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import groupby
 
 import polars as pl
 
-from memlog.base.errors import NoRecordsError
+from memlog.base.errors import InputError, NoRecordsError
 from memlog.base.events import EVENT_KINDS, Event, build_events
 from memlog.base.limits import MAX_EVENTS_PER_KIND
 from memlog.base.parallel import ordered_map
 from memlog.engine.plan import ReadingPlan
 from memlog.parse.chunks import ChunkParser, Matches, Scan
 from memlog.parse.generic import Guessed, SourceGuesser
-from memlog.read.inputs import expand
+from memlog.parse.stores import is_event_file, read_event_file
+from memlog.read.inputs import expand, is_url
 from memlog.read.source import Piece, Source, read_pieces, to_frame
 from memlog.tables.condense import Condenser, Summarised
 from memlog.tables.records import KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
@@ -219,13 +221,48 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
         yield from scanned
 
 
+class StoreReader:
+    """A metrics store's run (a TensorBoard event file: memlog/parse/stores/), read whole: the
+    records a SourceReader yields for a log, from no lines."""
+
+    def __init__(self, plan: ReadingPlan, source: Source) -> None:
+        if is_url(source.spec) or source.spec == "-":
+            raise InputError(f"{source.spec}: a TensorBoard event file is read from a local path")
+        frames, self.guessed, damage, events = read_event_file(source.spec, source.name)
+        self.source = source
+        source.stats.bytes_read, source.stats.lines, source.stats.damaged = os.path.getsize(source.spec), events, damage
+        self.frame = compact_records(source.name, frames, plan.keep, source.identity) if frames else None
+
+    finished = True  # read whole when made (watch makes another when the file grows)
+
+    def records(self) -> pl.DataFrame | None:
+        return self.frame
+
+    def event_frame(self) -> pl.DataFrame | None:
+        return None
+
+    def summarised(self) -> list[Summarised]:
+        return []
+
+    def guess_said(self) -> Guessed | None:
+        return self.guessed
+
+    def settle_guess(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
 def read_sources(plan: ReadingPlan, inputs: Sequence[str], progress: Callable[[Source], None] | None = None) -> tuple[Tables, list[Source]]:
     """Every input read whole through `plan`: the tables, and the sources they came from.
     `progress(source)` is called after each chunk (a few MB), so it costs nothing per line."""
     sources = expand(list(inputs))
+    stores = {id(s): StoreReader(plan, s) for s in sources if is_event_file(s.spec)}
     parser = plan.parser()
-    readers: list[SourceReader] = []
-    for _, chunks in groupby(scanned_chunks(sources, parser, plan.chunk_bytes, together=plan.observe is None), key=lambda chunk: id(chunk[0])):
+    readers: list[SourceReader | StoreReader] = []
+    logs = [s for s in sources if id(s) not in stores]
+    for _, chunks in groupby(scanned_chunks(logs, parser, plan.chunk_bytes, together=plan.observe is None), key=lambda chunk: id(chunk[0])):
         chunks = iter(chunks)
         first = next(chunks)
         reader = SourceReader(plan, first[0], parser)
@@ -236,10 +273,10 @@ def read_sources(plan: ReadingPlan, inputs: Sequence[str], progress: Callable[[S
                 progress(source)
         reader.finish()
         readers.append(reader)
-    return tables_of(readers), sources
+    return tables_of([*readers, *stores.values()]), sources
 
 
-def tables_of(readers: Iterable[SourceReader]) -> Tables:
+def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
     """The tables of the sources read: their records, as one table (records.build_records, which
     frees the frames as it copies them), and their events."""
     record_frames, event_frames, guessed, summarised = [], [], [], []

@@ -58,6 +58,8 @@ def identity_of(relative: str) -> dict[str, object]:
 
 
 def is_log_name(path: PurePath) -> bool:
+    if ".tfevents." in path.name:  # a TensorBoard event file: read as a metrics store (memlog/parse/stores)
+        return True
     if path.name.startswith(".") or NOT_LOGS.search(path.name):
         return False
     suffixes = path.suffixes[-2:]

@@ -11,7 +11,10 @@ waits as long again), so judging takes at most half the time of a long run.
 
 What `tail -F` does, this does: a file named but not yet created is waited for; a file replaced
 under its name (logrotate's create, a restarted job) is read to its end, then the new one from its
-start; a file cut shorter in place (copytruncate, `>` again) is read again from its start. Lines
+start; a file cut in place (copytruncate, `>` again) is read again from its start, even when it was
+written past its old size before the next poll (its first bytes, or those before where it was read
+to, changed). Only regular files are read: a FIFO, a device or a directory under a name is refused
+with one line (named so at start: exit 2; put there later: that input ends with what was read). Lines
 after a rotation or truncation continue the source's line numbers (the series stay one run; a
 restarted step counter starts a new segment as in `analyze`). A directory or glob is looked at
 again every RESCAN_SECONDS, so rank files that appear later are followed too. `-` reads a pipe;
@@ -23,15 +26,17 @@ reads it, and its records are part of the run judged; it is never followed. One 
 directory or glob is read once its last write is SETTLE_SECONDS old (logrotate may still be
 compressing it), and read again if it changed while being read. When every input named is a pipe
 that ended or a compressed file, nothing more can come and watching ends, as at a pipe's end.
+
+Ctrl-C and SIGTERM never interrupt a read or a judgement: they are recorded (StopRequest), and
+watching ends at the loop's next turn with a last read of what was appended, a closing judgement of
+everything read and the verdict printed whole.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import queue
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,26 +44,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
 
 from memlog.base.config import Config
-from memlog.base.errors import InputError, MemlogError
+from memlog.base.errors import MemlogError
 from memlog.engine.options import ReadingOptions
 from memlog.engine.plan import ReadingPlan
-from memlog.engine.reader import SourceReader
 from memlog.judge.rulekit import Finding
 from memlog.read.inputs import directory_sources, file_source, natural_key
-from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces, stdin
+from memlog.read.source import Source, stdin
+from memlog.watch.follow import Follower
 from memlog.report.report import Report
 from memlog.tables.records import Keep
 from memlog.watch.judging import capacity_projections, judge_held, leak_found
 
 POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing arrived
 RESCAN_SECONDS = 2.0  # how often directories and globs are listed again for new files
-BATCH_ROWS = 4096  # records a follower gathers from small polls before its condenser takes them
-SETTLE_SECONDS = 2.0  # a compressed file found by listing is read once unwritten this long
-
-
 @dataclass
 class Progress:
     """What watching has seen so far, for the status and the early warning: when (wall clock)
@@ -79,205 +79,22 @@ class Progress:
         return (s1 - s0) / (t1 - t0)
 
 
-class Follower:
-    """One file followed (or the pipe `-`), with the state that makes each poll read only new bytes:
-    where the file was read to, and its SourceReader (memlog/engine/reader.py), which keeps the
-    parser's, the condenser's and the generic reader's state from poll to poll."""
-
-    def __init__(self, source: Source, plan: ReadingPlan, settle: bool = False) -> None:
-        self.source, self.plan, self.settle = source, plan, settle
-        self.reader = SourceReader(plan, source, batch_rows=BATCH_ROWS)
-        self.compressed = False  # read once, whole (_read_compressed); `ended` once read
-        self.changed = False  # a compressed file changed while it was read: to be read again
-        self.handle = None
-        self.file_id: tuple[int, int] | None = None
-        self.position = 0
-        self.cutter = LineCutter()
-        self.rotations = 0
-        self.truncations = 0
-        self.waiting_said = False
-        self.pipe: queue.Queue[bytes | None] | None = None
-        self.ended = False
-        self.written_at: float | None = None  # when its last bytes were written (file) or came (pipe)
-
-    # -- reading --------------------------------------------------------------------------------
-
-    def poll(self) -> bool:
-        """Read what was appended since the last poll; True when something was read."""
-        if self.source.spec == "-":
-            return self._poll_pipe()
-        if self.ended:
-            return False
-        if not self.compressed and self.handle is None and not self._open():
-            return False
-        if self.compressed:
-            return self._read_compressed()
-        got = self._read_to_end()
-        if got:
-            self.written_at = os.fstat(self.handle.fileno()).st_mtime
-        try:
-            st = os.stat(self.source.spec)
-        except OSError:
-            return got  # moved away and not yet recreated: the old file may still grow
-        if (st.st_dev, st.st_ino) != self.file_id:
-            self._read_to_end()  # the last bytes written to the old file
-            self._restart("rotated")
-            if self._open() and not self.compressed:  # a compressed one is read whole at the next poll
-                self._read_to_end()
-            return True
-        if st.st_size < self.position:
-            self._restart("truncated")
-            self._read_to_end()
-            return True
-        return got
-
-    def _open(self) -> bool:
-        try:
-            handle = open(self.source.spec, "rb")  # noqa: SIM115 - kept open while followed
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise InputError(f"{self.source.spec}: cannot open ({exc.strerror or exc})") from None
-        if compression_of(handle.read(10)) is not None:
-            handle.close()
-            self.compressed = True
-            return True
-        handle.seek(0)
-        st = os.fstat(handle.fileno())
-        self.handle, self.file_id, self.position = handle, (st.st_dev, st.st_ino), 0
-        return True
-
-    def _read_to_end(self) -> bool:
-        """Every byte from the position to the current end of the file, a chunk at a time."""
-
-        backlog = os.fstat(self.handle.fileno()).st_size - self.position > CHUNK_BYTES
-
-        def blocks() -> Iterator[bytes]:
-            while True:
-                block = self.handle.read(CHUNK_BYTES)
-                if not block:
-                    return
-                self.position += len(block)
-                self.source.stats.bytes_read += len(block)
-                yield block
-
-        # A few appended lines are scanned here; a backlog (the file as found at start) on all cores.
-        return self._absorb((piece for block in blocks() for piece in self.cutter.feed(block)), workers=None if backlog else 1)
-
-    def _read_compressed(self) -> bool:
-        """The whole file, decompressed, as `analyze` reads it; then it is done (it cannot grow)."""
-        try:
-            before = os.stat(self.source.spec)
-        except OSError:
-            return False  # gone before it was read (a rotation deleted it)
-        if self.settle and time.time() - before.st_mtime < SETTLE_SECONDS:
-            return False  # possibly still being compressed: read it once finished
-        try:
-            self._absorb(read_pieces(self.source), workers=None)
-        except InputError:
-            return False
-        self.reader.finish()
-        self.ended, self.written_at = True, before.st_mtime
-        try:
-            after = os.stat(self.source.spec)
-            self.changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
-        except OSError:
-            pass
-        return True
-
-    def _restart(self, why: str) -> None:
-        """The file was replaced or cut: what is left of the old one is finished; line numbers go on."""
-        self._absorb(self.cutter.finish())
-        self.reader.end_of_file()
-        self.cutter = LineCutter(self.cutter.next_line)
-        if why == "rotated":
-            self.rotations += 1
-            self.handle.close()
-            self.handle = None
-        else:
-            self.truncations += 1
-            self.handle.seek(0)
-            self.position = 0
-
-    def _poll_pipe(self) -> bool:
-        if self.pipe is None:
-            self.pipe = queue.Queue()
-            threading.Thread(target=_read_pipe, args=(self.pipe,), daemon=True, name="memlog-stdin").start()
-        data = []
-        while True:
-            try:
-                block = self.pipe.get_nowait()
-            except queue.Empty:
-                break
-            if block is None:
-                self.ended = True
-                break
-            data.append(block)
-        self.source.stats.bytes_read += sum(map(len, data))
-        if data:
-            self.written_at = time.time()
-        pieces = [p for block in data for p in self.cutter.feed(block)]
-        if self.ended:
-            pieces += list(self.cutter.finish())
-        got = self._absorb(iter(pieces))
-        if self.ended:
-            self.reader.finish()
-        return got or self.ended
-
-    # -- parsing ---------------------------------------------------------------------------------
-
-    def _absorb(self, pieces: Iterator[Piece], workers: int | None = 1) -> bool:
-        """Scan pieces (on `workers` threads; None: all cores), absorb them in file order."""
-        return self.reader.read(pieces, workers)
-
-    def records(self) -> pl.DataFrame | None:
-        """Every record read so far, as one frame (condensed where the condenser has binned), the
-        generic reader's guess made on what was read where it had not decided yet."""
-        self.reader.settle_guess()
-        return self.reader.records()
-
-    def finish(self) -> None:
-        """Watching is over: the unfinished last line and a block still open (a multi-line record
-        waiting for its next line) are read as they stand, as `analyze` reads a file's end."""
-        if self.ended or self.compressed:
-            return
-        self._absorb(self.cutter.finish())
-        self.reader.finish()
-        self.ended = True
-        self.cutter = LineCutter(self.cutter.next_line)
-
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
-
-
-def _read_pipe(into: queue.Queue) -> None:
-    """Standard input's bytes as they come, on a thread of their own (a read blocks)."""
-    fd = sys.stdin.fileno()
-    try:
-        while block := os.read(fd, 1 << 20):
-            into.put(block)
-    except OSError:
-        pass
-    into.put(None)
-
-
 class Watcher:
     """The inputs followed, found again as directories and globs gain files, judged as they grow."""
 
     def __init__(
         self, inputs: list[str], options: ReadingOptions = ReadingOptions(), *, config: Config | None = None, capacity_gib: float | None = None,
-        notice: Callable[[str], None] = lambda message: None, interval: float = 1.0,
+        notice: Callable[[str], None] = lambda message: None, interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: what paces judging and rescans (tests give a fake one; nothing waits on it)."""
         self.inputs = list(inputs)
         self.config, self.capacity_gib = config if config is not None else options.loaded_config(), capacity_gib
         self.plan = ReadingPlan.of(options, config=self.config, keep=Keep.judged())
-        self.notice, self.interval = notice, interval
+        self.notice, self.interval, self.clock = notice, interval, clock
         self.followers: dict[str, Follower] = {}
         self.compressed_said: set[str] = set()
-        self.last_scan = 0.0
-        self.judged_at = 0.0
+        self.last_scan = float("-inf")
+        self.judged_at = float("-inf")
         self.judge_seconds = 0.0
         self.unjudged = False
         self.progress = Progress()
@@ -291,7 +108,7 @@ class Watcher:
 
     def discover(self, force: bool = False) -> None:
         """Follow every file the inputs name now (directories and globs are listed again)."""
-        now = time.monotonic()
+        now = self.clock()
         if not force and now - self.last_scan < RESCAN_SECONDS:
             return
         self.last_scan = now
@@ -327,6 +144,9 @@ class Watcher:
             got |= follower.poll()
             if follower.compressed and follower.ended:
                 self._compressed_read(spec, follower)
+            if follower.refused:
+                self.notice(follower.refused + "; what was read of it stands")
+                follower.refused = None
         if got:
             self.unjudged = True
         return got
@@ -350,16 +170,16 @@ class Watcher:
         """Time to judge: something new, at least `interval` since the last judgement, and at least
         as long as the last judgement took (judging never takes more than half the time)."""
         wait = max(self.interval, self.judge_seconds)
-        return self.unjudged and time.monotonic() - self.judged_at >= wait
+        return self.unjudged and self.clock() - self.judged_at >= wait
 
     def judge(self) -> Report | None:
         """The verdict on everything read so far (None while no record or fatal event was read)."""
-        started = time.monotonic()
+        started = self.clock()
         self.unjudged = False
         readers = [f.reader for f in self.followers.values()]
         record_frames = [frame for f in self.followers.values() if (frame := f.records()) is not None]
         event_frames = [frame for r in readers if (frame := r.event_frame()) is not None]
-        self.judged_at = time.monotonic()
+        self.judged_at = self.clock()
         if not record_frames and not event_frames:
             return self.report
         # Restart segments a follower's condenser no longer holds are counted as analyze counts them.
@@ -372,8 +192,8 @@ class Watcher:
             return self.report
         report.extra["watch"] = self._state(report)
         self.report = report
-        self.judge_seconds = time.monotonic() - started
-        self.judged_at = time.monotonic()
+        self.judge_seconds = self.clock() - started
+        self.judged_at = self.clock()
         return report
 
     def _state(self, report: Report) -> dict:
@@ -391,7 +211,7 @@ class Watcher:
     def finish(self) -> None:
         """Nothing more is read: every follower's last line and open block count (judge() after)."""
         for follower in self.followers.values():
-            if not follower.ended:
+            if not follower.reader.finished:
                 follower.finish()
                 self.unjudged = True
 
@@ -465,42 +285,50 @@ def early_warning(report: Report) -> list[dict]:
     return warnings
 
 
-class Terminated(Exception):
-    """SIGTERM arrived (a batch scheduler stopping the job): end watching as Ctrl-C does."""
+class StopRequest:
+    """A signal handler for SIGINT and SIGTERM while watching: it only records that one came, and
+    watch_loop ends at its next turn, once the read or judgement in progress is done, reads what
+    was appended up to then and judges everything read. Nothing a signal interrupts is lost
+    halfway (a chunk half absorbed, a verdict half printed). A second Ctrl-C while that last read
+    and judgement run raises KeyboardInterrupt, for a user who will not wait."""
 
+    def __init__(self) -> None:
+        self.signal: int | None = None
 
-def _raise_terminated(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # raised once: the closing verdict is printed whole
-    raise Terminated
+    def __call__(self, signum: int, frame) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = self.signal or signum
+
+    @property
+    def why(self) -> str:
+        return "terminated" if self.signal == signal.SIGTERM else "interrupted"
 
 
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """While watching, SIGTERM raises Terminated in the main thread (its default kills the process
-    with nothing printed); once watching ends (a first SIGTERM, or watch_loop finishing), SIGTERM
-    is ignored until the context closes, so the closing verdict is judged and printed whole."""
+def stopped_by_signals() -> Iterator[StopRequest]:
+    """SIGINT and SIGTERM, from now until the context closes, ask watching to stop (StopRequest):
+    a batch scheduler's SIGTERM ends watching as Ctrl-C does, never the process with nothing printed."""
+    stop = StopRequest()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _finishing() -> None:
-    """Watching is over: a SIGTERM from now on would cut the closing judgement or verdict short."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _raise_terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_after: float | None = None) -> tuple[Report | None, str]:
+def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop: StopRequest | None = None,
+               stop_after: float | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[Report | None, str]:
     """Poll and judge until `on_report(report)` says stop (True: "stopped"), the pipes end
-    ("ended"), Ctrl-C ("interrupted"), SIGTERM ("terminated") or `stop_after` seconds pass
-    ("timeout"). Returns the verdict on everything read (judged once more if anything came since)
-    and why it ended. SIGTERM is only caught here when the caller made it raise (sigterm_raises)."""
-    started = time.monotonic()
+    ("ended"), `stop` records a Ctrl-C ("interrupted") or SIGTERM ("terminated"), or `stop_after`
+    seconds of the watcher's clock pass ("timeout"). Returns the verdict on everything read (judged
+    once more if anything came since) and why it ended."""
+    stop = stop or StopRequest()
+    started = watcher.clock()
     why = "timeout"
     try:
         while True:
@@ -509,19 +337,18 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
                 report = watcher.judge()
                 if report is not None and on_report(report):
                     return report, "stopped"
-            if watcher.ended:
+            if stop.signal is not None:
+                why = stop.why
+            elif watcher.ended:
                 why = "ended"
                 break
-            if stop_after is not None and time.monotonic() - started >= stop_after:
-                break
-            if not got:
-                time.sleep(POLL_SECONDS)
-    except (KeyboardInterrupt, Terminated) as exc:
-        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        _finishing()  # after Ctrl-C, a SIGTERM during this last read would escape the loop
-        watcher.poll()  # what was written up to the interrupt counts in the verdict printed
+            elif stop_after is None or watcher.clock() - started < stop_after:
+                if not got:
+                    sleep(POLL_SECONDS)
+                continue
+            watcher.poll()  # what was appended up to the signal (or the time) counts in the verdict
+            break
     finally:
-        _finishing()
         watcher.finish()
         watcher.close()
     if watcher.unjudged:
@@ -530,8 +357,8 @@ def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop_af
 
 
 def no_records_error(watcher: Watcher) -> MemlogError:
-    from memlog.engine.api import nothing_found
+    from memlog.engine.reader import nothing_found
 
     sources = [f.source for f in watcher.followers.values()]
-    return MemlogError(nothing_found(sources, watcher.specs) if sources else "no input file appeared")
+    return nothing_found(sources, watcher.plan) if sources else MemlogError("no input file appeared")
 

@@ -16,7 +16,7 @@ import polars as pl
 from memlog.base.columns import MEMORY_COLUMNS, unit_gib
 from memlog.parse.multiline import RECORD_SCHEMA
 from memlog.parse.generic.guessed import Guessed
-from memlog.parse.generic.mapping import meaning_of, unit_in_key
+from memlog.parse.generic.mapping import meaning_of, unit_in_key, words
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 READER = "trainer_state.json"
@@ -55,45 +55,68 @@ class StructuredFile:
         history = document.get("log_history") if isinstance(document, dict) else None
         if not isinstance(history, list):
             return [], None
-        rows, used = [], {}
-        for entry in history:
-            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+        entries = [e for e in history if isinstance(e, dict) and not any(k.startswith("eval_") for k in e) and "train_runtime" not in e]
+        # (evaluation and end-of-training summaries are not training steps)
+        return keyed_records(entries, self.source, READER, "each `log_history` entry", "log_history")
+
+
+def keyed_records(entries: list[dict], source: str, reader: str, where: str, pattern: str) -> tuple[list[pl.DataFrame], Guessed | None]:
+    """Records of metrics kept as keys and values per step (trainer_state.json's `log_history`, a
+    TensorBoard run's scalars by step: memlog/parse/stores/): each entry a dict with an int `step`
+    (and `_seconds`, its wall time, where known), each key mapped to a column by its name as the
+    generic reader maps it (mapping.py), its unit from the key. Returns the frames and what was
+    read by a guess, in words (`where`: where the steps come from; `pattern`: the evidence's name)."""
+    rows, used = [], {}
+    for entry in entries:
+        if not isinstance(entry.get("step"), int) or isinstance(entry.get("step"), bool):
+            continue
+        row: dict[str, float | int] = {"step": entry["step"]}
+        for key, value in entry.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or key in ("step", "_seconds"):
                 continue
-            if any(k.startswith("eval_") for k in entry) or "train_runtime" in entry:
-                continue  # evaluation and end-of-training summaries are not training steps
-            row: dict[str, float | int] = {"step": entry["step"]}
-            for key, value in entry.items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or key == "step":
-                    continue
-                column, scale, text = _column(key, value)
-                if column and column not in row:
-                    row[column] = value * scale
-                    used.setdefault(column, text)
-            if len(row) > 1:
-                rows.append(row)
-        if not rows:
-            return [], None
-        frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-            line_no=pl.int_range(1, len(rows) + 1, dtype=pl.Int64), format=pl.lit(READER), kind=pl.lit("train"),
-            pattern=pl.lit(f"{READER}/log_history"), inherited=pl.lit(False), ordinal_step=pl.lit(False),
-            **{c: pl.lit(None, dtype=t) for c, t in RECORD_SCHEMA.items() if c not in ("line_no", "step", "kind")},
-        ).with_columns(pl.col("step").cast(pl.Int64))
-        mapping = "step from `step` of each `log_history` entry: " + ", ".join(used.values())
-        columns = [{"column": c, "key": t.split("`")[1], "unit": None, "unit_guessed": False, "pattern": "log_history"} for c, t in used.items()]
-        return [frame], Guessed(self.source, READER, mapping, columns)
+            column, scale, text = _column(key, value)
+            if column and column not in row:
+                row[column] = value * scale
+                used.setdefault(column, text)
+        if len(row) > 1:
+            if isinstance(entry.get("_seconds"), float):
+                row["_seconds"] = entry["_seconds"]
+            rows.append(row)
+    if not rows:
+        return [], None
+    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        line_no=pl.int_range(1, len(rows) + 1, dtype=pl.Int64), format=pl.lit(reader), kind=pl.lit("train"),
+        pattern=pl.lit(f"{reader}/{pattern}"), inherited=pl.lit(False), ordinal_step=pl.lit(False),
+        **{c: pl.lit(None, dtype=t) for c, t in RECORD_SCHEMA.items() if c not in ("line_no", "step", "kind", *rows[0])},
+    ).with_columns(pl.col("step").cast(pl.Int64))
+    mapping = f"step from `step` of {where}: " + ", ".join(used.values())
+    columns = [{"column": c, "key": t.split("`")[1], "unit": None, "unit_guessed": False, "pattern": pattern} for c, t in used.items()]
+    return [frame], Guessed(source, reader, mapping, columns)
+
+
+# Units a metrics key spells as a word of its own (`memoryAllocatedBytes`, `..._usage_megabytes`).
+WORD_UNITS = {"bytes": "B", "kilobytes": "KB", "megabytes": "MB", "gigabytes": "GB", "mib": "MiB", "gib": "GiB", "mb": "MB", "gb": "GB"}
+
+
+def _unit(key: str) -> str | None:
+    """The unit a key spells: `(GiB)`, `_mb`, `Bytes`; "%" for a share of a total, never read as memory."""
+    if "%" in key or key.lower().endswith(("percent", "_pct", "pct)")):
+        return "%"
+    return unit_in_key(key) or WORD_UNITS.get((words(key) or [""])[-1])
 
 
 def _column(key: str, value: float) -> tuple[str | None, float, str]:
     if key == "learning_rate":
         return "lr", 1.0, "learning rate from `learning_rate`"
-    meaning = meaning_of(key, unit_in_key(key))
+    unit = _unit(key)
+    meaning = meaning_of(key, unit)
     if meaning is None:
         return None, 1.0, ""
     column = meaning.column(running_max=meaning.peak)
     if column in MEMORY_COLUMNS:
-        unit = unit_in_key(key) or ("MiB" if abs(value) > 512 else "GiB")
+        unit = unit or ("MiB" if abs(value) > 512 else "GiB")
         scale = unit_gib(unit) or 1.0
-        return column, scale, meaning.describe(key, unit, unit_in_key(key) is None, meaning.peak)
+        return column, scale, meaning.describe(key, unit, _unit(key) is None, meaning.peak)
     if math.isfinite(value) or meaning.role == "loss":
         return column, 1.0, meaning.describe(key, None, False, False)
     return None, 1.0, ""
