@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -43,6 +44,7 @@ def scan(
     run_glob: Annotated[Optional[str], typer.Option("--run-glob", help="Every file or folder under PATH matching this glob is a run (instead of the layout rule; ** recurses).")] = None,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Judge the runs as Ray tasks (pip install 'memlog[ray]'); ADDRESS: auto, ray://head:10001, head:6379; none: ray.init()'s default.")] = None,
     capacity: CapacityOption = None,
+    prometheus_textfile: Annotated[Optional[Path], typer.Option("--prometheus-textfile", metavar="FILE", help="Also write the runs' metrics (verdict, growth, projected OOM) for node_exporter's textfile collector; needs memlog[prometheus].")] = None,
     debug: Debug = False,
 ) -> None:
     """Judge every run under the paths, one row per run, worst first (memlog/scan/runs.py: what a run is)."""
@@ -67,6 +69,8 @@ def scan(
         if output is ScanOutput.github:
             rendering = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
         emit(render_fleet(fleet, output.value, **rendering))
+        if prometheus_textfile is not None:
+            write_textfile(prometheus_textfile, fleet.rows)
         if output is ScanOutput.github and os.environ.get("GITHUB_STEP_SUMMARY"):
             append_step_summary(render_fleet(fleet, "markdown"))
         if not fleet.readable:
@@ -75,3 +79,20 @@ def scan(
 
     fleet = guard(debug, action)
     raise typer.Exit(EXIT_FINDING if any(fails(row, fail_on.value) for row in fleet.rows) else EXIT_OK)
+
+
+def write_textfile(path: Path, rows: list[dict]) -> None:
+    """The rows' metrics in the text exposition format, written whole then renamed into place (the
+    textfile collector must never read half a file)."""
+    try:
+        from memlog.render.prometheus import fleet_exposition
+
+        text = fleet_exposition([(str(row["run"]), row) for row in rows])
+    except ImportError:
+        raise MemlogError("--prometheus-textfile needs the extra: pip install 'memlog[prometheus]'") from None
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        raise MemlogError(f"--prometheus-textfile {path}: cannot write ({exc.strerror or exc})") from None

@@ -36,6 +36,10 @@ def watch(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C, SIGTERM or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
     capacity: CapacityOption = None,
+    metrics_port: Annotated[str | None, typer.Option("--metrics-port", metavar="[ADDR:]PORT", help="Serve Prometheus metrics of the judgement (memory, growth, projected OOM, verdict) here; needs memlog[prometheus].")] = None,
+    notify: Annotated[str | None, typer.Option("--notify", metavar="URL", help="POST a JSON message (Slack-compatible) when the verdict turns to leak, oom or crash, or the projected OOM comes within --notify-horizon.")] = None,
+    notify_horizon: Annotated[float, typer.Option("--notify-horizon", metavar="SECONDS", help="How near a projected OOM is told (--notify).", min=0)] = 3600.0,
+    run: Annotated[str | None, typer.Option("--run", help="The run's name in metrics and messages (default: the first log's name).")] = None,
     debug: Debug = False,
 ) -> None:
     """Follow growing logs (like tail -F) and judge the run as steps arrive; warn before the OOM."""
@@ -45,15 +49,72 @@ def watch(
             logs, reading, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval,
             capacity_gib=capacity, write=emit, terminal=terminal(), ascii_only=ascii_only(),
             notice=lambda message: typer.echo(f"memlog: {safe(message)}", err=True),
+            alerts=Alerts(metrics_port, notify, notify_horizon, run or run_name(logs)),
         )
 
     raise typer.Exit(guard(debug, action))
 
 
+class Alerts:
+    """Where watch's judgements go besides its output: a Prometheus endpoint and a webhook."""
+
+    def __init__(self, metrics_port: str | None = None, notify: str | None = None, horizon: float = 3600.0, run: str = "run") -> None:
+        self.metrics_port, self.notify, self.horizon, self.run = metrics_port, notify, horizon, run
+        self.latest: list = []  # (run, report, seconds to OOM per series): what a scrape serves
+        self.notifier = None
+        self.server = None
+
+    def start(self, notice: Callable[[str], None]) -> None:
+        from memlog.base.errors import InputError
+
+        if self.metrics_port:
+            try:
+                from prometheus_client import start_http_server
+            except ImportError:
+                raise InputError("--metrics-port needs the extra: pip install 'memlog[prometheus]'") from None
+            from memlog.render.prometheus import registry_of
+
+            address, _, port = self.metrics_port.rpartition(":")
+            if not port.isdigit():
+                raise InputError(f"--metrics-port {self.metrics_port!r}: expected PORT or ADDR:PORT")
+            try:
+                self.server, _ = start_http_server(int(port), address or "0.0.0.0", registry=registry_of(lambda: self.latest))
+            except OSError as exc:
+                raise InputError(f"--metrics-port {self.metrics_port}: cannot listen ({exc.strerror or exc})") from None
+        if self.notify:
+            from memlog.watch.notify import Notifier
+
+            try:
+                self.notifier = Notifier(self.notify, self.run, horizon_seconds=self.horizon, notice=notice)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+
+    def judged(self, report) -> None:
+        from memlog.watch.watch import early_warning
+
+        seconds = {w["series"]: w["capacity_in_seconds"] for w in early_warning(report) if w["series"] is not None}
+        self.latest = [(self.run, report, seconds)]
+        if self.notifier is not None:
+            self.notifier.consider(report, seconds)
+
+    def stop(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close(wait=5.0)  # what is queued gets a moment to go, never more
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def run_name(logs: list[str]) -> str:
+    """A run's default name: its first log's file name (or its folder's, for a directory)."""
+    first = logs[0] if logs else "run"
+    return "stdin" if first == "-" else os.path.basename(os.path.normpath(first)) or first
+
+
 def run_watch(
     inputs: list[str], reading: ReadingOptions = ReadingOptions(), *, output: str = "text", exit_on: str = "never",
     fail_on: str = "error", interval: float = 1.0, capacity_gib: float | None = None, write: Callable[[str], None] | None = None, terminal: bool = False, ascii_only: bool = False,
-    notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None,
+    notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None, alerts: Alerts | None = None,
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
     finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
@@ -74,14 +135,22 @@ def run_watch(
         out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
                          workspace=os.environ.get("GITHUB_WORKSPACE"))
 
+        alerts = alerts or Alerts()
+        alerts.start(notice)
+
         def on_report(report) -> bool:
             out.update(report)
+            alerts.judged(report)
             return should_exit(report, exit_on)
 
-        report, why = watch_loop(watcher, on_report, stop=stop, stop_after=stop_after)
-        if report is None:
-            raise no_records_error(watcher)
-        out.final(report, why)
+        try:
+            report, why = watch_loop(watcher, on_report, stop=stop, stop_after=stop_after)
+            if report is None:
+                raise no_records_error(watcher)
+            alerts.judged(report)  # the closing judgement too
+            out.final(report, why)
+        finally:
+            alerts.stop()
     if why == "stopped":
         notice(f"watch: stopping (--exit-on {exit_on}): {report.headline.headline}")
         return 1
