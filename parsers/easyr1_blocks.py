@@ -1,4 +1,4 @@
-"""Block parser for EasyR1's console logger: one YAML block per step (log-formats.md §4.2).
+"""Block parser for EasyR1's console logger: one YAML block per step.
 
     (Runner pid=5121) Step 3
     (Runner pid=5121) actor:

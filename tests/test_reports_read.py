@@ -231,7 +231,9 @@ _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^\n`]*)\n(?P<body
 
 
 def _readme_blocks():
-    return [(m.group("info").strip(), m.group("body")) for m in _FENCE.finditer((ROOT / "README.md").read_text(encoding="utf-8"))]
+    """The fenced blocks of README.md and of the pages of docs/ it links to."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(m.group("info").strip(), m.group("body")) for page in pages for m in _FENCE.finditer(page.read_text(encoding="utf-8"))]
 
 
 def _command_blocks():
