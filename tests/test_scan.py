@@ -21,6 +21,7 @@ from tests import fleet_tree
 from tests.synthetic import titan_log
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((Path(__file__).parents[1] / "memlog" / "report" / "schema" / "scan.schema.json").read_text())
 
 
@@ -258,3 +259,51 @@ def test_every_output_is_inert_and_valid(tmp_path, output):
 def test_stdin_is_not_a_fleet():
     result = runner.invoke(app, ["scan", "-"])
     assert result.exit_code == 2 and "memlog analyze -" in result.stderr
+
+
+@pytest.mark.parametrize("names", [
+    ["lora-rank8", "lora-rank16", "lora-rank64"],  # a LoRA sweep: the rank is a hyperparameter
+    ["baseline", "lr-3e-5", "node2-repro"],  # one experiment names a node count
+    ["gpu-sweep-a", "gpu-sweep-b"],
+    ["exp_rank4_lr1e-4", "exp_rank16_lr1e-4"],
+])
+def test_runs_named_with_rank_or_node_are_not_merged(tmp_path, names):
+    """A fleet tool that merges runs is wrong silently: sibling runs whose names happen to hold
+    "rank" or "node" are one row each, and the leaking one is named."""
+    for i, name in enumerate(names):
+        (tmp_path / name).mkdir()
+        memory = fleet_tree.LEAK if i == 1 else fleet_tree.FLAT
+        titan_log(tmp_path / name / "train.log", {0: memory}, fleet_tree.STEPS)
+    runs = find_runs([str(tmp_path)])
+    assert sorted(r.name for r in runs) == sorted(f"{n}/train.log" for n in names)
+    result = runner.invoke(app, ["scan", str(tmp_path), "--jobs", "1", "-o", "json"])
+    rows = json.loads(result.stdout)["runs"]
+    assert {row["run"].split("/")[0] for row in rows if row["verdict"] == "leak"} == {names[1]}
+
+
+@pytest.mark.parametrize("names", [
+    ["rank0.log", "rank1.log", "rank2.log", "rank3.log"],
+    ["20250304_rank1.log", "20250304_rank2.log"],
+    ["node01", "node02"],
+    ["worker_0.out", "worker_1.out", "worker_3.out"],  # a rank whose file is missing
+])
+def test_files_numbering_the_workers_of_a_job_are_one_run(tmp_path, names):
+    job = tmp_path / "job"
+    job.mkdir()
+    for i, name in enumerate(names):
+        path = job / name
+        if "." not in name:
+            path.mkdir()
+            path = path / "train.log"
+        titan_log(path, {i: fleet_tree.FLAT}, fleet_tree.STEPS)
+    assert [r.name for r in find_runs([str(tmp_path)])] == ["job"]
+
+
+def test_a_trainer_state_and_tensorboard_runs_are_runs(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "trainer_state.json").write_text((ROOT / "sample_logs" / "generic" / "trainer_state.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text('{"lr": 0.001}\n')
+    for run in ("tb/run_a", "tb/run_b"):
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"")
+    assert [r.name for r in find_runs([str(tmp_path)])] == ["hf/trainer_state.json", "tb/run_a", "tb/run_b"]

@@ -8,11 +8,16 @@ log file under it, memlog/read/inputs.py). Walking down from each path given:
    - a torchrun `--log-dir` run: it holds `attempt_<n>/` folders;
    - a Ray session: a `session_*` folder with a `logs/` folder (the run is that `logs/`), or a
      folder of Ray worker files (`worker-<id>-<job>-<pid>.out`);
-   - per-rank or per-node logs: a file or folder directly in it names a rank or a node
-     (`rank3.log`, `20250304_rank3.log`, `node-2.log`, `node01/`);
+   - per-rank or per-node logs: the files or folders directly in it number the workers of one job:
+     names alike but for a worker's number (`rank0.log` ... `rank7.log`, `20250304_rank3.log`,
+     `node01/ node02/`) whose numbers start at 0 or 1 and leave at most half of the range out. A
+     name that merely contains "rank" or "node" proves nothing: `lora-rank8/ lora-rank16/
+     lora-rank64/` is a sweep of three runs, `exps/node2-repro/` one run beside the others;
+   - a TensorBoard run: a folder whose logs are all event files (`events.out.tfevents.*`);
 3. otherwise each log file directly in the directory is a run of its own (a folder of
    `slurm-<jobid>.out` files is that many runs), except `.json` and `.csv` files (configs and
-   metric dumps beside the logs), and each sub-folder is walked in turn.
+   metric dumps beside the logs) unless one is Hugging Face's `trainer_state.json` (its own run,
+   as `analyze` reads it), and each sub-folder is walked in turn.
 
 Hidden entries and symlinked folders are not walked (Ray's `session_latest` points at a session
 that is found anyway). `--run-glob PATTERN` replaces the rule: every file or folder under a path
@@ -36,9 +41,12 @@ from memlog.read.inputs import identity_of, is_log_name, natural_key
 from memlog.read.remote import filesystem, is_url
 
 TORCHRUN_ATTEMPT = re.compile(r"^attempt_\d+$")
+# A worker's number in a file or folder name (`rank3`, `node-02`, `worker_5`, `gpu1`).
+WORKER_NUMBER = re.compile(r"(?i)(?<![a-z])(?:rank|node|worker|gpu)[-_]?(\d+)(?!\d)")
 RAY_SESSION = re.compile(r"^session_")
 # Beside the logs, not logs: a directory's .json / .csv files are no run of their own.
 NOT_A_RUN_ALONE = {".json", ".csv"}
+TRAINER_STATE = "trainer_state.json"  # Hugging Face's metrics document: a run, as analyze reads it
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,27 @@ def _names_workers(dirs: list[str], logs: list[str]) -> bool:
     """Does this directory's content name the workers of one job (rule 2 above)?"""
     if any(TORCHRUN_ATTEMPT.match(d) for d in dirs):
         return True
-    if any(identity_of(name) for name in logs):  # rank3.log, node-2.log, Ray worker-*.out
+    if any("pid" in identity_of(name) for name in logs):  # Ray's worker-<id>-<job>-<pid>.out
         return True
-    return any("node" in identity_of(d) or "rank" in identity_of(d) for d in dirs)
+    if logs and all(".tfevents." in name for name in logs) and not dirs:
+        return True  # one TensorBoard run (a resumed run adds a file)
+    return _numbered_workers(logs) or _numbered_workers(dirs)
+
+
+def _numbered_workers(names: list[str]) -> bool:
+    """Names alike but for a worker's number, numbered from 0 or 1 with at most half the range
+    missing (rank0..rank7; node01, node02): the workers of one job, not runs that happen to
+    name a rank (a LoRA rank, a node count) in a name of their own."""
+    templates: dict[str, set[int]] = {}
+    for name in names:
+        if match := WORKER_NUMBER.search(name):
+            template = name[: match.start(1)] + "#" + name[match.end(1):]
+            templates.setdefault(template, set()).add(int(match.group(1)))
+    for numbers in templates.values():
+        low, high = min(numbers), max(numbers)
+        if low in (0, 1) and len(numbers) * 2 >= high - low + 1:
+            return True
+    return False
 
 
 def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
@@ -136,7 +162,7 @@ def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
         yield Run(name or base, path)
         return
     for log in sorted(logs, key=natural_key):
-        if PurePosixPath(log).suffix.lower() not in NOT_A_RUN_ALONE:
+        if PurePosixPath(log).suffix.lower() not in NOT_A_RUN_ALONE or log == TRAINER_STATE:
             yield Run(_child(name, log), tree.join(path, log))
     for sub in sorted(dirs, key=natural_key):
         yield from _walk(tree, tree.join(path, sub), _child(name, sub))
