@@ -113,12 +113,27 @@ def test_the_leaking_ranks_of_64_are_drawn_first(tmp_path):
     assert len(rising) <= MAX_POINTS and rising[-1] - rising[0] > 9
 
 
-def test_more_named_series_than_lines_are_spread_over_their_levels(tmp_path):
+def test_more_named_series_than_lines_are_spread_over_their_levels_beside_a_calm_one(tmp_path):
     report = many_ranks(tmp_path, leaking=tuple(range(0, 64, 4)))
     chart = chart_data(report)
     assert len(chart.lines) == MAX_LINES
-    assert all(line.why == "memory-leak" for line in chart.lines)
+    assert [line.why for line in chart.lines] == ["memory-leak"] * (MAX_LINES - 1) + ["calm"]
+    assert int(chart.lines[-1].view.label.removeprefix("rank")) % 4 != 0
     assert chart.hidden == 64 - MAX_LINES
+
+
+def test_a_two_node_job_draws_a_calm_rank_of_the_other_node_beside_the_leaking_node(tmp_path):
+    """One node's 8 ranks leak, the other's are flat: the chart shows the contrast, in every format."""
+    report = many_ranks(tmp_path, leaking=tuple(range(8, 16)), ranks=16)
+    chart = chart_data(report)
+    calm = [line.view.label for line in chart.lines if line.why == "calm"]
+    assert len(calm) == 1 and int(calm[0].removeprefix("rank")) < 8
+    assert len([line for line in chart.lines if line.why == "memory-leak"]) == MAX_LINES - 1
+    from memlog.render.html import render_html
+    from memlog.render.text import render_text
+
+    assert f"{calm[0]} (calm)" in render_text(report, width=120)
+    assert f"{calm[0]} (calm)" in render_html(report)
 
 
 def test_every_rank_is_drawn_when_they_fit():

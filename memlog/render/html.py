@@ -32,7 +32,7 @@ from memlog.render.safety import safe
 from memlog.render.shared import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
-from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
+from memlog.render.selection import MAX_LINES, SHOW_COMMAND, UNNAMED, select
 from memlog.report.report import Report, SeriesView, source_damage
 from memlog.base.phrases import workers_phrase
 
@@ -317,9 +317,9 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
 
     heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
     caption = []
-    named = [f"{esc(view.label)} ({esc(why)})" for view, why in drawn if why and why not in ("lowest", "median", "highest")]
+    named = [f"{esc(view.label)} ({esc(why)})" for view, why in drawn if why and why not in UNNAMED]
     if hidden:
-        reps = [f"{esc(view.label)} ({why})" for view, why in drawn if why in ("lowest", "median", "highest")]
+        reps = [f"{esc(view.label)} ({why})" for view, why in drawn if why in UNNAMED]
         drawn_text = f"{len(drawn)} of {len(real)} {per}s drawn"
         if named:
             drawn_text += f": {', '.join(named)} named by findings"

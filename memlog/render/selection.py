@@ -1,7 +1,9 @@
 """Which series a chart draws, shared by every renderer (text chart, sparklines, Mermaid, HTML):
 the series that findings name first (the leaking ranks, the worker that ran out of memory), then,
 when not every other series fits, a representative few of the rest (lowest, median and highest by
-mean level), and a count of what is left out with the command that draws it.
+mean level), and a count of what is left out with the command that draws it. When findings name
+more series than fit, one calm series still gets a line (from another node than theirs when there
+is one): the contrast is what shows a reader that the leak is theirs, not the job's.
 
 With 64 ranks a chart of the first eight shows one node's flat ranks and hides the two that leak;
 choosing here, once, means the chart, the sparklines and the Mermaid block tell the same story.
@@ -17,6 +19,8 @@ from memlog.report.report import Report, SeriesView
 MAX_LINES = 8  # more lines than this is a scribble
 REPRESENTATIVES = 3  # of the series no finding names: lowest, median, highest
 REPRESENTATIVE_NAMES = {1: ["median"], 2: ["lowest", "highest"], 3: ["lowest", "median", "highest"]}
+CONTRAST = "calm"  # the one series no finding names, drawn beside many that findings name
+UNNAMED = ("lowest", "median", "highest", CONTRAST)  # the whys of series no finding names
 
 
 @dataclass
@@ -27,7 +31,7 @@ class Pick:
     @property
     def named(self) -> bool:
         """Chosen because a finding names it (not as a representative)."""
-        return bool(self.why) and self.why not in ("lowest", "median", "highest")
+        return bool(self.why) and self.why not in UNNAMED
 
 
 @dataclass
@@ -86,8 +90,10 @@ def select(report: Report, views: list[SeriesView], subject: str, limit: int = M
 def choose(views: list[SeriesView], named: dict[str, str], limit: int = MAX_LINES) -> list[Pick]:
     flagged = [v for v in views if v.label in named]
     rest = [v for v in views if v.label not in named]
-    if len(flagged) > limit:
-        return [Pick(v, named[v.label]) for v in spread(flagged, limit)]
+    if len(flagged) > limit - (1 if rest else 0):
+        if not rest:
+            return [Pick(v, named[v.label]) for v in spread(flagged, limit)]
+        return [Pick(v, named[v.label]) for v in spread(flagged, limit - 1)] + [Pick(contrast(rest, flagged), CONTRAST)]
     picked = [Pick(v, named[v.label]) for v in flagged]
     room = limit - len(picked)
     if len(rest) <= room:
@@ -96,6 +102,15 @@ def choose(views: list[SeriesView], named: dict[str, str], limit: int = MAX_LINE
     reps = spread([v for v in rest if len(v.values) > 1] or rest, min(room, REPRESENTATIVES))
     names = REPRESENTATIVE_NAMES.get(len(reps), [""] * len(reps))
     return picked + [Pick(v, why) for v, why in zip(reps, names)]
+
+
+def contrast(rest: list[SeriesView], flagged: list[SeriesView]) -> SeriesView:
+    """The calm series drawn beside the flagged ones: the median of those on another node (or
+    source) than theirs when there are any, else of all the calm ones; with more than one reading."""
+    places = {(v.machine, v.source) for v in flagged}
+    elsewhere = [v for v in rest if (v.machine, v.source) not in places]
+    pool = [v for v in (elsewhere or rest) if len(v.values) > 1] or elsewhere or rest
+    return spread(pool, 1)[0]
 
 
 def spread(views: list[SeriesView], k: int) -> list[SeriesView]:
