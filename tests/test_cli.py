@@ -123,3 +123,13 @@ def test_a_capacity_that_is_no_size_is_a_usage_error(flat, command, value):
     result = runner.invoke(app, [command, "--capacity", value, str(flat)])
     assert result.exit_code == 2, result.output
     assert "--capacity" in result.output
+
+
+def test_help_texts_are_complete():
+    """Extras are named whole (rich markup must not eat `[ray]`), analyze says what it takes and what
+    its exit codes mean."""
+    wide = {"COLUMNS": "250"}
+    assert "pip install 'memlog[ray]'" in runner.invoke(app, ["scan", "--help"], env=wide).stdout
+    assert "needs memlog[prometheus]" in runner.invoke(app, ["watch", "--help"], env=wide).stdout
+    text = runner.invoke(app, ["analyze", "--help"], env=wide).stdout
+    assert "directories" in text and "Exit 0" in text and "2: could not judge" in text

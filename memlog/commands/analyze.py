@@ -27,7 +27,7 @@ class Output(str, Enum):
 
 @reads
 def analyze(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain or gzip), folders of them; - for stdin.")],
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain, gzip, bzip2, xz), directories of them (one run: its per-rank or per-node files), globs, URLs (s3://, gs://), TensorBoard event files; - for stdin.")],
     reading: ReadingOptions,
     output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
@@ -36,7 +36,11 @@ def analyze(
     width: Annotated[Optional[int], typer.Option("--width", help="Text output: width in columns (default: the terminal's).", min=60, max=400)] = None,
     debug: Debug = False,
 ) -> None:
-    """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss."""
+    """Judge a run: leak, warmup plateau, stable, or pipeline-parallel sentinel loss.
+
+    Exit 0: judged, no finding at --fail-on; 1: judged, a finding at --fail-on (a leak, an OOM, a
+    crash); 2: could not judge (one line on stderr).
+    """
     from memlog.engine.api import analyze as run_analysis
     from memlog.render.outputs import render
 
