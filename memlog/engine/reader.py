@@ -30,7 +30,7 @@ from memlog.base.parallel import ordered_map
 from memlog.engine.plan import ReadingPlan
 from memlog.parse.chunks import ChunkParser, Matches, Scan
 from memlog.parse.generic import Guessed, SourceGuesser
-from memlog.parse.stores import is_event_file, read_event_file
+from memlog.parse.stores import is_event_file, is_mlflow_input, mlflow_runs, read_event_file, read_mlflow_run
 from memlog.read.inputs import expand, is_url
 from memlog.read.source import Piece, Source, read_pieces, to_frame
 from memlog.tables.condense import Condenser, Summarised
@@ -222,15 +222,19 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
 
 
 class StoreReader:
-    """A metrics store's run (a TensorBoard event file: memlog/parse/stores/), read whole: the
-    records a SourceReader yields for a log, from no lines."""
+    """A metrics store's run (a TensorBoard event file, an MLflow run: memlog/parse/stores/), read
+    whole: the records a SourceReader yields for a log, from no lines. `read`: how the run is read
+    (default: the source is an event file)."""
 
-    def __init__(self, plan: ReadingPlan, source: Source) -> None:
-        if is_url(source.spec) or source.spec == "-":
-            raise InputError(f"{source.spec}: a TensorBoard event file is read from a local path")
-        frames, self.guessed, damage, events = read_event_file(source.spec, source.name)
+    def __init__(self, plan: ReadingPlan, source: Source, read: Callable[[], tuple] | None = None) -> None:
+        if read is None:
+            if is_url(source.spec) or source.spec == "-":
+                raise InputError(f"{source.spec}: a TensorBoard event file is read from a local path")
+            read = lambda: read_event_file(source.spec, source.name)  # noqa: E731
+        frames, self.guessed, damage, points = read()
         self.source = source
-        source.stats.bytes_read, source.stats.lines, source.stats.damaged = os.path.getsize(source.spec), events, damage
+        size = os.path.getsize(source.spec) if os.path.isfile(source.spec) else 0
+        source.stats.bytes_read, source.stats.lines, source.stats.damaged = size, points, damage
         self.frame = compact_records(source.name, frames, plan.keep, source.identity) if frames else None
 
     finished = True  # read whole when made (watch makes another when the file grows)
@@ -257,8 +261,13 @@ class StoreReader:
 def read_sources(plan: ReadingPlan, inputs: Sequence[str], progress: Callable[[Source], None] | None = None) -> tuple[Tables, list[Source]]:
     """Every input read whole through `plan`: the tables, and the sources they came from.
     `progress(source)` is called after each chunk (a few MB), so it costs nothing per line."""
-    sources = expand(list(inputs))
+    runs = [run for spec in inputs if is_mlflow_input(spec) for run in mlflow_runs(spec)]
+    sources = expand([spec for spec in inputs if not is_mlflow_input(spec)])
     stores = {id(s): StoreReader(plan, s) for s in sources if is_event_file(s.spec)}
+    for run in runs:
+        source = Source(run.name)
+        stores[id(source)] = StoreReader(plan, source, lambda run=run: read_mlflow_run(run))
+        sources.append(source)
     parser = plan.parser()
     readers: list[SourceReader | StoreReader] = []
     logs = [s for s in sources if id(s) not in stores]

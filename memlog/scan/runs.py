@@ -14,6 +14,7 @@ log file under it, memlog/read/inputs.py). Walking down from each path given:
      name that merely contains "rank" or "node" proves nothing: `lora-rank8/ lora-rank16/
      lora-rank64/` is a sweep of three runs, `exps/node2-repro/` one run beside the others;
    - a TensorBoard run: a folder whose logs are all event files (`events.out.tfevents.*`);
+   - an MLflow file store (`mlruns/`): each of its run folders is a run; an `mlflow.db` is one;
 3. otherwise each log file directly in the directory is a run of its own (a folder of
    `slurm-<jobid>.out` files is that many runs), except `.json` and `.csv` files (configs and
    metric dumps beside the logs) unless one is Hugging Face's `trainer_state.json` (its own run,
@@ -37,6 +38,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from memlog.base.errors import MemlogError
+from memlog.parse.stores.mlflow import is_mlflow_input, run_folders
 from memlog.read.inputs import identity_of, is_log_name, natural_key
 from memlog.read.remote import filesystem, is_url
 
@@ -152,8 +154,13 @@ def _numbered_workers(names: list[str]) -> bool:
 def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
     """The runs under `path`, named relative to the path given ("" at the top: a path that is
     itself a run is named by its own name)."""
+    if isinstance(tree, _Local) and is_mlflow_input(path):  # an MLflow file store: each of its runs
+        for folder in run_folders(path):
+            yield Run(_child(name, folder) or os.path.basename(path.rstrip("/")), os.path.join(path, folder) if folder else path)
+        return
     dirs, files = tree.children(path)
-    logs = [f for f in files if is_log_name(PurePosixPath(f))]
+    logs = [f for f in files if is_log_name(PurePosixPath(f)) or (isinstance(tree, _Local) and f.endswith(".db")
+                                                                   and is_mlflow_input(tree.join(path, f)))]
     base = os.path.basename(path.rstrip("/"))
     if RAY_SESSION.match(base) and "logs" in dirs:
         yield Run(name or base, tree.join(path, "logs"))
