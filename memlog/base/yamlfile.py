@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from memlog.base.opening import SpecialFileError, open_bounded
+
 # Configs and specs are a few KiB; a megabyte is far beyond any real one.
 MAX_YAML_BYTES = 1024 * 1024
 # Specs share a field list or two by alias (`*step_fields`); a bomb needs thousands of expansions.
@@ -22,7 +24,11 @@ class YamlFileError(ValueError):
 
 def read_yaml(path: Path | str):
     """The parsed document, or YamlFileError/OSError/UnicodeDecodeError/yaml.YAMLError."""
-    with open(path, "rb") as handle:
+    try:
+        handle = open_bounded(path)
+    except SpecialFileError as exc:
+        raise YamlFileError(str(exc)) from None
+    with handle:
         data = handle.read(MAX_YAML_BYTES + 1)
     if len(data) > MAX_YAML_BYTES:
         raise YamlFileError(f"larger than {MAX_YAML_BYTES // 1024} KiB, not a config or spec")

@@ -23,6 +23,7 @@ from memlog.read import hardwrap, numbered, spool
 from memlog.base.errors import InputError
 from memlog.read.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch.watch imports it from here
 from memlog.base.names import shown
+from memlog.base.opening import SpecialFileError, open_bounded
 from memlog.read.remote import is_url, open_url
 
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
@@ -104,7 +105,9 @@ def _open(spec: str) -> BinaryIO:
     if os.path.isdir(spec):
         raise InputError(f"{spec}: is a directory, not a log file")
     try:
-        return open(spec, "rb")  # noqa: SIM115 - closed by the caller
+        return open_bounded(spec)  # never blocks on a FIFO without a writer, never reads /dev/zero
+    except SpecialFileError as exc:
+        raise InputError(f"{spec}: {exc}") from None
     except FileNotFoundError:
         raise InputError(f"{spec}: no such file") from None
     except PermissionError:
