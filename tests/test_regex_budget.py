@@ -25,7 +25,7 @@ records:
     units: {{mem_allocated_gib: GiB}}
 samples:
   - line: 'step 1 aab memory 3.5 GiB of the device in use at this point of the training run'
-    expect: {{step: 1, mem_allocated_gib: 3.5}}
+    record: {{step: 1, mem_allocated_gib: 3.5}}
 """
 
 
