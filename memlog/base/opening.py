@@ -31,15 +31,16 @@ def special_kind(mode: int) -> str | None:
     return "a special file"
 
 
-def open_bounded(path: str | os.PathLike) -> BinaryIO:
-    """`path` opened for reading in binary, or SpecialFileError / OSError. A FIFO is returned once
-    it has data or its writer has come and gone; none within FIFO_WAIT_S is SpecialFileError."""
+def open_bounded(path: str | os.PathLike, open_file=open) -> BinaryIO:
+    """`path` opened for reading in binary (by `open_file`, for a regular file), or SpecialFileError
+    / OSError. A FIFO is returned once it has data or its writer has come and gone; none within
+    FIFO_WAIT_S is SpecialFileError."""
     mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/zero is /dev/zero
     kind = special_kind(mode)
     if kind:
         raise SpecialFileError(f"is {kind}, not a file memlog reads")
     if not stat.S_ISFIFO(mode) or not hasattr(select, "poll"):
-        return open(path, "rb")  # noqa: SIM115 - closed by the caller
+        return open_file(path, "rb")
     # O_NONBLOCK: the open itself returns at once even with no writer; poll() then tells data or
     # a writer's hang-up from nobody at all (Linux reports no event until a writer has been there).
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
