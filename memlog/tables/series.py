@@ -17,7 +17,7 @@ import polars as pl
 from memlog.tables.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.base.columns import MEMORY_COLUMNS, MemoryColumn
 from memlog.base.keys import group_key
-from memlog.base.limits import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
+from memlog.base.limits import CAPACITY_SLACK, MAX_EVENTS_PER_KIND, MAX_SERIES_POINTS, impossible_reading
 from memlog.tables.records import with_seconds
 
 
@@ -64,7 +64,8 @@ class Series:
     steps: list[int]
     values: list[float]
     line_nos: list[int]
-    corrupt: list[Corrupt] = field(default_factory=list)  # readings dropped as impossible
+    corrupt: list[Corrupt] = field(default_factory=list)  # readings dropped as impossible (the first MAX_EVENTS_PER_KIND)
+    corrupt_counts: dict[str, int] = field(default_factory=dict)  # all of them, per reason (empty: as `corrupt`)
     times: list[float | None] = field(default_factory=list)  # seconds (the log's clock), per kept point
     x: list[float] = field(default_factory=list)
     ordinal: bool = False  # `steps` number readings or log lines, not training steps (records.py)
@@ -137,10 +138,16 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
     rows, conflicts = _judged_against(rows, groups, keys, limits)
     rows = rows.drop("_machine")
     corrupt: dict[tuple, list[Corrupt]] = {}
+    corrupt_counts: dict[tuple, dict[str, int]] = {}
     is_impossible, why = impossible_reading(pl.col("_value"), column, pl.col("_limit")) or (None, None)
     if is_impossible is not None:
-        bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
-        for source, worker, segment, line_no, value, step, reason in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
+        bad = rows.filter(is_impossible).with_columns(_why=why)
+        # Evidence, not an archive: a log whose every reading is impossible lists the first ones of
+        # each series and counts the rest, so what is held does not grow with the file.
+        for source, worker, segment, reason, n in bad.group_by(*keys, "_why").len().iter_rows():
+            corrupt_counts.setdefault((source, worker, segment), {})[reason] = n
+        listed = bad.sort([*keys, "step"]).group_by(keys, maintain_order=True).head(MAX_EVENTS_PER_KIND)
+        for source, worker, segment, line_no, value, step, reason in listed.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
     kept = _binned(_positioned(rows.drop("_limit")), keys)
@@ -161,7 +168,7 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
         out.append(
             Series(
                 SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get(group, []), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
+                corrupt=corrupt.get(group, []), corrupt_counts=corrupt_counts.get(group, {}), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
                 ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
                 machine=found, limit=limits.get(group), conflict=conflicts.get(group),
             )
@@ -416,6 +423,7 @@ def step_envelopes(series: Series) -> list[Series] | None:
         views.append(Series(
             key, series.column, series.rank, [series.steps[i] for i in chosen], [values[i] for i in chosen],
             [series.line_nos[i] for i in chosen], corrupt=series.corrupt if name == "floor" else [],
+            corrupt_counts=series.corrupt_counts if name == "floor" else {},
             times=[series.times[i] for i in chosen] if series.times else [], ordinal=series.ordinal, collided=series.collided,
             machine=series.machine, limit=series.limit, conflict=series.conflict if name == "floor" else None,
         ))
