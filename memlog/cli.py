@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from memlog.commands import analyze, compare, plot, scan, schema, series, watch
+from memlog.base.errors import MemlogError
 from memlog.commands.common import EXIT_CANNOT_JUDGE, EXIT_FINDING, EXIT_OK, fail_line
 from memlog.commands.formats import formats_app
 from memlog.commands.rules import rules_app
@@ -85,6 +86,65 @@ def _closed(stream) -> bool:
     return flags & os.O_ACCMODE == os.O_RDONLY
 
 
+class OutputError(MemlogError, OSError):
+    """Standard output cannot be written (a full disk, a quota, an I/O error)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class _CheckedStdout(io.RawIOBase):
+    """File descriptor 1, whose write errors are one line (a MemlogError, which every command's
+    guard prints as `memlog: error: ...`, exit 2) instead of an internal error. A broken pipe stays
+    BrokenPipeError (`| head`: not an error). After the first failure the rest is dropped, so that
+    flushing at exit does not fail again with Python's own message."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd, self.failed = fd, False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if self.failed:
+            return len(data)
+        try:
+            return os.write(self._fd, data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.failed = True
+            raise OutputError(exc.errno, f"cannot write to standard output ({exc.strerror or exc})") from None
+
+
+def _checked_stdout() -> None:
+    """sys.stdout over _CheckedStdout, with the encoding, error handler and buffering it had."""
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return  # not a real descriptor (a test runner's buffer): nothing to check
+    stream.flush()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_CheckedStdout(fd)), encoding=stream.encoding, errors=stream.errors,
+        line_buffering=stream.line_buffering, write_through=getattr(stream, "write_through", False),
+    )
+
+
+def _flushed() -> None:
+    try:
+        sys.stdout.flush()
+    except OutputError as exc:
+        fail_line(str(exc))
+
+
 def main() -> None:
     # A closed stream (`>&-`, `2>&-`) is None in Python: messages to a closed stderr go nowhere
     # (the exit code still says what happened); a report with no stdout is one line and exit 2.
@@ -92,16 +152,20 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
     if _closed(sys.stdout):
         fail_line("standard output is closed: there is nowhere to write to (redirect it to a file instead)")
+    _checked_stdout()
     try:
         # Not standalone: click would print its own (boxed, several lines) usage errors and exit.
         code = app(standalone_mode=False, prog_name="memlog")
+        _flushed()  # a full disk shows when the buffered output is written: before the exit code is final
         raise SystemExit(code if isinstance(code, int) else EXIT_OK)
     except typer.Abort:
         fail_line("interrupted")
     except typer.TyperException as exc:  # click's exceptions (typer vendors click)
         if type(exc).__name__ == "NoArgsIsHelpError":  # `memlog` or `memlog rules` alone: the help
-            sys.stdout.write(exc.ctx.get_help() + "\n")
-            raise SystemExit(EXIT_CANNOT_JUDGE) from None
+            # typer printed it on stdout already (building the exception renders it); the error
+            # line says what is missing, as every usage error does.
+            commands = ", ".join(getattr(exc.ctx.command, "commands", {}) or ())
+            fail_line(f"missing command{': one of ' + commands if commands else ''} (see `{exc.ctx.command_path} --help`)")
         if not hasattr(exc, "format_message"):
             raise
         _usage_error(exc)

@@ -8,28 +8,30 @@ from memlog.judge.rulekit import Example, Finding, MAX_DEVICE_GIB, MAX_HOST_GIB,
 
 
 def check(ctx, t) -> list[Finding]:
-    dropped = []  # (series, corrupt reading)
+    dropped = []  # (series, corrupt reading): the first ones each series lists
+    reasons: Counter = Counter()  # every one, listed or only counted (tables/series.py)
     for column in MEMORY_COLUMNS:
         for series in ctx.series(column):
             dropped += [(series, c) for c in series.corrupt]
-    if len(dropped) < t["min_readings"]:  # at least 1 (rulekit.UNIT_BOUNDS)
+            reasons.update(series.corrupt_counts or Counter(c.reason for c in series.corrupt))
+    total = sum(reasons.values())
+    if total < t["min_readings"]:  # at least 1 (rulekit.UNIT_BOUNDS)
         return []
     dropped.sort(key=lambda pair: (pair[0].key.source, pair[1].line_no))
-    reasons = Counter(c.reason for _, c in dropped)
     labels = sorted({ctx.label(s) for s, _ in dropped})
     subjects = {"host" if s.memory.is_host else "device" for s, _ in dropped}
     first = dropped[0][0].limit
     shown = [f"{_value(c.value)} at step {c.step} (line {c.line_no}, {ctx.label(s)}, {_why(c.reason, s, ctx)})" for s, c in dropped[:5]]
     msg = (
-        f"{len(dropped)} impossible memory reading{'s' if len(dropped) != 1 else ''} on {workers_phrase(labels)} "
-        f"{'were' if len(dropped) != 1 else 'was'} excluded from the analysis: {'; '.join(shown)}"
-        f"{f'; and {len(dropped) - 5} more' if len(dropped) > 5 else ''}. They are misparsed or corrupt values "
+        f"{total} impossible memory reading{'s' if total != 1 else ''} on {workers_phrase(labels)} "
+        f"{'were' if total != 1 else 'was'} excluded from the analysis: {'; '.join(shown)}"
+        f"{f'; and {total - 5} more' if total > 5 else ''}. They are misparsed or corrupt values "
         "(a wrong unit, an overflow, a broken monitor), not spikes and not a leak."
     )
     return [
         RULE.finding(
             t, msg, subject="device" if "device" in subjects else "host", series=labels, ranks=[s.rank for s, _ in dropped],
-            observed={"readings": len(dropped), **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
+            observed={"readings": total, **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
             evidence={
                 "capacity_gib": rounded(first.gib) if first else None,
                 "capacity_from": first.origin if first else None,

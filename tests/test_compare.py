@@ -163,6 +163,7 @@ def test_markdown_and_github_outputs(tmp_path, base):
     assert "| worker | plateau level |" in out and "| rank0 |" in out
     code, out, _ = run(base, higher, "-o", "github")
     assert code == 1 and "::error title=memlog compare level-increase::" in out
+    assert out.startswith("memlog verdict: REGRESSION: NEW uses more memory than BASE (memlog compare)\n")  # as analyze's
     assert as_json(base, higher)[0] == 1  # the same pair as JSON, checked against the schema
 
 

@@ -175,7 +175,7 @@ def test_github_annotations(tree, tmp_path):
     text = runner.invoke(app, ["scan", str(tree), "-o", "github", "--jobs", "1"], env={"GITHUB_STEP_SUMMARY": str(summary)}).stdout
     assert summary.read_text().startswith("**memlog scan**: 8 runs")  # the job summary gets the markdown
     lines = text.splitlines()
-    assert lines[0].startswith("memlog scan: 8 runs")
+    assert lines[0] == "memlog verdict: LEAK: 8 runs: 2 leak, 1 warmup-plateau, 2 stable; 3 could not be read (memlog scan)"
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == 2 and all("file=" in line and ",line=" in line for line in errors)
     assert sum(line.startswith("::warning ") for line in lines) == 3  # the unreadable runs

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from memlog.base.errors import FormatSpecError
 from memlog.engine.plan import ReadingOptions, ReadingPlan
 from memlog.engine.reader import read_sources
 from memlog.parse.formats import FormatSpec
@@ -22,6 +23,12 @@ from memlog.read.source import Source
 EXAMPLES_PER_PATTERN = 3  # near-miss lines shown per pattern
 MAX_PREFIX_TRIES = 600  # regex compilations per near-miss line
 SEARCH_TIMEOUT_S = 0.05  # per prefix search: a pathological prefix must not stall the check
+# All the prefix searches of one near miss: past it the pattern is too slow to check (exit 2).
+LINE_BUDGET_S = 1.0
+
+
+class SlowRegex(Exception):
+    """A search of the pattern (or a prefix of it) ran past its time budget: it backtracks."""
 
 
 @dataclass
@@ -92,19 +99,36 @@ def check_formats(inputs: Sequence[str], options: ReadingOptions = ReadingOption
     patterns = list(observer.stats.values())
     for stats in patterns:
         for miss in stats.examples:
-            miss.regex_stop, miss.text_stop = where_it_stops(stats.regex, miss.text)
+            miss.regex_stop, miss.text_stop = _placed(stats, miss)
     events: dict[str, int] = {}
     for event in tables.events:
         events[event.format] = events.get(event.format, 0) + 1
     return FormatCheck(sources, patterns, tables.formats, events)
 
 
+def _placed(stats: PatternStats, miss: NearMiss) -> tuple[int, int]:
+    """where_it_stops, or the spec named in one line when its pattern backtracks catastrophically
+    (`(?:a|aa)+b`): polars reads logs with it in linear time, but this search is Python's."""
+    try:
+        return where_it_stops(stats.regex, miss.text)
+    except SlowRegex:
+        raise FormatSpecError(
+            f"format {stats.spec!r}: {stats.section} pattern {stats.name!r} backtracks catastrophically on line {miss.line_no}"
+            f" (a search ran past {SEARCH_TIMEOUT_S:g} s; a repeat whose parts can match the same text, like (a|aa)+,"
+            " is the usual cause): rewrite it so that each character can match one way only"
+        ) from None
+
+
 def where_it_stops(pattern: str, text: str) -> tuple[int, int]:
     """(characters of `pattern`, end of the match in `text`) for the longest prefix of the pattern
     that still matches somewhere in the text; (0, 0) when none does. Prefixes that cut a group are
-    closed with `)` so they still compile; prefixes that cannot compile are skipped."""
+    closed with `)` so they still compile; prefixes that cannot compile are skipped. SlowRegex when
+    a search runs past SEARCH_TIMEOUT_S or all of them past LINE_BUDGET_S."""
+    import time
+
     import regex
 
+    deadline = time.monotonic() + LINE_BUDGET_S
     tries = 0
     for cut in range(len(pattern), 0, -1):
         prefix = _closed(pattern[:cut])
@@ -115,8 +139,12 @@ def where_it_stops(pattern: str, text: str) -> tuple[int, int]:
             break
         try:
             match = regex.search(prefix, text, timeout=SEARCH_TIMEOUT_S)
-        except (regex.error, TimeoutError, OverflowError, ValueError):
+        except TimeoutError:
+            raise SlowRegex(prefix) from None
+        except (regex.error, OverflowError, ValueError):
             continue
+        if time.monotonic() > deadline:
+            raise SlowRegex(prefix)
         if match is not None:
             return cut, match.end()
     return 0, 0

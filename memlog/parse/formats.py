@@ -312,6 +312,7 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
             raise FormatSpecError(f"{path}: `{key}` must be a list")
     if not _is_str_list(raw.get("logger_prefixes") or []):
         raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
+    _check_samples(path, raw.get("samples") or [])
     learn_group_names([*(raw.get("logger_prefixes") or ()), *(
         regex_ for section in ("records", "events") for entry in raw.get(section) or () if isinstance(entry, dict)
         for regex_ in (entry.get("regex"), *(entry.get("fields") or () if isinstance(entry.get("fields"), list) else ()))
@@ -331,6 +332,29 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
         replaces=raw.get("replaces"),
     )
     return spec
+
+
+SAMPLE_KEYS = {"line": str, "record": dict, "event": dict, "nothing": bool}
+
+
+def _check_samples(path: Path, samples: list) -> None:
+    """Each of a spec's `samples:` is a mapping: the `line` (text), the `record:`/`event:` values it
+    yields (mappings), `nothing: true` for a look-alike line. One line naming the entry and the key."""
+    for i, sample in enumerate(samples, 1):
+        where = f"{path.name}: samples entry {i}"
+        if not isinstance(sample, dict):
+            raise FormatSpecError(f"{where}: must be a mapping with `line:` (and `record:`, `event:` or `nothing:`), got {type(sample).__name__}")
+        unknown = set(sample) - set(SAMPLE_KEYS)
+        if unknown:
+            raise FormatSpecError(f"{where}: unknown keys {sorted(map(str, unknown))} (known: {', '.join(SAMPLE_KEYS)})")
+        if not isinstance(sample.get("line"), str):
+            raise FormatSpecError(f"{where}: `line` must be the text of a log line")
+        for key, kind in SAMPLE_KEYS.items():
+            if key in sample and not isinstance(sample[key], kind):
+                raise FormatSpecError(f"{where}: `{key}` must be {_KIND_WORDS[kind]}, got {type(sample[key]).__name__}")
+
+
+_KIND_WORDS = {str: "text", dict: "a mapping of column: value", bool: "true or false"}
 
 
 def _check_logger_prefix(path: Path, prefix: str) -> None:

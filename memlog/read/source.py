@@ -23,6 +23,7 @@ from memlog.read import hardwrap, numbered, spool
 from memlog.base.errors import InputError
 from memlog.read.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch.watch imports it from here
 from memlog.base.names import shown
+from memlog.base.opening import SpecialFileError, open_bounded
 from memlog.read.remote import is_url, open_url
 
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
@@ -59,9 +60,14 @@ class ReadStats:
         self.truncated_lines += piece.truncated_lines
         self.replaced_bytes += piece.replaced_bytes
         self.nul_bytes += piece.nul_bytes
-        self.first_truncated_line = self.first_truncated_line or piece.first_truncated_line
-        self.first_replaced_line = self.first_replaced_line or piece.first_replaced_line
-        self.first_nul_line = self.first_nul_line or piece.first_nul_line
+        self.first_truncated_line = _first(self.first_truncated_line, piece.first_truncated_line)
+        self.first_replaced_line = _first(self.first_replaced_line, piece.first_replaced_line)
+        self.first_nul_line = _first(self.first_nul_line, piece.first_nul_line)
+
+
+def _first(a: int | None, b: int | None) -> int | None:
+    """The earlier of two line numbers, either of which may be unknown."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 @dataclass
@@ -104,7 +110,9 @@ def _open(spec: str) -> BinaryIO:
     if os.path.isdir(spec):
         raise InputError(f"{spec}: is a directory, not a log file")
     try:
-        return open(spec, "rb")  # noqa: SIM115 - closed by the caller
+        return open_bounded(spec, open)  # never blocks on a FIFO without a writer, never reads /dev/zero
+    except SpecialFileError as exc:
+        raise InputError(f"{spec}: {exc}") from None
     except FileNotFoundError:
         raise InputError(f"{spec}: no such file") from None
     except PermissionError:
@@ -213,6 +221,10 @@ class LineCutter:
         self.numbered = False  # decided with the wrap
         self.decided = False
         self.first_lines = b""  # what it is decided on, gathered over the first pieces
+        # NUL bytes in the dropped part of over-long lines: no piece holds them, yet a file of NULs
+        # only (no newline, so one endless line) must count as what it is, whatever its size.
+        self.dropped_nul = 0
+        self.first_dropped_nul_line: int | None = None
 
     def _settled(self, data: bytes, cut: int) -> int:
         """The newline to cut at: before, not after, a line the next line continues (a hard wrap)."""
@@ -236,6 +248,7 @@ class LineCutter:
     def feed(self, block: bytes) -> Iterator[Piece]:
         if self.dropping:
             cut = block.find(b"\n")
+            self._count_dropped_nul(block, 0, len(block) if cut < 0 else cut, self.next_line - 1)
             if cut < 0:
                 return
             block = block[cut + 1 :]
@@ -252,9 +265,16 @@ class LineCutter:
         if len(self.carry) > MAX_LINE_BYTES:
             # Keep the start of the line, drop the rest up to the next newline.
             cut_stats = ReadStats(lines=1, truncated_lines=1, first_truncated_line=self.next_line)
+            self._count_dropped_nul(self.carry, MAX_LINE_BYTES, len(self.carry), self.next_line)
             yield Piece(self.carry[:MAX_LINE_BYTES] + b"\n", self.next_line, cut_stats)
             self.next_line += 1
             self.carry, self.dropping = b"", True
+
+    def _count_dropped_nul(self, data: bytes, start: int, end: int, line_no: int) -> None:
+        nul = data.count(b"\0", start, end)
+        if nul:
+            self.dropped_nul += nul
+            self.first_dropped_nul_line = self.first_dropped_nul_line or line_no
 
     def _cut(self, data: bytes) -> Iterator[Piece]:
         """`data` (the carry and a block) cut after its last newline, or before the hard-wrapped
@@ -289,6 +309,7 @@ def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[Piece]:
     if stats.damaged and stats.damage_located:
         stats.first_damaged_line = cutter.next_line
     yield from cutter.finish()
+    stats.add(ReadStats(nul_bytes=cutter.dropped_nul, first_nul_line=cutter.first_dropped_nul_line))
 
 
 def to_frame(piece: Piece) -> pl.DataFrame:

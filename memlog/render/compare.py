@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from memlog.compare.regression import Comparison, Pair
-from memlog.render.safety import safe, safe_json
+from memlog.render.safety import safe, safe_json, valid_text
 from memlog.render.github import escape_data, escape_property
 from memlog.render.json_out import finite
 from memlog.base.phrases import gib
@@ -112,7 +112,7 @@ def render_compare_markdown(c: Comparison) -> str:
 
 
 def render_compare_github(c: Comparison) -> str:
-    out = [f"memlog compare: {HEADLINES[c.verdict]}"]
+    out = [f"memlog verdict: {HEADLINES[c.verdict]} (memlog compare)"]  # the first line, as analyze's
     for f in c.findings:
         out.append(f"::{LEVEL[f.severity]} title={escape_property(f'memlog compare {f.rule}')}::{escape_data(f.message)}")
     return "\n".join(out) + "\n"
@@ -123,5 +123,6 @@ def render_compare_json(c: Comparison) -> str:
 
 
 def render_comparison(c: Comparison, output: str) -> str:
-    return {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown,
-            "github": render_compare_github}[output](c)
+    rendered = {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown,
+                "github": render_compare_github}[output](c)
+    return valid_text(rendered)  # whatever a renderer missed: still UTF-8

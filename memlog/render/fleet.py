@@ -13,7 +13,7 @@ import io
 import json
 from typing import Any
 
-from memlog.render.safety import ascii_text, safe, safe_json
+from memlog.render.safety import ascii_text, safe, safe_json, valid_text
 from memlog.scan.fleet import Fleet, fails
 
 FLEET_OUTPUTS = ("text", "json", "markdown", "csv", "github")
@@ -61,6 +61,14 @@ def summary_line(fleet: Fleet) -> str:
     if s["unreadable"]:
         line += f"; {s['unreadable']} could not be read"
     return line
+
+
+def verdict_line(fleet: Fleet) -> str:
+    """The first line of `-o github`, as analyze's: `memlog verdict: ` and the worst verdict of any
+    run (UNREADABLE when none could be judged), then what the scan found."""
+    verdicts = list(fleet.summary()["verdicts"])
+    worst = verdicts[0] if verdicts else "unreadable"
+    return f"memlog verdict: {worst.upper()}: {safe(summary_line(fleet))} (memlog scan)"
 
 
 def _failing_line(fleet: Fleet) -> str:
@@ -170,7 +178,7 @@ def render_fleet_github(fleet: Fleet, workspace: str | None = None) -> str:
     from memlog.render.github import annotation_path, escape_data, escape_property
 
     level = {"error": "error", "warning": "warning"}
-    out = [f"memlog scan: {safe(summary_line(fleet))}"]
+    out = [verdict_line(fleet)]
     for row in fleet.rows:
         props, body = [], ""
         if row["error"]:
@@ -194,7 +202,7 @@ def render_fleet(fleet: Fleet, output: str, **options: Any) -> str:
     }  # fmt: skip
     if output not in renderers:
         raise ValueError(f"unknown scan output format {output!r}")
-    return renderers[output](fleet, **options)
+    return valid_text(renderers[output](fleet, **options))  # whatever a renderer missed: still UTF-8
 
 
 class ScanProgress:

@@ -23,6 +23,12 @@ TASKS_PER_CPU = 2
 # What `--ray` may be followed by, when it is an address rather than the first path:
 # auto, local, ray://host:port, host:port.
 ADDRESS = re.compile(r"^(?:auto|local|ray://\S+|[\w.-]+:\d+)$")
+# ray.init retries an address where nothing listens for minutes; a head that is up accepts a
+# connection at once, so memlog tries one itself first, bounded by this.
+CONNECT_TIMEOUT_S = 10.0
+_HOST_PORT = re.compile(r"^(?:ray://)?(?P<host>\[[^\]]+\]|[^:/\[\]]+):(?P<port>\d+)(?:/.*)?$")
+# Where a running Ray head leaves its address for `auto` (Ray's own bootstrap file).
+RAY_CURRENT_CLUSTER = "/tmp/ray/ray_current_cluster"
 
 
 def is_address(text: str) -> bool:
@@ -50,9 +56,41 @@ def _probe() -> str:
     return __version__
 
 
+def _head_of(address: str) -> str | None:
+    """The host:port `address` names, or that `auto` finds (RAY_ADDRESS, then the file a running
+    head leaves); None where Ray is started here or nothing names one (ray.init says so at once)."""
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+        if not address:
+            try:
+                with open(RAY_CURRENT_CLUSTER, encoding="utf-8") as current:
+                    address = current.read(200).strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+    return address if _HOST_PORT.match(address) else None
+
+
+def reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """MemlogError in one line unless something accepts a TCP connection at the Ray head `address`
+    names, within `timeout`."""
+    import socket
+
+    head = _head_of(address)
+    if head is None:
+        return
+    match = _HOST_PORT.match(head)
+    host, port = match["host"].strip("[]"), int(match["port"])
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except (OSError, ValueError, OverflowError) as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+        raise MemlogError(f"cannot connect to Ray at {address}: nothing accepts a connection at {host}:{port} ({why}, {timeout:g} s at most)") from None
+
+
 def _connect(ray, address: str) -> None:
     if ray.is_initialized():
         return
+    reachable(address)
     import memlog
 
     kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}

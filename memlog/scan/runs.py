@@ -32,12 +32,14 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 from memlog.base.errors import MemlogError
+from memlog.base.opening import special_kind
 from memlog.parse.stores.mlflow import is_mlflow_input, run_folders
 from memlog.read.inputs import identity_of, is_log_name, natural_key
 from memlog.read.remote import filesystem, is_url
@@ -79,7 +81,7 @@ class _Local:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 dirs.append(entry.name)
-            elif not entry.is_dir():
+            elif not _is_dir(entry) and not _special(entry):
                 files.append(entry.name)
         return dirs, files
 
@@ -122,6 +124,25 @@ class _Remote:
     def glob(self, url: str, pattern: str) -> list[str]:
         base = self._path(url).rstrip("/")
         return [p[len(base) + 1 :] for p in self.fs.glob(base + "/" + pattern) if p.startswith(base + "/")]
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    """A link to a folder is one; a link loop (ELOOP) is not: a file whose row says why it cannot be read."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _special(entry: os.DirEntry) -> bool:
+    """A FIFO, device or socket (or a link to one), never a run: reading it may never end, as
+    memlog/read/inputs.py skips them in a folder read whole. A link that cannot be followed stays a
+    file: its row says why it cannot be read."""
+    try:
+        mode = entry.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or special_kind(mode) is not None
 
 
 def _names_workers(dirs: list[str], logs: list[str]) -> bool:

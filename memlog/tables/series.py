@@ -17,7 +17,7 @@ import polars as pl
 from memlog.tables.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.base.columns import MEMORY_COLUMNS, MemoryColumn
 from memlog.base.keys import group_key
-from memlog.base.limits import CAPACITY_SLACK, MAX_SERIES_POINTS, impossible_reading
+from memlog.base.limits import CAPACITY_SLACK, MAX_EVENTS_PER_KIND, MAX_SERIES_POINTS, impossible_reading
 from memlog.tables.records import with_seconds
 
 
@@ -64,7 +64,8 @@ class Series:
     steps: list[int]
     values: list[float]
     line_nos: list[int]
-    corrupt: list[Corrupt] = field(default_factory=list)  # readings dropped as impossible
+    corrupt: list[Corrupt] = field(default_factory=list)  # readings dropped as impossible (the first MAX_EVENTS_PER_KIND)
+    corrupt_counts: dict[str, int] = field(default_factory=dict)  # all of them, per reason (empty: as `corrupt`)
     times: list[float | None] = field(default_factory=list)  # seconds (the log's clock), per kept point
     x: list[float] = field(default_factory=list)
     ordinal: bool = False  # `steps` number readings or log lines, not training steps (records.py)
@@ -137,10 +138,16 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
     rows, conflicts = _judged_against(rows, groups, keys, limits)
     rows = rows.drop("_machine")
     corrupt: dict[tuple, list[Corrupt]] = {}
+    corrupt_counts: dict[tuple, dict[str, int]] = {}
     is_impossible, why = impossible_reading(pl.col("_value"), column, pl.col("_limit")) or (None, None)
     if is_impossible is not None:
-        bad = rows.filter(is_impossible).with_columns(_why=why).sort([*keys, "step"])
-        for source, worker, segment, line_no, value, step, reason in bad.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
+        bad = rows.filter(is_impossible).with_columns(_why=why)
+        # Evidence, not an archive: a log whose every reading is impossible lists the first ones of
+        # each series and counts the rest, so what is held does not grow with the file.
+        for source, worker, segment, reason, n in bad.group_by(*keys, "_why").len().iter_rows():
+            corrupt_counts.setdefault((source, worker, segment), {})[reason] = n
+        listed = bad.sort([*keys, "step"]).group_by(keys, maintain_order=True).head(MAX_EVENTS_PER_KIND)
+        for source, worker, segment, line_no, value, step, reason in listed.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
     kept = _binned(_positioned(rows.drop("_limit")), keys)
@@ -161,7 +168,7 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
         out.append(
             Series(
                 SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get(group, []), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
+                corrupt=corrupt.get(group, []), corrupt_counts=corrupt_counts.get(group, {}), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
                 ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
                 machine=found, limit=limits.get(group), conflict=conflicts.get(group),
             )
@@ -299,12 +306,26 @@ def _several_at_a_step(rows: pl.DataFrame, readings_at: pl.Expr) -> bool:
     return repeated if ascending else rows.select((readings_at > 1).any()).item()
 
 
+# A reading this many times the series' typical distance from its local level (the median of the
+# bin points around it) is kept as a point of its own when a series is binned: a one-step spike (a
+# 70 GiB reading in a flat 30 GiB run) must not vanish into a bin's median. Gaussian noise puts a
+# bin's farthest reading ~3.5 typical distances out.
+EXTREME_SPREADS = 8.0
+# At most this many such readings per series, the farthest first: the points stay bounded.
+MAX_EXTREMES = MAX_SERIES_POINTS // 20
+LOCAL_BINS = 5  # the bin points the local level is the median of (the bin's and two each side)
+_POINT = ("step", "_x", "line_no", "_seconds")
+
+
 def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Kept points sorted by group and position; a group longer than MAX_SERIES_POINTS binned down to it.
 
     A bin's point is the median of its values (the first non-finite value if the bin has one, so a
     NaN loss stays visible), at the bin's last step, with that step's line and time. The first and
     last points of a series are bins of their own: where a series starts and ends stays exact.
+    A condensed series keeps its extremes: a bin's reading farthest from the local level stays a
+    point of its own, at its own step, when it is EXTREME_SPREADS typical distances away (at most
+    MAX_EXTREMES per series); the bin's point then takes the bin's last other step.
     The records are in line order, so each group's steps already ascend: only the points that come
     out are sorted, not the millions of rows of a dense log. `_series` is the group's key.
     A record condensed while reading (memlog/tables/condense.py) counts as the `steps` steps it stands
@@ -324,15 +345,38 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
     value = pl.col("_value")
     median = _weighted_median(value, steps) if kept["_w"].max() > 1 else value.median()
-    return (
-        kept.with_columns(_bin=bin_of)
-        .group_by("_series", "_bin", maintain_order=True)
+    kept = kept.with_columns(_bin=bin_of)
+    bins = (
+        kept.group_by("_series", "_bin", maintain_order=True)
         .agg(
-            pl.col(keys).first(), pl.col("step").last(), pl.col("_x").last(), pl.col("line_no").last(), pl.col("_seconds").last(),
+            pl.col(keys).first(), *(pl.col(c).last() for c in _POINT),
             pl.when(value.is_finite().all()).then(median).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
         )
-        .sort([*keys, "_x"])
     )
+    columns = ["_series", "_bin", *keys, *_POINT, "_value"]
+    # The local level around each bin, and each finite reading's distance from it.
+    finite_points = pl.when(value.is_finite()).then(value)
+    local = bins.select("_series", "_bin", finite_points.rolling_median(LOCAL_BINS, center=True, min_samples=1).over("_series").alias("_local"))
+    far = kept.join(local, on=["_series", "_bin"], how="left").with_columns(
+        _dev=pl.when(value.is_finite() & pl.col("_local").is_finite()).then((value - pl.col("_local")).abs()))  # null: no distance
+    far = far.with_columns(_typical=pl.col("_dev").median().over("_series")).filter(pl.col("_dev").is_not_null() & (pl.col("_dev") > 0))
+    far = far.filter(pl.col("_dev") > EXTREME_SPREADS * pl.col("_typical"))
+    if far.is_empty():
+        return bins.select(columns).sort([*keys, "_x"])
+    # One per bin (its farthest), the series' farthest MAX_EXTREMES of those.
+    far = far.sort("_dev", descending=True).group_by("_series", "_bin", maintain_order=True).first()
+    far = far.filter(pl.int_range(pl.len()).over("_series") < MAX_EXTREMES).select(
+        "_series", "_bin", *keys, *_POINT, "_value", pl.col("step").alias("_far_step"))
+    # A bin whose last step is its extreme: its point moves to the bin's last other step.
+    others = kept.join(far.select("_series", "_bin", "_far_step"), on=["_series", "_bin"]).filter(pl.col("step") != pl.col("_far_step"))
+    others = others.group_by("_series", "_bin").agg(*(pl.col(c).last().alias(f"{c}_other") for c in _POINT))
+    bins = bins.join(far.select("_series", "_bin", "_far_step"), on=["_series", "_bin"], how="left").join(others, on=["_series", "_bin"], how="left")
+    moved = (pl.col("_far_step") == pl.col("step")) & pl.col("step_other").is_not_null()
+    bins = bins.with_columns(pl.when(moved).then(pl.col(f"{c}_other")).otherwise(pl.col(c)).alias(c) for c in _POINT)
+    # An extreme that was a bin's only step is that bin's point already.
+    alone = bins.filter(pl.col("_far_step").is_not_null() & pl.col("step_other").is_null()).select("_series", "_bin")
+    far = far.join(alone, on=["_series", "_bin"], how="anti")
+    return pl.concat([bins.select(columns), far.select(columns)]).sort([*keys, "_x"])
 
 
 def _weighted_median(value: pl.Expr, weight: pl.Expr) -> pl.Expr:
@@ -379,6 +423,7 @@ def step_envelopes(series: Series) -> list[Series] | None:
         views.append(Series(
             key, series.column, series.rank, [series.steps[i] for i in chosen], [values[i] for i in chosen],
             [series.line_nos[i] for i in chosen], corrupt=series.corrupt if name == "floor" else [],
+            corrupt_counts=series.corrupt_counts if name == "floor" else {},
             times=[series.times[i] for i in chosen] if series.times else [], ordinal=series.ordinal, collided=series.collided,
             machine=series.machine, limit=series.limit, conflict=series.conflict if name == "floor" else None,
         ))

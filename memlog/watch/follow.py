@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import polars as pl
 
 from memlog.base.errors import InputError
+from memlog.base.opening import special_kind
 from memlog.engine.plan import ReadingPlan
 from memlog.engine.reader import SourceReader, StoreReader, is_event_file
 from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces
@@ -30,13 +31,15 @@ SETTLE_SECONDS = 2.0  # a compressed file found by listing is read once unwritte
 HEAD_BYTES = 256  # bytes compared at the start of a file and before the position (Follower._cut_in_place)
 
 
-def special_kind(mode: int) -> str | None:
-    """What a file is when it is not a regular file (None when it is)."""
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return None if stat.S_ISREG(mode) else "not a regular file"
+def not_followed(mode: int) -> str | None:
+    """Why a file of this mode is not followed (None: a regular file). Beside what no command reads
+    (base/opening.py: devices, sockets), watch follows no FIFO (its bytes are read once, by
+    `watch -`) and no directory under a file's name."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return special_kind(mode)
 
 
 class Follower:
@@ -106,7 +109,7 @@ class Follower:
             st = os.stat(self.source.spec)
         except FileNotFoundError:
             return False
-        kind = special_kind(st.st_mode)
+        kind = not_followed(st.st_mode)
         if kind is not None:
             why = f"{self.source.spec}: {kind}, not an event file"
             if self.store_state is None:
@@ -142,7 +145,7 @@ class Follower:
             return False
         except OSError as exc:
             raise InputError(f"{self.source.spec}: cannot open ({exc.strerror or exc})") from None
-        kind = special_kind(st.st_mode)
+        kind = not_followed(st.st_mode)
         if kind is None:
             try:  # O_NONBLOCK: a FIFO put under the name since the stat does not block the open
                 handle = os.fdopen(os.open(self.source.spec, os.O_RDONLY | os.O_NONBLOCK), "rb")
@@ -151,7 +154,7 @@ class Follower:
             except OSError as exc:
                 raise InputError(f"{self.source.spec}: cannot open ({exc.strerror or exc})") from None
             st = os.fstat(handle.fileno())
-            kind = special_kind(st.st_mode)
+            kind = not_followed(st.st_mode)
             if kind is not None:
                 handle.close()
         if kind is not None:
