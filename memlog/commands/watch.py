@@ -37,7 +37,7 @@ def watch(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
     capacity: CapacityOption = None,
     metrics_port: Annotated[str | None, typer.Option("--metrics-port", metavar="[ADDR:]PORT", help="Serve Prometheus metrics of the judgement (memory, growth, projected OOM, verdict) here; needs memlog\\[prometheus].")] = None,
-    notify: Annotated[str | None, typer.Option("--notify", metavar="URL", help="POST a JSON message (Slack-compatible) when the verdict turns to leak, oom or crash, or the projected OOM comes within --notify-horizon.")] = None,
+    notify: Annotated[str | None, typer.Option("--notify", metavar="URL", help="POST a JSON message (Slack-compatible) when the verdict turns to one an error finding implies (a leak, an out-of-memory error, a dead run), or the projected OOM comes within --notify-horizon.")] = None,
     notify_horizon: Annotated[float, typer.Option("--notify-horizon", metavar="SECONDS", help="How near a projected OOM is told (--notify).", min=0)] = 3600.0,
     run: Annotated[str | None, typer.Option("--run", help="The run's name in metrics and messages (default: the first log's name).")] = None,
     debug: Debug = False,

@@ -101,13 +101,6 @@ class SourceReader:
         if self.guesser is not None:
             self.guesser.file_replaced()
 
-    def settle_guess(self) -> None:
-        """Guess now, on the lines held so far, where the generic reader has not yet seen enough to
-        decide (a log still being written: watch judges it before its end)."""
-        if self.guesser is not None and self.guesser.guess is None and self.guesser.structured is None:
-            if found := self.guesser.settle():
-                self._guessed(found)
-
     def finish(self) -> None:
         """The end of the source: blocks still open, the guess made on what was held. The parser is
         then ready for the next source."""
@@ -160,17 +153,21 @@ class SourceReader:
     def records(self) -> pl.DataFrame | None:
         """Every record read so far, one frame (condensed where the sink has binned)."""
         read = [*self.kept, *self.sink.held(), *self.batch]
-        document = self._document()[0]
-        frames = [*(self._spec_frames(read, bool(document)) if self.guesser is not None else read),
-                  *self.guessed_records, *self.guessed_sink.held(), *document]
+        pending = self._pending()[0]
+        frames = [*(self._spec_frames(read, bool(pending)) if self.guesser is not None else read),
+                  *self.guessed_records, *self.guessed_sink.held(), *pending]
         return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
-    def _document(self) -> tuple[list[pl.DataFrame], Guessed | None]:
-        """A JSON document's records as it stands (watch judges it before the source ends; reading
-        it does not consume it)."""
-        if self.guesser is None or self.guesser.structured is None:
+    def _pending(self) -> tuple[list[pl.DataFrame], Guessed | None]:
+        """What the generic reader would read so far where it has not decided yet (watch judges a
+        source before its end): a JSON document as it stands, or the lines held read through a guess
+        on the sample so far. Neither consumes anything: the decision is the whole read's."""
+        if self.guesser is None:
             return [], None
-        found, said = self.guesser.structured.finish()
+        if self.guesser.structured is not None:
+            found, said = self.guesser.structured.finish()
+        else:
+            found, said = self.guesser.provisional()
         return ([compact_records(self.source.name, found, self.plan.keep, self.source.identity)] if found else []), said
 
     def _spec_frames(self, frames: list[pl.DataFrame], guessed: bool = False) -> list[pl.DataFrame]:
@@ -185,9 +182,7 @@ class SourceReader:
         """What the generic reader says of the source so far (its guess, once made)."""
         if self.guessed is not None or self.guesser is None:
             return self.guessed
-        if self.guesser.structured is not None:
-            return self._document()[1]
-        return self.guesser.described()
+        return self.guesser.described() or self._pending()[1]
 
     def summarised(self) -> list[Summarised]:
         return [s for sink in (self.sink, self.guessed_sink) if isinstance(sink, Condenser) and (s := sink.summarised)]
@@ -250,9 +245,6 @@ class StoreReader:
 
     def guess_said(self) -> Guessed | None:
         return self.guessed
-
-    def settle_guess(self) -> None:
-        pass
 
     def finish(self) -> None:
         pass

@@ -260,7 +260,6 @@ class Follower:
     def records(self) -> pl.DataFrame | None:
         """Every record read so far, as one frame (condensed where the condenser has binned), the
         generic reader's guess made on what was read where it had not decided yet."""
-        self.reader.settle_guess()
         return self.reader.records()
 
     def finish(self) -> None:

@@ -1,5 +1,5 @@
 """`memlog watch --notify URL`: a JSON message POSTed when the verdict turns to one that needs a
-person (a leak, an out-of-memory, a crash) and when a leaking series' projected OOM comes within
+person (one an error finding implies: a leak, an out-of-memory error, a dead run) and when a leaking series' projected OOM comes within
 the horizon: once per change, never a storm. Messages go through a queue to a thread of their own,
 with a timeout and a few retries, so a webhook that hangs or fails never delays watching. The body
 carries a Slack-compatible `text`; the URL (whose path or user part is often the secret, as in
@@ -20,7 +20,6 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from memlog.report.report import Report
 
-ALERTING = ("leak", "oom", "crash")  # verdicts a person is told about at once
 TIMEOUT_SECONDS = 10.0
 RETRIES = 3  # attempts per message
 BACKOFF_SECONDS = 2.0  # before the second attempt; doubled before each next one
@@ -64,7 +63,7 @@ class Notifier:
     def consider(self, report: Report, seconds_to_oom: dict[str, float]) -> None:
         """Queue what is news in `report`: a verdict turned alerting, series newly within the horizon."""
         if report.verdict != self.verdict:
-            if report.verdict in ALERTING:
+            if report.fails("error"):  # (the verdict is read from the rules' declarations, never named here)
                 self._queue(report, f"memlog: {self.run}: {report.headline.headline}", "verdict")
             self.verdict = report.verdict
         near = {series: seconds for series, seconds in seconds_to_oom.items() if seconds is not None and seconds <= self.horizon}

@@ -35,7 +35,8 @@ class Counter:
 COUNTERS = (
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
     Counter("`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"),
-    Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
+    # (`_step`: W&B's history rows, exported from the UI or the API)
+    Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
     Counter("`iteration`", r"(?:^|[^\w/-])['\"]?(?i:iteration)['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
     Counter("`iter`", r"(?:^|[^\w/-])['\"]?(?i:iter)['\"]?\s*[:=_]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$|_)"),
     Counter("`it`", r"(?:^|[^\w/-])(?i:it)\s*[:=]?\s*(?P<step>\d+)(?:[^\w.]|$)"),

@@ -70,19 +70,31 @@ class SourceGuesser:
         if self.structured is not None:
             self.structured = StructuredFile(self.source)
 
-    def settle(self) -> list[pl.DataFrame]:
-        """Decide now on the sample gathered so far (a source still being written, judged before its
-        end): the records of the chunks held, read through the guess."""
-        return self._decide() if self.guess is None and self.sample else []
+    def provisional(self) -> tuple[list[pl.DataFrame], Guessed | None]:
+        """What a guess on the sample gathered so far reads of the chunks held, without deciding (a
+        source still being written, judged before its end): the guess is made again as lines come,
+        and for good only when the sample is full or the source ends, as for a whole read, so that
+        watch ends where analyze does."""
+        if self.guess is not None or self.structured is not None or not self.sample:
+            return [], None
+        trial = guess(self.sample)
+        if not trial.ok:
+            return [], self._said(trial)
+        parser = self._parser(trial)
+        frames = [frame for chunk in self.held for frame in parser(chunk).records]
+        return frames + parser.finish_source().records, self._said(trial)
 
     def _decide(self) -> list[pl.DataFrame]:
         self.guess = guess(self.sample)
         held, self.held, self.sample = self.held, [], []
         if not self.guess.ok:
             return []
-        carrier = FormatSpec("_prefixes", "", "", spec_path("_prefixes"), tuple(self.prefixes), (), (), ())
-        self.parser = ChunkParser([carrier, guessed_spec(self.guess)], wrappers=self.wrappers)
+        self.parser = self._parser(self.guess)
         return [frame for chunk in held for frame in self._read(chunk)]
+
+    def _parser(self, result: Guess) -> ChunkParser:
+        carrier = FormatSpec("_prefixes", "", "", spec_path("_prefixes"), tuple(self.prefixes), (), (), ())
+        return ChunkParser([carrier, guessed_spec(result)], wrappers=self.wrappers)
 
     def _read(self, lines: pl.DataFrame) -> list[pl.DataFrame]:
         assert self.parser is not None
@@ -103,11 +115,12 @@ class SourceGuesser:
     def described(self) -> Guessed | None:
         """What the guess says of the source, once made (None before, or when nothing was worth
         saying)."""
-        if self.guess is None:
-            return None
-        if not self.guess.ok:
-            return Guessed(self.source, GENERIC, "", weak=self.guess.weak, keys=sorted(set(self.guess.keys_seen))[:12]) if self.guess.weak else None
-        return Guessed(self.source, GENERIC, self.guess.describe(), self.guess.mapping())
+        return None if self.guess is None else self._said(self.guess)
+
+    def _said(self, result: Guess) -> Guessed | None:
+        if not result.ok:
+            return Guessed(self.source, GENERIC, "", weak=result.weak, keys=sorted(set(result.keys_seen))[:12]) if result.weak else None
+        return Guessed(self.source, GENERIC, result.describe(), result.mapping())
 
 
 def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | None = None) -> str:
