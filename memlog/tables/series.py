@@ -314,6 +314,7 @@ EXTREME_SPREADS = 8.0
 # At most this many such readings per series, the farthest first: the points stay bounded.
 MAX_EXTREMES = MAX_SERIES_POINTS // 20
 LOCAL_BINS = 5  # the bin points the local level is the median of (the bin's and two each side)
+EXTREME_LEVEL_SHARE = 0.01  # ... and never closer than this share of the local level (times EXTREME_SPREADS)
 _POINT = ("step", "_x", "line_no", "_seconds")
 
 
@@ -360,7 +361,10 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     far = kept.join(local, on=["_series", "_bin"], how="left").with_columns(
         _dev=pl.when(value.is_finite() & pl.col("_local").is_finite()).then((value - pl.col("_local")).abs()))  # null: no distance
     far = far.with_columns(_typical=pl.col("_dev").median().over("_series")).filter(pl.col("_dev").is_not_null() & (pl.col("_dev") > 0))
-    far = far.filter(pl.col("_dev") > EXTREME_SPREADS * pl.col("_typical"))
+    # Where most readings sit on their local level (no noise), the typical distance is ~0: a
+    # reading is far only beyond EXTREME_LEVEL_SHARE of the local level too, or a ramp's every
+    # step would be an extreme.
+    far = far.filter(pl.col("_dev") > EXTREME_SPREADS * pl.max_horizontal(pl.col("_typical"), EXTREME_LEVEL_SHARE * pl.col("_local").abs()))
     if far.is_empty():
         return bins.select(columns).sort([*keys, "_x"])
     # One per bin (its farthest), the series' farthest MAX_EXTREMES of those.
