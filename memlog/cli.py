@@ -134,7 +134,7 @@ def _checked_stdout() -> None:
     stream.flush()
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(_CheckedStdout(fd)), encoding=stream.encoding, errors=stream.errors,
-        line_buffering=stream.line_buffering, write_through=getattr(stream, "write_through", False),
+        line_buffering=bool(stream.line_buffering), write_through=getattr(stream, "write_through", False),
     )
 
 
@@ -164,8 +164,10 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `memlog` or `memlog rules` alone: the help
             # typer printed it on stdout already (building the exception renders it); the error
             # line says what is missing, as every usage error does.
-            commands = ", ".join(getattr(exc.ctx.command, "commands", {}) or ())
-            fail_line(f"missing command{': one of ' + commands if commands else ''} (see `{exc.ctx.command_path} --help`)")
+            context = getattr(exc, "ctx", None)  # (click's UsageError carries it; typer's type does not say so)
+            commands = ", ".join(getattr(getattr(context, "command", None), "commands", {}) or ())
+            where = getattr(context, "command_path", "memlog")
+            fail_line(f"missing command{': one of ' + commands if commands else ''} (see `{where} --help`)")
         if not hasattr(exc, "format_message"):
             raise
         _usage_error(exc)

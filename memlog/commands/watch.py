@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -61,8 +61,8 @@ class Alerts:
     def __init__(self, metrics_port: str | None = None, notify: str | None = None, horizon: float = 3600.0, run: str = "run") -> None:
         self.metrics_port, self.notify, self.horizon, self.run = metrics_port, notify, horizon, run
         self.latest: list = []  # (run, report, seconds to OOM per series): what a scrape serves
-        self.notifier = None
-        self.server = None
+        self.notifier: Any = None  # a memlog.watch.notify.Notifier, imported only when asked for
+        self.server: Any = None  # prometheus_client's server, likewise
 
     def start(self, notice: Callable[[str], None]) -> None:
         from memlog.base.errors import InputError

@@ -104,7 +104,7 @@ def _steps_span(records: pl.DataFrame, summarised: Sequence[Summarised]) -> list
     """The first and last steps read, the summarised segments' included."""
     ends = [s for summary in summarised for s in (summary.first_step, summary.last_step) if s is not None]
     if records.height:
-        ends += [int(records["step"].min()), int(records["step"].max())]
+        ends += [int(step) for step in records.select(pl.col("step").min().alias("first"), pl.col("step").max().alias("last")).row(0)]
     return [min(ends), max(ends)] if ends else None
 
 

@@ -16,6 +16,7 @@ same condensing and the same generic reader:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -258,7 +259,7 @@ def read_sources(plan: ReadingPlan, inputs: Sequence[str], progress: Callable[[S
     stores = {id(s): StoreReader(plan, s) for s in sources if is_event_file(s.spec)}
     for run in runs:
         source = Source(run.name)
-        stores[id(source)] = StoreReader(plan, source, lambda run=run: read_mlflow_run(run))
+        stores[id(source)] = StoreReader(plan, source, functools.partial(read_mlflow_run, run))
         sources.append(source)
     parser = plan.parser()
     readers: list[SourceReader | StoreReader] = []

@@ -136,7 +136,7 @@ def compression_of(head: bytes) -> str | None:
 
 def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
     """Detect gzip by its magic bytes, not by the file name."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]  # a raw stream typed as BinaryIO
     compression = compression_of(buffered.peek(10)[:10])
     if compression == "gzip":
         stats.gzip = True

@@ -42,7 +42,7 @@ class _Tee(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        read_into = getattr(self._raw, "readinto1", None) or self._raw.readinto
+        read_into = getattr(self._raw, "readinto1", None) or getattr(self._raw, "readinto")  # (a BinaryIO's, typed without it)
         n = read_into(buffer)
         if n and self._left > 0:
             kept = min(n, self._left)

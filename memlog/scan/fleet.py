@@ -14,6 +14,7 @@ counts before the engine (and polars) load.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,7 +129,9 @@ def judge_locally(runs: list[Run], options: ScanOptions, jobs: int) -> Iterator[
     # counts before polars loads (limit_threads).
     context = multiprocessing.get_context("spawn")
     workers = min(jobs, len(runs))
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=limit_threads, max_tasks_per_child=RUNS_PER_WORKER) as pool:
+    # A worker is replaced after RUNS_PER_WORKER runs (its memory returned); Python 3.10 cannot.
+    recycle: dict = {"max_tasks_per_child": RUNS_PER_WORKER} if sys.version_info >= (3, 11) else {}
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=limit_threads, **recycle) as pool:
         queue = iter(runs)
         pending = set()
         for run in queue:

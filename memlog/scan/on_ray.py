@@ -79,6 +79,8 @@ def reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     if head is None:
         return
     match = _HOST_PORT.match(head)
+    if match is None:
+        return  # not host:port: Ray itself says what is wrong with it
     host, port = match["host"].strip("[]"), int(match["port"])
     try:
         socket.create_connection((host, port), timeout=timeout).close()

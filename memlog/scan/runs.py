@@ -106,7 +106,8 @@ class _Remote:
         return "file" if self.fs.isfile(path) else None
 
     def children(self, url: str) -> tuple[list[str], list[str]]:
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         try:
             entries = self.fs.ls(self._path(url), detail=True)
         except (FileNotFoundError, OSError):
