@@ -46,8 +46,8 @@ def leak_evidence(series, shape, t) -> dict | None:
         return None
     elif shape.p_increasing > (t["max_pattern_p_value"] if shape.stairs else t["max_p_value"]):
         return None  # p corrected for autocorrelated noise (trend.Shape.p_increasing)
-    if shape.effect < t["min_effect"]:
-        return None  # a drift the series' own noise around its line could make
+    if shape.effect < shape.effect_needed(t["min_effect"], t["min_effect_many_points"], t["min_growth_z"]):
+        return None  # a drift the series' own noise around its line could make, given how many readings show it
     if shape.saturation_gain is not None and shape.saturation_gain >= t["max_saturation_bic"]:
         return None  # still bending towards a cap: the end of the warmup
     growth_pct = 100 * shape.growth / shape.level if shape.level > 0 else math.inf
@@ -144,8 +144,12 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "so this is sustained growth, not a few large batches)"
         )
     onsets = [sh for sh in shapes if sh.onset is not None]
-    warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None]
-    if onsets:
+    jumps = [sh for sh in shapes if sh.jump is not None]
+    warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None and sh.jump is None]
+    if jumps and not onsets:
+        msg += (f"; it jumped by {gib(statistics.median(sh.jump for sh in jumps))} at {word} "
+                f"{min(sh.jump_step for sh in jumps)} and has kept growing since")
+    elif onsets:
         held = statistics.median(sh.tail_values[0] for sh in onsets)
         msg += f"; it started growing at {word} {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
     elif warmed:
@@ -195,6 +199,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "noise_gib": rounded(sh.residual_noise),
             "autocorrelation": rounded(sh.autocorrelation, 3),
             "onset_step": sh.onset_step,
+            "jump_step": sh.jump_step,
+            "jump_gib": rounded(sh.jump),
             "kendall_tau": rounded(sh.trend.tau),
             "r_squared": rounded(sh.r_squared),
             "from_step": sh.tail_steps[0],
@@ -292,10 +298,14 @@ RULE = Rule(
     thresholds=(
         Threshold("min_tail_points", 5, "points", "logged points after warmup needed to judge a trend"),
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend over the tail"),
-        Threshold("min_growth_gib", 0.1, "GiB", "fitted growth over the judged steps, at least"),
+        Threshold("min_growth_gib", 0.0001, "GiB", "reporting floor: a fitted growth below this (0.1 MiB) is never reported, "
+                  "at any scale; the gates that decide are relative to the series' level and noise"),
         Threshold("min_growth_pct", 0.75, "%", "fitted growth over the judged steps relative to the memory level, at least"),
         Threshold("min_effect", 5.0, "sigmas", "fitted growth over the judged steps in units of the series' own noise around the "
-                  "fitted line (robust spread of the residuals): growth that the noise could make is no leak"),
+                  "fitted line (robust spread of the residuals): this much always stands out, however few the readings"),
+        Threshold("min_effect_many_points", 2.0, "sigmas", "the least effect that can stand out, however many readings show it"),
+        Threshold("min_growth_z", 8.0, "sigmas", "between the two: the fitted growth in standard errors of a line fitted to "
+                  "noise alone over as many independent readings (sigma * sqrt(12 / n), n discounted for autocorrelation)"),
         Threshold("max_saturation_bic", 2.0, "BIC", "after a warmup, a tail that bends towards a cap better than it follows a "
                   "straight line by at least this much (Bayesian information criterion: 2 is positive evidence) is the "
                   "warmup's end, not a leak"),

@@ -123,9 +123,10 @@ RULE = Rule(
         Threshold("min_coverage", 0.5, "share", "the cycles span at least this share of the run: retention is a habit of the run, not a passing episode"),
         Threshold("min_period_steps", 2, "steps", "period, at least: a shorter cycle is the forward/backward cycle within each step "
                   "(memory lines read between step lines), not memory held across steps"),
-        Threshold("min_climb_gib", 0.1, "GiB", "climb within a cycle, at least (absolute)"),
+        Threshold("min_climb_gib", 0.0001, "GiB", "reporting floor: a climb below this (0.1 MiB) is never reported"),
         Threshold("min_climb_pct", 1.0, "%", "climb within a cycle relative to the floor, at least"),
-        Threshold("max_floor_growth_gib", 0.25, "GiB", "fitted growth of the floors over the run tolerated (absolute)"),
+        Threshold("max_floor_growth_gib", 0.0001, "GiB", "fitted growth of the floors below this (0.1 MiB) is flat at any level; "
+                  "above it the relative tolerance decides"),
         Threshold("max_floor_growth_pct", 1.5, "%", "fitted growth of the floors over the run tolerated (relative to the floor)"),
     ),
     examples=(

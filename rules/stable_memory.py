@@ -102,7 +102,8 @@ RULE = Rule(
     not_meaning="Says nothing about memory outside this log: host memory or other processes may still grow.",
     thresholds=(
         Threshold("min_points", 5, "points", "logged points needed to call a series stable"),
-        Threshold("max_growth_gib", 0.25, "GiB", "movement over the run tolerated (absolute)"),
+        Threshold("max_growth_gib", 0.0001, "GiB", "movement below this (0.1 MiB) is flat at any level (a floor for series "
+                  "near zero); above it the relative tolerance decides"),
         Threshold("max_growth_pct", 1.5, "%", "movement over the run tolerated (relative to level)"),
     ),
     examples=(

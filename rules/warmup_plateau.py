@@ -102,9 +102,11 @@ RULE = Rule(
     not_meaning="Does not mean the plateau fits the device: a high plateau can still run out of memory on a longer sequence.",
     thresholds=(
         Threshold("min_plateau_points", 3, "points", "logged points on the plateau, at least"),
-        Threshold("min_rise_gib", 0.25, "GiB", "warmup rise, at least"),
+        Threshold("min_rise_gib", 0.0001, "GiB", "reporting floor: a warmup rise below this (0.1 MiB) is never reported; "
+                  "above it the rise must stand out of the noise and reach min_rise_pct of the level"),
         Threshold("min_rise_pct", 1.5, "%", "warmup rise relative to the plateau level, at least"),
-        Threshold("max_tail_growth_gib", 0.25, "GiB", "fitted growth over the plateau tolerated (absolute)"),
+        Threshold("max_tail_growth_gib", 0.0001, "GiB", "fitted growth over the plateau below this (0.1 MiB) is flat at any "
+                  "level; above it the relative tolerance decides"),
         Threshold("max_tail_growth_pct", 1.5, "%", "fitted growth over the plateau tolerated (relative to level)"),
     ),
     examples=(

@@ -95,6 +95,8 @@ class Shape:
     autocorrelation: float = 0.0
     # After a warmup: how much better (BIC) the tail bends towards a cap than it follows a line.
     saturation_gain: float | None = None
+    # A one-off jump the tail starts at (stats.find_jump), when growth goes on after it: its size.
+    jump: float | None = None
 
     @property
     def has_warmup(self) -> bool:
@@ -105,11 +107,27 @@ class Shape:
         return self.tail_steps[0] if self.onset is not None else None
 
     @property
+    def jump_step(self) -> int | None:
+        return self.tail_steps[0] if self.jump is not None else None
+
+    @property
     def effect(self) -> float:
         """Fitted growth over the tail in units of its noise around the line: how far it stands out."""
         if self.residual_noise <= 0:
             return math.inf if self.growth > 0 else 0.0
         return self.growth / self.residual_noise
+
+    @property
+    def n_effective(self) -> float:
+        """The readings the verdict rests on, as independent ones (their autocorrelation discounted)."""
+        return stats.effective_points(self.points_used, self.autocorrelation)
+
+    def effect_needed(self, most: float, least: float, z: float) -> float:
+        """The effect (growth in noise SDs) that stands `z` standard errors out of this many readings'
+        noise, between `least` and `most`: few readings need `most`, many need less (stats.growth_z)."""
+        n = self.n_effective
+        by_points = z * math.sqrt(12.0 / n) if n > 0 else math.inf
+        return min(most, max(least, by_points))
 
     @property
     def p_increasing(self) -> float | None:
@@ -374,6 +392,21 @@ def _onset(tails: _Tails, start: int) -> int | None:
     return at
 
 
+def _jump(tails: _Tails, start: int) -> stats.Jump | None:
+    """A one-off jump in the tail from `start` on, after which memory goes on rising (a jump followed
+    by a flat level is no growth: the shape is left as it was)."""
+    xs, ys = tails.steps[start:], tails.values[start:]
+    if len(ys) < MIN_PATTERN_POINTS + 2:
+        return None
+    found = stats.find_jump(xs, ys, min_after=MIN_PATTERN_POINTS)
+    if found is None:
+        return None
+    at = start + found.index
+    if not _still_rising(tails, at):
+        return None
+    return stats.Jump(at, found.size)
+
+
 def _settled_running_max(values: list[float]) -> int:
     """Index of the last new peak of a running maximum when the peaks stopped, else 0."""
     last_rise = max((i for i in range(1, len(values)) if values[i] > values[i - 1]), default=0)
@@ -413,8 +446,9 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     if len(steps) >= MIN_TAIL_POINTS + 1:
         warmup = _settled_running_max(list(values)) if running_max else 0
         warmup = warmup or _warmup_end(tails)
-    onset = _onset(tails, warmup)
-    start = warmup if onset is None else onset
+    jump = _jump(tails, warmup) if not running_max else None
+    onset = _onset(tails, warmup if jump is None else jump.index)
+    start = onset if onset is not None else jump.index if jump is not None else warmup
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
@@ -433,7 +467,8 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         start,
         warmup_end=warmup,
         onset=onset,
-        warmup_step=tails.labels[warmup] if onset is not None and warmup else None,
+        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None) and warmup else None,
+        jump=jump.size if jump is not None and onset is None else None,
         saturation_gain=bend,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
@@ -499,7 +534,9 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         n=len(xs),
         tail_start=start,
         first_value=values[0],
-        rise=_tail_start_level(tails, warmup) - values[0] if warmup else 0.0,
+        # With a jump, the rise is the whole move to the level the tail starts from (warmup and jump).
+        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0]
+        if warmup or judged.get("jump") is not None else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],
