@@ -50,6 +50,8 @@ def leak_evidence(series, shape, t) -> dict | None:
         return None  # a drift the series' own noise around its line could make, given how many readings show it
     if shape.saturation_gain is not None and shape.saturation_gain >= t["max_saturation_bic"]:
         return None  # still bending towards a cap: the end of the warmup
+    if shape.saturating:
+        return None  # the whole series approaches a cap and needs no steady rise on top: a warmup settling
     growth_pct = 100 * shape.growth / shape.level if shape.level > 0 else math.inf
     # Stairs of exactly repeated readings tie most pairwise slopes at zero, which pins the lower
     # bound of Sen's interval at 0; the detected jumps themselves carry the evidence there.

@@ -44,6 +44,9 @@ TAIL_TREND_P = 0.05
 # this percentage of the cap) of the cap.
 SATURATION_BIC = 10.0
 SATURATION_NEAR_PCT = 0.25
+# A series that rises from its first point towards a cap it has not reached is still a warmup when
+# the curve beats a line by SATURATION_BIC and its rate fell to at most this share of the first.
+SATURATION_SLOWDOWN = 0.25
 # A running maximum has settled when the flat run after its last new peak covers at least this
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
@@ -97,6 +100,9 @@ class Shape:
     saturation_gain: float | None = None
     # A one-off jump the tail starts at (stats.find_jump), when growth goes on after it: its size.
     jump: float | None = None
+    # The whole series is a curve approaching a cap, and no steady rise is needed on top of it: a
+    # warmup still settling, whatever its tail's slope (_saturates_whole, _approaching_cap).
+    saturating: bool = False
 
     @property
     def has_warmup(self) -> bool:
@@ -323,6 +329,104 @@ def _saturated(tails: _Tails, start: int) -> int:
     return start + reached
 
 
+def _saturates_whole(tails: _Tails, knee: int) -> bool:
+    """For a series with a warmup (up to `knee`) whose tail still rises: is the whole series one curve
+    approaching a cap (cap - c e^(-x/tau)), which explains it better (BIC) than the warmup line and a
+    second line after the knee, and to which a steady rise (+ b x) adds no strong evidence?
+    Why: the tail after a knee can be the last stretch of an exponential approach (its remaining rise
+    is small and looks straight on its own), which only the whole curve shows; a leak after a warmup
+    needs the added line, and a jump then a line (no curve at all) fits the knee model better."""
+    found = tails.saturation(0)
+    if found is None or found[0] < SATURATION_BIC:
+        return False
+    _, _, _, ys, edges = found
+    m = len(ys)
+    xs = tails.steps if m == len(tails.values) else stats.medians_between(tails.steps, edges)
+    split = next((k for k in range(m) if edges[k] >= knee), m)
+    curve, both = _curve_sse(xs, ys, line=False), _curve_sse(xs, ys, line=True)
+    if curve is None or both is None or split < 2 or m - split < 2:
+        return False
+    knee_sse = 0.0
+    for lo, hi in ((0, split), (split, m)):
+        line = stats.ols(xs[lo:hi], ys[lo:hi])
+        if line is None:
+            return False
+        knee_sse += sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs[lo:hi], ys[lo:hi]))
+    floor = 1e-12 * max(1.0, max(abs(y) for y in ys)) ** 2
+    curve, both, knee_sse = max(curve, floor), max(both, floor), max(knee_sse, floor)
+    # BIC with 3 parameters for the curve (cap, amplitude, tau), 4 with the line, 5 for the knee
+    # model (two lines and where they meet).
+    line_gain = m * math.log(curve / both) - math.log(m)
+    curve_over_knee = m * math.log(knee_sse / curve) + 2 * math.log(m)
+    return line_gain < SATURATION_BIC and curve_over_knee > 0
+
+
+def _curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float | None:
+    """Least-squares SSE of y = a + c exp(-(x - x0) / tau) (+ b x when `line`), c < 0 (rising towards
+    a cap), tau searched on a log grid and refined by golden section (a coarse tau leaves a misfit
+    that the added line would absorb)."""
+    span = xs[-1] - xs[0]
+    m = len(ys)
+    if span <= 0 or m < 5:
+        return None
+    mx, my = sum(xs) / m, sum(ys) / m
+    dx = [x - mx for x in xs]
+    dy = [y - my for y in ys]
+    sxx = sum(v * v for v in dx)
+    sxy = sum(a * b for a, b in zip(dx, dy))
+    syy = sum(v * v for v in dy)
+
+    def sse(log_tau: float) -> float:
+        tau = math.exp(log_tau)
+        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
+        mu = sum(u) / m
+        du = [v - mu for v in u]
+        suu = sum(v * v for v in du)
+        suy = sum(a * b for a, b in zip(du, dy))
+        if not line:
+            c = suy / suu if suu > 0 else 0.0
+            return syy - c * suy if c < 0 else math.inf
+        sxu = sum(a * b for a, b in zip(dx, du))
+        det = sxx * suu - sxu * sxu
+        if not det > 1e-12 * sxx * suu:
+            return math.inf
+        b, c = (suu * sxy - sxu * suy) / det, (sxx * suy - sxu * sxy) / det
+        return syy - b * sxy - c * suy if c < 0 else math.inf
+
+    grid = [math.log(span * 0.01 * (300 ** (k / 23))) for k in range(24)]
+    values = [sse(g) for g in grid]
+    k = min(range(24), key=values.__getitem__)
+    if not math.isfinite(values[k]):
+        return None
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, 23)]
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = sse(a), sse(b)
+    for _ in range(20):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = sse(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = sse(b)
+    return max(min(values[k], fa, fb), 0.0)
+
+
+def _approaching_cap(tails: _Tails) -> bool:
+    """Whether a series that rises from its first point approaches a cap: it has plainly bent (SATURATION_BIC, and its rate fell to SATURATION_SLOWDOWN of the
+    first) without reaching the cap yet: caches filling, a warmup still settling."""
+    if len(tails.values) < 2 * MIN_TAIL_POINTS + 2 or not _still_rising(tails, 0):
+        return False
+    found = tails.saturation(0)
+    if found is None or found[0] < SATURATION_BIC:
+        return False
+    _, cap, fitted, _, _ = found
+    # On cap - c e^(-x / tau), the rate at the end over the rate at the start is e^(-span / tau).
+    return cap - fitted[0] > 0 and (cap - fitted[-1]) / (cap - fitted[0]) <= SATURATION_SLOWDOWN
+
+
 def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
     """How much better a curve approaching a cap explains the points than a straight line: (BIC
     gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
@@ -458,10 +562,14 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         moved = stairs.jumps[0] - 1
         onset = start = start + moved
         stairs = stats.Stairs(tuple(j - moved for j in stairs.jumps), stairs.mean_jump, stairs.flat_sd)
-    bend = None
+    bend, saturating = None, False
     if warmup and onset is None and not stairs and not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         found = tails.saturation(start)
         bend = found[0] if found else None
+        if _still_rising(tails, start):
+            saturating = _saturates_whole(tails, warmup)
+    elif not (warmup or stairs or running_max) and onset is None and jump is None:
+        saturating = _approaching_cap(tails)
     return _split_shape(
         tails,
         start,
@@ -470,6 +578,7 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         warmup_step=tails.labels[warmup] if (onset is not None or jump is not None) and warmup else None,
         jump=jump.size if jump is not None and onset is None else None,
         saturation_gain=bend,
+        saturating=saturating,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,

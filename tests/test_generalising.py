@@ -1,0 +1,144 @@
+"""Issue 34: judging that generalises, one regression test per case the issue lists.
+
+The runs are written as a user's own loop or a framework prints them (JSON lines, DeepSpeed's
+see_memory_usage blocks), at the scales the issue saw: a 20 MiB repro in MiB, a 33-46 GiB device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from memlog.engine.api import analyze
+from tests.shapes import CLASSES, draw
+
+
+def jsonl(path: Path, steps, values, key: str = "gpu_mem_alloc_gb", decimals: int = 3, **more) -> Path:
+    with path.open("w") as out:
+        for i, (step, value) in enumerate(zip(steps, values)):
+            row = {"step": step, "loss": round(3.2 - 0.2 * math.log1p(i), 4), key: round(value, decimals)}
+            row.update({k: round(v[i], decimals) for k, v in more.items()})
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+def fired(report) -> dict[str, object]:
+    return {f.rule: f for f in report.findings}
+
+
+# -- thresholds from the series, not constants --------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("interval", [1, 5, 10])
+def test_a_saturating_warmup_is_no_leak(tmp_path, seed, interval):
+    """1 - e^(-t/tau), tau ~9 logged points, noise 0.4 % of the level, 216 steps: was LEAK with a projection."""
+    rng = random.Random(seed)
+    n = 216 // interval
+    steps = [interval * (i + 1) for i in range(n)]
+    level, amplitude = 40.0, rng.choice((0.1, 0.3, 0.6))
+    values = [level * (1 - amplitude * math.exp(-i / 9)) + rng.gauss(0, 0.004 * level) for i in range(n)]
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", steps, values))])
+    assert "memory-leak" not in fired(report), report.findings[0].message
+    assert report.verdict in ("warmup-plateau", "stable", "inconclusive")
+
+
+@pytest.mark.parametrize("values", [[20.0, 20.0, 30.0], [20.0, 30.0, 30.1], [20.0, 30.0, 40.0]])
+def test_three_points_with_one_jump_are_insufficient_data(tmp_path, values):
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", [10, 20, 30], values))])
+    assert report.verdict == "inconclusive" and set(fired(report)) == {"insufficient-data"}
+
+
+@pytest.mark.parametrize(("level", "pct", "steps"), [(33.0, 1.2, 1500), (40.0, 1.5, 2000), (46.0, 1.7, 3000)])
+def test_small_sustained_growth_of_a_large_level_is_a_leak(tmp_path, level, pct, steps):
+    """+1.2 to +1.7 % of a 33-46 GiB level over 1,500-3,000 steps, noise SD 0.17 GiB: was STABLE."""
+    rng = random.Random(level)
+    at = list(range(10, steps + 1, 10))
+    values = [level * (1 + pct / 100 * s / steps) + rng.gauss(0, 0.17) for s in at]
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", at, values, decimals=2))])
+    assert report.verdict == "leak", [f.message for f in report.findings]
+
+
+def test_a_tiny_models_steady_rise_in_mib_is_a_leak(tmp_path):
+    """20.4 -> 21.0 MiB in 13 readings, every one higher: was STABLE 'within the 0.25 GiB a flat run may move'."""
+    values = [20.4 + 0.05 * i for i in range(13)]
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", range(1, 14), values, key="allocated_mib", decimals=2))])
+    assert report.verdict == "leak", [f.message for f in report.findings]
+    assert "0.25 GiB" not in " ".join(f.message for f in report.findings)
+
+
+def test_a_flat_tiny_model_is_stable_with_a_tolerance_of_its_own_scale(tmp_path):
+    rng = random.Random(3)
+    values = [20.4 + rng.gauss(0, 0.01) for _ in range(40)]
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", range(1, 41), values, key="allocated_mib", decimals=2))])
+    stable = fired(report)["stable-memory"]
+    assert report.verdict == "stable"
+    assert stable.evidence["observed"]["tolerance_gib"] < 0.001  # 1.5 % of 20 MiB, not 0.25 GiB
+
+
+@pytest.mark.parametrize("shape", CLASSES)
+def test_the_same_run_in_mib_and_in_gib_is_judged_alike(tmp_path, shape):
+    """Scale invariance: the readings of one draw written in GiB and in MiB (x1024), and scaled to a
+    20 MiB repro (above the 0.1 MiB reporting floors), get the same verdict and the same rules."""
+    d = draw(shape, 11)
+    gib = list(d.values)
+    repro = 0.02 / d.level
+    runs = {
+        "gib": jsonl(tmp_path / "a.jsonl", d.steps, gib, key="gpu_mem_alloc_gb", decimals=6),
+        "mib": jsonl(tmp_path / "b.jsonl", d.steps, [v * 1024 for v in gib], key="gpu_mem_alloc_mib", decimals=3),
+        "repro": jsonl(tmp_path / "c.jsonl", d.steps, [v * repro * 1024 for v in gib], key="gpu_mem_alloc_mib", decimals=6),
+    }
+    judged = {name: analyze([str(p)]) for name, p in runs.items()}
+    verdicts = {name: (r.verdict, sorted(fired(r))) for name, r in judged.items()}
+    assert len(set(map(str, verdicts.values()))) == 1, verdicts
+
+
+# -- shapes the fixed gates missed --------------------------------------------------------------
+
+
+def _see_memory_usage(path: Path, allocated_after_step: list[float]) -> Path:
+    """A DeepSpeed run with see_memory_usage at every micro-step stage (memory_breakdown), the
+    allocated memory of each stage offset from the step's level, as ZeRO-2 prints it."""
+    stages = (("Engine before forward", 0.0), ("Engine after forward", 3.1), ("Engine before backward", 3.1),
+              ("Engine after backward", 0.3), ("Engine before step", 0.3), ("Engine after step", 0.0))
+    lines = ["[2024-08-14 09:12:25,871] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.14.4, git-hash=unknown, git-branch=unknown"]
+    second = 0
+    for step, ma in enumerate(allocated_after_step, start=1):
+        for text, extra in stages:
+            second += 1
+            ts = f"2024-08-14 09:{12 + second // 60:02d}:{second % 60:02d},{(7 * second) % 1000:03d}"
+            now = ma + extra
+            lines.append(f"[{ts}] [INFO] [utils.py:781:see_memory_usage] {text}")
+            lines.append(f"[{ts}] [INFO] [utils.py:782:see_memory_usage] MA {now:.2f} GB         Max_MA {now + 0.4:.2f} GB         "
+                         f"CA {ma + 6.0:.2f} GB         Max_CA {math.ceil(ma + 6.0)} GB ")
+            lines.append(f"[{ts}] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.1 GB, percent = 9.5%")
+        lines.append(f"[{ts}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[1e-05, 1e-05], "
+                     "mom=[(0.9, 0.999), (0.9, 0.999)]")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("steps", "rise"), [(33, 1.0), (40, 2.0), (45, 2.6)])
+def test_a_subtle_deepspeed_leak_printed_every_micro_step_is_found(tmp_path, steps, rise):
+    """see_memory_usage every micro-step, +1 to +2.6 GiB (3-5 %) over 33-45 steps: was INCONCLUSIVE or WARMUP PLATEAU."""
+    rng = random.Random(steps)
+    level = 52.0 if rise > 1.5 else 30.0
+    values = [level + rise * i / (steps - 1) + rng.gauss(0, 0.03) for i in range(steps)]
+    report = analyze([str(_see_memory_usage(tmp_path / "ds.log", values))])
+    assert report.verdict == "leak", [f.message for f in report.findings]
+
+
+def test_a_jump_then_a_leak_starts_at_the_jump(tmp_path):
+    """A one-off jump at step 1500 followed by a leak: was 'started growing at step 1150'."""
+    rng = random.Random(5)
+    steps = list(range(50, 4001, 50))
+    values = [30.0 + rng.gauss(0, 0.05) if s < 1500 else 34.0 + 0.0015 * (s - 1500) + rng.gauss(0, 0.05) for s in steps]
+    report = analyze([str(jsonl(tmp_path / "m.jsonl", steps, values, decimals=2))])
+    leak = fired(report)["memory-leak"]
+    assert "jumped by" in leak.message and "step 1500" in leak.message, leak.message
+    assert "1150" not in leak.message
+    assert leak.evidence["series"][0]["jump_step"] == 1500
