@@ -109,6 +109,10 @@ def draw(shape: str, seed: int, *, sigmas: float | None = None, points: int | No
     key, per_gib, (lo, hi) = rng.choice(SCALES)
     level = math.exp(rng.uniform(math.log(lo), math.log(hi)))
     noise_pct = rng.choice((0.0, rng.uniform(0.01, 0.1), rng.uniform(0.1, 0.6)))
+    if sigmas is not None:
+        # Power curves: noise large enough that the relative gate (memory-leak's min_growth_pct) does
+        # not decide instead of the noise: 2 SDs are at least 0.8 % of the level.
+        noise_pct = rng.uniform(0.4, 1.0)
     sigma = level * noise_pct / 100
     rho = rng.choice((0.0, 0.0, rng.uniform(0.2, 0.7)))
     interval = rng.choice(INTERVALS)
