@@ -142,3 +142,36 @@ def test_a_jump_then_a_leak_starts_at_the_jump(tmp_path):
     assert "jumped by" in leak.message and "step 1500" in leak.message, leak.message
     assert "1150" not in leak.message
     assert leak.evidence["series"][0]["jump_step"] == 1500
+
+
+# -- sawtooth floors on every series ------------------------------------------------------------
+
+
+def _cycles(rng: random.Random, n: int, amplitude: float, level: float, floor_per_cycle: float, noise: float, square: bool):
+    """Offload/reload cycles of period 6-8 steps (jittered): a ramp, or up for a rollout and down after."""
+    values, cycle = [], 0
+    while len(values) < n:
+        period = 7 + rng.choice((-1, 0, 0, 1))
+        for phase in range(period):
+            up = (1.0 if phase in (1, 2) else 0.0) if square else phase / (period - 1)
+            values.append(level + amplitude * up + floor_per_cycle * cycle + rng.gauss(0, noise))
+        cycle += 1
+    return values[:n]
+
+
+@pytest.mark.parametrize("key", ["host_mem_used_gb", "gpu_mem_alloc_gb", "memory_reserved_gb"])
+@pytest.mark.parametrize("square", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sawtooth_is_a_leak_when_its_floor_rises_and_periodic_retention_when_flat(tmp_path, key, square, seed):
+    """Host memory of an RL job cycling with offload/reload (amplitude 12-35 GiB, period ~7 steps): a floor
+    rising ~2 GiB per cycle was STABLE; a flat one sometimes got no periodic-retention."""
+    rng = random.Random(seed)
+    n, amplitude = rng.randint(50, 120), rng.uniform(12, 35)
+    level = 300.0 if key.startswith("host") else 30.0
+    noise = rng.uniform(0.2, 1.0) * level / 300
+    rising = _cycles(rng, n, amplitude * level / 300, level, 2.0 * level / 300, noise, square)
+    flat = _cycles(rng, n, amplitude * level / 300, level, 0.0, noise, square)
+    leak = analyze([str(jsonl(tmp_path / "rising.jsonl", range(1, n + 1), rising, key=key, decimals=2))])
+    assert leak.verdict == "leak" and "floor rises" in fired(leak)["memory-leak"].message
+    retention = analyze([str(jsonl(tmp_path / "flat.jsonl", range(1, n + 1), flat, key=key, decimals=2))])
+    assert retention.verdict == "periodic-retention", [f.message for f in retention.findings]
