@@ -194,8 +194,10 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "metric": s.column,
             "pattern": sh.pattern,
             "basis": sh.basis,
-            "slope_gib_per_step": rounded(sh.fit.slope, 6),
-            "slope_ci_gib_per_step": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
+            # Rates in the unit of the axis: per step when the log numbers steps, per reading when it
+            # only numbers its readings (an HF Trainer dict every logging_steps): the name says which.
+            f"slope_gib_per_{word}": rounded(sh.fit.slope, 6),
+            f"slope_ci_gib_per_{word}": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
             "trend_p_value": rounded(sh.p_increasing, 6),
             "effect_sigmas": rounded(sh.effect, 2),
             "noise_gib": rounded(sh.residual_noise),
@@ -214,8 +216,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "warmup_until_step": sh.knee_step if sh.has_warmup else None,
             "warmup_rise_gib": rounded(sh.rise) if sh.has_warmup else None,
             "stair_jump_gib": rounded(sh.stairs.mean_jump) if sh.stairs else None,
-            "stair_every_steps": rounded(sh.stair_period_steps()) if sh.stairs else None,
-            "cycle_period_steps": rounded(sh.sawtooth.period) if sh.sawtooth else None,
+            f"stair_every_{word}s": rounded(sh.stair_period_steps()) if sh.stairs else None,
+            f"cycle_period_{word}s": rounded(sh.sawtooth.period) if sh.sawtooth else None,
             "new_peaks": extra["new_peaks"],
             "projected_capacity_step": rounded(p.step, 1) if p else None,
             "projected_capacity_seconds": rounded(p.seconds, 0) if p else None,
@@ -225,8 +227,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     ]
     capacity, capacity_from = ctx.capacity_of(leaking[0][0])
     observed = {
-        "slope_gib_per_step": rounded(slope, 6),
-        "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
+        f"slope_gib_per_{word}": rounded(slope, 6),
+        f"slope_gib_per_1k_{word}s": rounded(slope * 1000, 3),
         "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
         "from_step": first,
         "to_step": last,
@@ -238,7 +240,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
         "measures": column.description,
         "pattern": typical.pattern,
         "confidence": {
-            "slope_ci_gib_per_step": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
+            f"slope_ci_gib_per_{word}": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
             "trend_p_value_max": rounded(max(sh.p_increasing for sh in shapes), 6),
             "effect_sigmas_min": rounded(min(sh.effect for sh in shapes), 2),
             "points_min": min(sh.points_used for sh in shapes),

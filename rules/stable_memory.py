@@ -70,14 +70,14 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "metric": stable[0][0].column,
             "confidence": {
                 "points_min": min(sh.n for _, sh in stable),
-                "slope_ci_gib_per_step": [
+                f"slope_ci_gib_per_{step_word(s for s, _ in stable)}": [
                     rounded(min((sh.fit.low for _, sh in stable if sh.fit), default=None), 6),
                     rounded(max((sh.fit.high for _, sh in stable if sh.fit), default=None), 6),
                 ],
             },
             "series": [
                 {"series": ctx.label(s), "rank": s.rank, "level_gib": rounded(sh.level), "spread_gib": rounded(max(s.values) - min(s.values)),
-                 "slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
+                 f"slope_gib_per_{step_word([s])}": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
                  "points": sh.n}
                 for s, sh in stable
             ][:16],

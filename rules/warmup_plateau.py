@@ -55,7 +55,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
             "metric": plateaus[0][0].column,
             "confidence": {
                 "points_on_plateau_min": points,
-                "tail_slope_ci_gib_per_step": [
+                f"tail_slope_ci_gib_per_{word}": [
                     rounded(min(sh.fit.low for _, sh in plateaus if sh.fit), 6),
                     rounded(max(sh.fit.high for _, sh in plateaus if sh.fit), 6),
                 ],
@@ -69,7 +69,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
                     "plateau_from_step": sh.knee_step,
                     "plateau_gib": rounded(sh.level),
                     "plateau_spread_gib": rounded(sh.spread),
-                    "tail_slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6),
+                    f"tail_slope_gib_per_{word}": rounded(sh.fit.slope if sh.fit else None, 6),
                     "tail_growth_gib": rounded(sh.growth),
                     "points_on_plateau": len(sh.tail_values),
                     "lines": [s.line_nos[0], s.line_nos[sh.tail_start]],

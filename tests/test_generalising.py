@@ -175,3 +175,36 @@ def test_a_sawtooth_is_a_leak_when_its_floor_rises_and_periodic_retention_when_f
     assert leak.verdict == "leak" and "floor rises" in fired(leak)["memory-leak"].message
     retention = analyze([str(jsonl(tmp_path / "flat.jsonl", range(1, n + 1), flat, key=key, decimals=2))])
     assert retention.verdict == "periodic-retention", [f.message for f in retention.findings]
+
+
+# -- rates in the unit of the axis ---------------------------------------------------------------
+
+
+def test_a_rate_is_per_step_when_the_log_numbers_its_steps(tmp_path):
+    """Logged every 5 steps with the step printed: the fitted rate is per step, not per reading (5x)."""
+    steps = list(range(5, 301, 5))
+    values = [20.0 + 0.002 * s for s in steps]  # 2 MiB per step, 10 MiB per reading
+    leak = fired(analyze([str(jsonl(tmp_path / "m.jsonl", steps, values, decimals=3))]))["memory-leak"]
+    observed = leak.evidence["observed"]
+    assert observed["slope_gib_per_step"] == pytest.approx(0.002, rel=0.05)
+    assert observed["slope_gib_per_1k_steps"] == pytest.approx(2.0, rel=0.05)
+
+
+def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
+    """An HF Trainer (axolotl) dict every logging_steps=5 optimizer steps carries no step number: the
+    rate is per reading and named so; it is never printed as a per-step rate ~5x too high."""
+    lines = []
+    for i in range(40):
+        step = 5 * (i + 1)
+        mem = 10.4 + 0.05 * i
+        lines.append(f"{step * 100 // 200:3d}%|          | {step}/200 [00:{i:02d}<10:00,  5.03s/it]"
+                     f"{{'loss': {1.5 - 0.01 * i:.4f}, 'grad_norm': 0.36, 'learning_rate': 2e-05, 'memory/max_active (GiB)': {mem:.2f}, "
+                     f"'memory/max_allocated (GiB)': {mem:.2f}, 'memory/device_reserved (GiB)': {mem + 3:.2f}, 'epoch': {0.025 * (i + 1):.3f}}}")
+    path = tmp_path / "axolotl.log"
+    path.write_text("\n".join(lines) + "\n")
+    leak = fired(analyze([str(path)]))["memory-leak"]
+    observed = leak.evidence["observed"]
+    assert "slope_gib_per_step" not in observed and "slope_gib_per_1k_steps" not in observed
+    assert observed["slope_gib_per_reading"] == pytest.approx(0.05, rel=0.05)
+    assert all("slope_gib_per_reading" in s for s in leak.evidence["series"])
+    assert "/step" not in leak.message and "/reading" in leak.message
