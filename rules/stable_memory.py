@@ -31,18 +31,38 @@ def check(ctx, t) -> list[Finding]:
     return findings
 
 
+# How a series' window reads in words: a current reading, the peak since the last log line, the
+# running maximum since the process started.
+WINDOW_WORDS = {"current": "", "window-peak": "peak ", "running-max": "running-maximum "}
+
+
+def _what(subject: str, series: list) -> str:
+    """The memory the finding is about, named by what its series measure ("Allocated memory",
+    "Peak reserved memory"): beside a fragmentation finding, it is allocated memory that is stable,
+    not "device memory". "Host memory" or "Device memory" when the series measure different things."""
+    if subject == "host":
+        return "Host memory"
+    kinds = {(s.memory.measure.value, s.memory.window.value) for s in series if s.memory}
+    if len(kinds) != 1 or len(series) != sum(1 for s in series if s.memory):
+        return "Device memory"
+    measure, window = kinds.pop()
+    if measure == "used":
+        return "Device memory (the driver's view)"
+    return f"{WINDOW_WORDS.get(window, '')}{measure} memory".capitalize()
+
+
 def _finding(ctx, subject, stable, t) -> Finding:
     labels = [ctx.label(s) for s, _ in stable]
     lo, hi = min(sh.level for _, sh in stable), max(sh.level for _, sh in stable)
     level = gib(lo) if hi - lo < 0.5 else f"{gib(lo)} to {gib(hi)} depending on the worker"
-    where = "Host" if subject == "host" else "Device"
+    where = _what(subject, [s for s, _ in stable])
     spread = max(max(s.values) - min(s.values) for s, _ in stable)
     # What the rule measured and bounded: the movement from the first point (early step plus fitted
     # tail growth), never above the tolerance it fired under. Single readings may scatter further.
     movement = max(max(sh.rise, abs(sh.overall_change)) for _, sh in stable)
     tolerance = max(sh.tolerance(t["max_growth_gib"], t["max_growth_pct"]) for _, sh in stable)
     msg = (
-        f"{where} memory is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
+        f"{where} is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
         f"{min(s.steps[0] for s, _ in stable)} to {max(s.steps[-1] for s, _ in stable)}, "
         f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
     )

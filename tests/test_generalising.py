@@ -208,3 +208,25 @@ def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
     assert observed["slope_gib_per_reading"] == pytest.approx(0.05, rel=0.05)
     assert all("slope_gib_per_reading" in s for s in leak.evidence["series"])
     assert "/step" not in leak.message and "/reading" in leak.message
+
+
+# -- words that match the series -----------------------------------------------------------------
+
+
+def test_stable_memory_names_the_series_that_is_stable_beside_fragmentation(tmp_path):
+    """Allocated flat, reserved +13.6 GiB: stable-memory said "Device memory is stable"; it is allocated memory."""
+    steps = list(range(1, 61))
+    path = jsonl(tmp_path / "m.jsonl", steps, [31.2 + 0.01 * (i % 3) for i in steps], key="gpu_mem_alloc_gb", decimals=2,
+                 gpu_mem_reserved_gb=[36.0 + 13.6 * i / 59 for i in range(60)])
+    found = fired(analyze([str(path)]))
+    assert "fragmentation" in found
+    assert found["stable-memory"].message.startswith("Allocated memory is stable"), found["stable-memory"].message
+    assert "Device memory is stable" not in found["stable-memory"].message
+
+
+def test_stable_memory_names_a_peak_reading_as_a_peak(tmp_path):
+    from tests.synthetic import titan_log
+
+    path = titan_log(tmp_path / "titan.log", {0: [23.41, 23.39, 23.42, 23.4] * 5}, list(range(1, 21)))
+    stable = fired(analyze([str(path)]))["stable-memory"]
+    assert stable.message.startswith("Peak reserved memory is stable"), stable.message
