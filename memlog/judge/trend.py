@@ -20,7 +20,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 
 from memlog.judge import stats
 from memlog.base.columns import Window
@@ -343,7 +342,7 @@ def _saturates_whole(tails: _Tails, knee: int) -> bool:
     m = len(ys)
     xs = tails.steps if m == len(tails.values) else stats.medians_between(tails.steps, edges)
     split = next((k for k in range(m) if edges[k] >= knee), m)
-    curve, both = _curve_sse(xs, ys, line=False), _curve_sse(xs, ys, line=True)
+    curve, both = stats.cap_curve_sse(xs, ys, line=False), stats.cap_curve_sse(xs, ys, line=True)
     if curve is None or both is None or split < 2 or m - split < 2:
         return False
     knee_sse = 0.0
@@ -359,59 +358,6 @@ def _saturates_whole(tails: _Tails, knee: int) -> bool:
     line_gain = m * math.log(curve / both) - math.log(m)
     curve_over_knee = m * math.log(knee_sse / curve) + 2 * math.log(m)
     return line_gain < SATURATION_BIC and curve_over_knee > 0
-
-
-def _curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float | None:
-    """Least-squares SSE of y = a + c exp(-(x - x0) / tau) (+ b x when `line`), c < 0 (rising towards
-    a cap), tau searched on a log grid and refined by golden section (a coarse tau leaves a misfit
-    that the added line would absorb)."""
-    span = xs[-1] - xs[0]
-    m = len(ys)
-    if span <= 0 or m < 5:
-        return None
-    mx, my = sum(xs) / m, sum(ys) / m
-    dx = [x - mx for x in xs]
-    dy = [y - my for y in ys]
-    sxx = sum(v * v for v in dx)
-    sxy = sum(a * b for a, b in zip(dx, dy))
-    syy = sum(v * v for v in dy)
-
-    def sse(log_tau: float) -> float:
-        tau = math.exp(log_tau)
-        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
-        mu = sum(u) / m
-        du = [v - mu for v in u]
-        suu = sum(v * v for v in du)
-        suy = sum(a * b for a, b in zip(du, dy))
-        if not line:
-            c = suy / suu if suu > 0 else 0.0
-            return syy - c * suy if c < 0 else math.inf
-        sxu = sum(a * b for a, b in zip(dx, du))
-        det = sxx * suu - sxu * sxu
-        if not det > 1e-12 * sxx * suu:
-            return math.inf
-        b, c = (suu * sxy - sxu * suy) / det, (sxx * suy - sxu * sxy) / det
-        return syy - b * sxy - c * suy if c < 0 else math.inf
-
-    grid = [math.log(span * 0.01 * (300 ** (k / 23))) for k in range(24)]
-    values = [sse(g) for g in grid]
-    k = min(range(24), key=values.__getitem__)
-    if not math.isfinite(values[k]):
-        return None
-    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, 23)]
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = sse(a), sse(b)
-    for _ in range(20):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = sse(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = sse(b)
-    return max(min(values[k], fa, fb), 0.0)
 
 
 def _approaching_cap(tails: _Tails) -> bool:
@@ -441,40 +387,12 @@ def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float,
     if line is None:
         return None
     sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
-    best = _best_saturation(xs, ys)
+    best = stats.best_saturation(xs, ys)
     if best is None or sse_line <= 0:
         return None
     sse, cap, fitted = best
     m = len(ys)
     return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
-
-
-def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
-    """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
-    (rising towards the cap): (sse, cap, fitted values) of the best tau."""
-    span = xs[-1] - xs[0]
-    if span <= 0:
-        return None
-    best = None
-    # What does not depend on tau is computed once; each sum adds the same terms in the same order.
-    my = sum(ys) / len(ys)
-    from_first = [-(x - xs[0]) for x in xs]
-    for k in range(24):
-        tau = span * 0.01 * (300 ** (k / 23))  # 1 % .. 300 % of the span, log-spaced
-        u = [math.exp(d / tau) for d in from_first]
-        mu = sum(u) / len(u)
-        suu = sum([(ui - mu) ** 2 for ui in u])
-        if suu <= 0:
-            continue
-        c = sum([(ui - mu) * (yi - my) for ui, yi in zip(u, ys)]) / suu
-        if c >= 0:
-            continue
-        cap = my - c * mu
-        fitted = [cap + c * ui for ui in u]
-        sse = sum([(yi - fi) ** 2 for yi, fi in zip(ys, fitted)])
-        if best is None or sse < best[0]:
-            best = (sse, cap, fitted)
-    return best
 
 
 def _onset(tails: _Tails, start: int) -> int | None:
@@ -661,55 +579,3 @@ def shape_of(series: Series) -> Shape:
         running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
         shape = series.__dict__["_shape"] = _shape(tuple(series.x), tuple(series.values), running_max, tuple(series.steps))
     return shape
-
-
-# --------------------------------------------------------------------------------------------
-# projection to capacity
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Projection:
-    capacity_gib: float
-    step: float  # projected step at which the series reaches capacity
-    from_step: int  # last logged step the projection starts from
-    seconds: float | None  # wall time from the last logged step to capacity, when timestamps exist
-    at: str | None  # projected wall-clock time (ISO, the log's own clock), when timestamps exist
-
-    @property
-    def steps_left(self) -> float:
-        return self.step - self.from_step
-
-
-def project(series: Series, shape: Shape, capacity_gib: float | None) -> Projection | None:
-    """Where the tail's fitted growth reaches capacity: step, and wall time when the log has timestamps.
-
-    Starts from the highest of the fitted value and the last reading (for a sawtooth, the top of
-    the last cycle: the peaks reach capacity first)."""
-    if not capacity_gib or not shape.fit or shape.fit.slope <= 0:
-        return None
-    last_step = shape.tail_x[-1]
-    fitted_now = shape.fit.intercept + shape.fit.slope * last_step
-    if shape.sawtooth:
-        last_cycle = shape.tail_values[-max(2, round(shape.sawtooth.period / max(shape.interval or 1, 1))) :]
-        fitted_now += max(last_cycle) - min(last_cycle)
-    step = stats.project_crossing(last_step, max(fitted_now, shape.tail_values[-1]), shape.fit.slope, capacity_gib)
-    if step is None:
-        return None
-    seconds = at = None
-    rate = seconds_per_step(series)
-    if rate is not None:
-        seconds = (step - last_step) * rate
-        last_time = series.times[-1] if series.times else None
-        if last_time is not None and math.isfinite(seconds) and seconds < 1e10:
-            moment = datetime.fromtimestamp(last_time, tz=timezone.utc) + timedelta(seconds=seconds)
-            at = moment.strftime("%Y-%m-%d %H:%M")
-    return Projection(capacity_gib, step + series.x_origin, last_step + series.x_origin, seconds, at)
-
-
-def seconds_per_step(series: Series) -> float | None:
-    """Wall time per optimizer step over the series, from its timestamps (None without them)."""
-    pairs = [(s, t) for s, t in zip(series.x, series.times or []) if t is not None]
-    if len(pairs) < 2 or pairs[-1][0] <= pairs[0][0] or pairs[-1][1] <= pairs[0][1]:
-        return None
-    return (pairs[-1][1] - pairs[0][1]) / (pairs[-1][0] - pairs[0][0])
