@@ -230,3 +230,32 @@ def test_stable_memory_names_a_peak_reading_as_a_peak(tmp_path):
     path = titan_log(tmp_path / "titan.log", {0: [23.41, 23.39, 23.42, 23.4] * 5}, list(range(1, 21)))
     stable = fired(analyze([str(path)]))["stable-memory"]
     assert stable.message.startswith("Peak reserved memory is stable"), stable.message
+
+
+# -- gradient norm -------------------------------------------------------------------------------
+
+
+def _torchtune(path: Path, grad: dict[int, str], loss: dict[int, str] | None = None) -> Path:
+    lines = [f"Step {i} | loss:{(loss or {}).get(i, 2.5 - 0.01 * i)} lr:2e-05 tokens_per_second_per_gpu:2864.1 "
+             f"peak_memory_active:21.3 peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:{grad.get(i, '0.43')} "
+             for i in range(1, 31)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_non_finite_grad_norm_beside_a_finite_loss_is_reported(tmp_path, value):
+    found = fired(analyze([str(_torchtune(tmp_path / "log_1.txt", {12: value, 13: value}))]))
+    finding = found["nan-grad-norm"]
+    assert "nan-loss" not in found
+    assert finding.evidence["observed"]["non_finite_steps"] == 2 and finding.evidence["observed"]["first_step"] == 12
+    assert ("NaN" if value == "nan" else "inf") in finding.message
+
+
+def test_a_line_whose_loss_is_nan_too_is_reported_once_by_nan_loss(tmp_path):
+    found = fired(analyze([str(_torchtune(tmp_path / "log_1.txt", {12: "nan"}, {12: "nan"}))]))
+    assert "nan-loss" in found and "nan-grad-norm" not in found
+
+
+def test_finite_grad_norms_are_not_reported(tmp_path):
+    assert "nan-grad-norm" not in fired(analyze([str(_torchtune(tmp_path / "log_1.txt", {}))]))
