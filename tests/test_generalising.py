@@ -259,3 +259,42 @@ def test_a_line_whose_loss_is_nan_too_is_reported_once_by_nan_loss(tmp_path):
 
 def test_finite_grad_norms_are_not_reported(tmp_path):
     assert "nan-grad-norm" not in fired(analyze([str(_torchtune(tmp_path / "log_1.txt", {}))]))
+
+
+# -- a run across restarts -----------------------------------------------------------------------
+
+
+def test_a_leak_in_every_segment_of_a_torchrun_restarted_run_outranks_the_crashes(tmp_path):
+    """Each attempt resumes from the last checkpoint, leaks and dies of OOM; torchrun restarts the worker
+    group. The leak is found, headlines the report beside the OOM, and the projection starts from the
+    last segment (never before its last logged step)."""
+    from tests.logwriters import torchtitan as titan
+    from tests.logwriters.pytorch import H100_GIB
+
+    rng = random.Random(2)
+    lines, segments = [], [(1, 400), (301, 700), (601, 1000)]
+    for n, (first, last) in enumerate(segments):
+        for step in range(first, last + 1, 10):
+            value = 62.0 + 0.04 * (step - first) + rng.gauss(0, 0.05)
+            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / H100_GIB, tps=7421,
+                                          tflops=341.26, mfu=34.5)
+            lines.append(titan.log_line(msg, ts=f"2025-06-01 0{8 + n}:{step // 60 % 60:02d}:{step % 60:02d},000", rank=0))
+        lines += [
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/opt/torchtitan/torchtitan/train.py", line 512, in train_step',
+            "[rank0]:     loss.backward()",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.04 GiB memory in use. "
+            "Of the allocated memory 75.12 GiB is allocated by PyTorch, and 1.71 GiB is reserved by PyTorch but unallocated.",
+        ]
+        if n < len(segments) - 1:
+            lines.append(f"[2025-06-01 0{8 + n}:59:03,118] torch.distributed.elastic.agent.server.api: [INFO] [default] Worker "
+                         f"group FAILED. {2 - n}/3 attempts left; will restart worker group")
+    path = tmp_path / "restarts.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = analyze([str(path)])
+    found = fired(report)
+    assert report.verdict == "leak" and "oom" in found
+    leak = found["memory-leak"]
+    assert "2 earlier segments" in leak.message
+    assert leak.evidence["projected_capacity_step"] >= 991
