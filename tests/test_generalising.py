@@ -278,7 +278,7 @@ def test_a_leak_in_every_segment_of_a_torchrun_restarted_run_outranks_the_crashe
             value = 62.0 + 0.04 * (step - first) + rng.gauss(0, 0.05)
             msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / H100_GIB, tps=7421,
                                           tflops=341.26, mfu=34.5)
-            lines.append(titan.log_line(msg, ts=f"2025-06-01 0{8 + n}:{step // 60 % 60:02d}:{step % 60:02d},000", rank=0))
+            lines.append(titan.log_line(msg, ts=f"2025-06-01 {8 + n:02d}:{step // 60 % 60:02d}:{step % 60:02d},000", rank=0))
         lines += [
             "[rank0]: Traceback (most recent call last):",
             '[rank0]:   File "/opt/torchtitan/torchtitan/train.py", line 512, in train_step',
@@ -288,7 +288,7 @@ def test_a_leak_in_every_segment_of_a_torchrun_restarted_run_outranks_the_crashe
             "Of the allocated memory 75.12 GiB is allocated by PyTorch, and 1.71 GiB is reserved by PyTorch but unallocated.",
         ]
         if n < len(segments) - 1:
-            lines.append(f"[2025-06-01 0{8 + n}:59:03,118] torch.distributed.elastic.agent.server.api: [INFO] [default] Worker "
+            lines.append(f"[2025-06-01 {8 + n:02d}:59:03,118] torch.distributed.elastic.agent.server.api: [INFO] [default] Worker "
                          f"group FAILED. {2 - n}/3 attempts left; will restart worker group")
     path = tmp_path / "restarts.log"
     path.write_text("\n".join(lines) + "\n")
