@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
+
 from memlog.judge.rulekit import Example, Finding, Rule, Threshold, step_word, workers_phrase
 
 
@@ -19,6 +21,10 @@ def _loss_at(ctx) -> dict:
 
 
 def check(ctx, t) -> list[Finding]:
+    records = ctx.tables.records
+    # Most logs have no non-finite grad norm: one scan of the column, before any series is built.
+    if records.is_empty() or "grad_norm" not in records.columns or not records.select((~pl.col("grad_norm").is_finite()).any()).item():
+        return []
     losses = _loss_at(ctx)
     hits = []
     for series in ctx.series("grad_norm"):
