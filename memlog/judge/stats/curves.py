@@ -41,12 +41,14 @@ def cap_curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float
         b, c = (suu * sxy - sxu * suy) / det, (sxx * suy - sxu * sxy) / det
         return syy - b * sxy - c * suy if c < 0 else math.inf
 
-    grid = [math.log(span * 0.01 * (300 ** (k / 23))) for k in range(24)]
+    # 0.1 % .. 300 % of the span: down to a jump between two readings (a warmup step), which the
+    # added line must be free to model as sharply as the curve alone.
+    grid = [math.log(span * 0.001 * (3000 ** (k / 31))) for k in range(32)]
     values = [sse(g) for g in grid]
-    k = min(range(24), key=values.__getitem__)
+    k = min(range(32), key=values.__getitem__)
     if not math.isfinite(values[k]):
         return None
-    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, 23)]
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, 31)]
     ratio = (math.sqrt(5) - 1) / 2
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
     fa, fb = sse(a), sse(b)
