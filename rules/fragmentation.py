@@ -34,7 +34,7 @@ def check(ctx, t) -> list[Finding]:
             if r_growth < max(t["min_growth_gib"], r_shape.level * t["min_growth_pct"] / 100):
                 continue
             a_growth = a_shape.overall_change if not a_shape.has_warmup else a_shape.growth
-            if abs(a_growth) > max(t["max_allocated_growth_share"] * r_growth, a_shape.tolerance(0.1, 0.5)):
+            if abs(a_growth) > max(t["max_allocated_growth_share"] * r_growth, a_shape.tolerance(t["min_growth_gib"], 0.5)):
                 continue  # allocated grows too: live tensors, the memory-leak rule's case
             hits.append((reserved, alloc, r_shape, a_shape))
     if not hits:
@@ -117,7 +117,8 @@ RULE = Rule(
     thresholds=(
         Threshold("min_points", 5, "points", "logged points of both series, at least"),
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for the rise of reserved memory"),
-        Threshold("min_growth_gib", 0.25, "GiB", "fitted growth of reserved memory, at least (absolute)"),
+        Threshold("min_growth_gib", 0.0001, "GiB", "reporting floor: reserved growth below this (0.1 MiB) is never reported; "
+                  "above it the relative gate decides"),
         Threshold("min_growth_pct", 2.0, "%", "fitted growth of reserved memory relative to its level, at least"),
         Threshold("max_allocated_growth_share", 0.2, "fraction", "allocated growth tolerated, as a share of reserved growth"),
     ),

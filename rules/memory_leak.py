@@ -46,10 +46,12 @@ def leak_evidence(series, shape, t) -> dict | None:
         return None
     elif shape.p_increasing > (t["max_pattern_p_value"] if shape.stairs else t["max_p_value"]):
         return None  # p corrected for autocorrelated noise (trend.Shape.p_increasing)
-    if shape.effect < t["min_effect"]:
-        return None  # a drift the series' own noise around its line could make
+    if shape.effect < shape.effect_needed(t["min_effect"], t["min_effect_many_points"], t["min_growth_z"]):
+        return None  # a drift the series' own noise around its line could make, given how many readings show it
     if shape.saturation_gain is not None and shape.saturation_gain >= t["max_saturation_bic"]:
         return None  # still bending towards a cap: the end of the warmup
+    if shape.saturating:
+        return None  # the whole series approaches a cap and needs no steady rise on top: a warmup settling
     growth_pct = 100 * shape.growth / shape.level if shape.level > 0 else math.inf
     # Stairs of exactly repeated readings tie most pairwise slopes at zero, which pins the lower
     # bound of Sen's interval at 0; the detected jumps themselves carry the evidence there.
@@ -144,8 +146,12 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "so this is sustained growth, not a few large batches)"
         )
     onsets = [sh for sh in shapes if sh.onset is not None]
-    warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None]
-    if onsets:
+    jumps = [sh for sh in shapes if sh.jump is not None]
+    warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None and sh.jump is None]
+    if jumps and not onsets:
+        msg += (f"; it jumped by {gib(statistics.median(sh.jump for sh in jumps))} at {word} "
+                f"{min(sh.jump_step for sh in jumps)} and has kept growing since")
+    elif onsets:
         held = statistics.median(sh.tail_values[0] for sh in onsets)
         msg += f"; it started growing at {word} {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
     elif warmed:
@@ -188,13 +194,17 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "metric": s.column,
             "pattern": sh.pattern,
             "basis": sh.basis,
-            "slope_gib_per_step": rounded(sh.fit.slope, 6),
-            "slope_ci_gib_per_step": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
+            # Rates in the unit of the axis: per step when the log numbers steps, per reading when it
+            # only numbers its readings (an HF Trainer dict every logging_steps): the name says which.
+            f"slope_gib_per_{word}": rounded(sh.fit.slope, 6),
+            f"slope_ci_gib_per_{word}": [rounded(sh.fit.low, 6), rounded(sh.fit.high, 6)],
             "trend_p_value": rounded(sh.p_increasing, 6),
             "effect_sigmas": rounded(sh.effect, 2),
             "noise_gib": rounded(sh.residual_noise),
             "autocorrelation": rounded(sh.autocorrelation, 3),
             "onset_step": sh.onset_step,
+            "jump_step": sh.jump_step,
+            "jump_gib": rounded(sh.jump),
             "kendall_tau": rounded(sh.trend.tau),
             "r_squared": rounded(sh.r_squared),
             "from_step": sh.tail_steps[0],
@@ -206,8 +216,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "warmup_until_step": sh.knee_step if sh.has_warmup else None,
             "warmup_rise_gib": rounded(sh.rise) if sh.has_warmup else None,
             "stair_jump_gib": rounded(sh.stairs.mean_jump) if sh.stairs else None,
-            "stair_every_steps": rounded(sh.stair_period_steps()) if sh.stairs else None,
-            "cycle_period_steps": rounded(sh.sawtooth.period) if sh.sawtooth else None,
+            f"stair_every_{word}s": rounded(sh.stair_period_steps()) if sh.stairs else None,
+            f"cycle_period_{word}s": rounded(sh.sawtooth.period) if sh.sawtooth else None,
             "new_peaks": extra["new_peaks"],
             "projected_capacity_step": rounded(p.step, 1) if p else None,
             "projected_capacity_seconds": rounded(p.seconds, 0) if p else None,
@@ -217,8 +227,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     ]
     capacity, capacity_from = ctx.capacity_of(leaking[0][0])
     observed = {
-        "slope_gib_per_step": rounded(slope, 6),
-        "slope_gib_per_1k_steps": rounded(slope * 1000, 3),
+        f"slope_gib_per_{word}": rounded(slope, 6),
+        f"slope_gib_per_1k_{word}s": rounded(slope * 1000, 3),
         "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
         "from_step": first,
         "to_step": last,
@@ -230,7 +240,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
         "measures": column.description,
         "pattern": typical.pattern,
         "confidence": {
-            "slope_ci_gib_per_step": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
+            f"slope_ci_gib_per_{word}": [rounded(min(sh.fit.low for sh in shapes), 6), rounded(max(sh.fit.high for sh in shapes), 6)],
             "trend_p_value_max": rounded(max(sh.p_increasing for sh in shapes), 6),
             "effect_sigmas_min": rounded(min(sh.effect for sh in shapes), 2),
             "points_min": min(sh.points_used for sh in shapes),
@@ -292,10 +302,14 @@ RULE = Rule(
     thresholds=(
         Threshold("min_tail_points", 5, "points", "logged points after warmup needed to judge a trend"),
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend over the tail"),
-        Threshold("min_growth_gib", 0.1, "GiB", "fitted growth over the judged steps, at least"),
+        Threshold("min_growth_gib", 0.0001, "GiB", "reporting floor: a fitted growth below this (0.1 MiB) is never reported, "
+                  "at any scale; the gates that decide are relative to the series' level and noise"),
         Threshold("min_growth_pct", 0.75, "%", "fitted growth over the judged steps relative to the memory level, at least"),
         Threshold("min_effect", 5.0, "sigmas", "fitted growth over the judged steps in units of the series' own noise around the "
-                  "fitted line (robust spread of the residuals): growth that the noise could make is no leak"),
+                  "fitted line (robust spread of the residuals): this much always stands out, however few the readings"),
+        Threshold("min_effect_many_points", 2.0, "sigmas", "the least effect that can stand out, however many readings show it"),
+        Threshold("min_growth_z", 8.0, "sigmas", "between the two: the fitted growth in standard errors of a line fitted to "
+                  "noise alone over as many independent readings (sigma * sqrt(12 / n), n discounted for autocorrelation)"),
         Threshold("max_saturation_bic", 2.0, "BIC", "after a warmup, a tail that bends towards a cap better than it follows a "
                   "straight line by at least this much (Bayesian information criterion: 2 is positive evidence) is the "
                   "warmup's end, not a leak"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, shape_of, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, rounded, shape_of, step_word, workers_phrase
 
 HINT = (
     "Memory held until a periodic flush: values kept on the device until the next log step (per-step loss "
@@ -60,10 +60,11 @@ def _finding(ctx, subject, hits, t) -> Finding:
     interval = shape.interval
     loss_interval = _loss_interval(ctx, series)
     where = "Host" if subject == "host" else "Device"
+    word = step_word(s for s, *_ in hits)  # a period counted in readings when the log numbers no steps
     msg = (
         f"{where} memory on {workers_phrase(labels)} climbs by ~{gib(climb)} and drops back to the same floor "
-        f"(~{gib(floor)}) every ~{period:g} steps, over {len(shape.sawtooth.floors)} cycles: memory is retained for "
-        f"{period:g} steps, then released."
+        f"(~{gib(floor)}) every ~{period:g} {word}s, over {len(shape.sawtooth.floors)} cycles: memory is retained for "
+        f"{period:g} {word}s, then released."
     )
     if loss_interval and abs(period - loss_interval) <= 0.1 * loss_interval:
         msg += (
@@ -80,18 +81,18 @@ def _finding(ctx, subject, hits, t) -> Finding:
     return RULE.finding(
         t, msg, subject=subject, series=labels, ranks=[s.rank for s, *_ in hits],
         observed={
-            "period_steps": rounded(period, 2),
+            f"period_{word}s": rounded(period, 2),
             "cycles": min(len(sh.sawtooth.floors) for _, sh, _, _ in hits),
             "climb_gib": rounded(climb),
             "floor_gib": rounded(floor),
-            "floor_slope_gib_per_step": rounded(shape.fit.slope if shape.fit else None, 6),
+            f"floor_slope_gib_per_{word}": rounded(shape.fit.slope if shape.fit else None, 6),
             "memory_log_interval_steps": interval,
             "loss_log_interval_steps": loss_interval,
         },
         evidence={
             "metric": series.column,
             "series": [
-                {"series": ctx.label(s), "rank": s.rank, "period_steps": rounded(sh.sawtooth.period, 2),
+                {"series": ctx.label(s), "rank": s.rank, f"period_{word}s": rounded(sh.sawtooth.period, 2),
                  "cycles": len(sh.sawtooth.floors), "climb_gib": rounded(c), "floor_gib": rounded(f),
                  "floor_growth_gib": rounded(sh.growth)}
                 for s, sh, c, f in hits
@@ -123,9 +124,10 @@ RULE = Rule(
         Threshold("min_coverage", 0.5, "share", "the cycles span at least this share of the run: retention is a habit of the run, not a passing episode"),
         Threshold("min_period_steps", 2, "steps", "period, at least: a shorter cycle is the forward/backward cycle within each step "
                   "(memory lines read between step lines), not memory held across steps"),
-        Threshold("min_climb_gib", 0.1, "GiB", "climb within a cycle, at least (absolute)"),
+        Threshold("min_climb_gib", 0.0001, "GiB", "reporting floor: a climb below this (0.1 MiB) is never reported"),
         Threshold("min_climb_pct", 1.0, "%", "climb within a cycle relative to the floor, at least"),
-        Threshold("max_floor_growth_gib", 0.25, "GiB", "fitted growth of the floors over the run tolerated (absolute)"),
+        Threshold("max_floor_growth_gib", 0.0001, "GiB", "fitted growth of the floors below this (0.1 MiB) is flat at any level; "
+                  "above it the relative tolerance decides"),
         Threshold("max_floor_growth_pct", 1.5, "%", "fitted growth of the floors over the run tolerated (relative to the floor)"),
     ),
     examples=(

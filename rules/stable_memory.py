@@ -31,18 +31,38 @@ def check(ctx, t) -> list[Finding]:
     return findings
 
 
+# How a series' window reads in words: a current reading, the peak since the last log line, the
+# running maximum since the process started.
+WINDOW_WORDS = {"current": "", "window-peak": "peak ", "running-max": "running-maximum "}
+
+
+def _what(subject: str, series: list) -> str:
+    """The memory the finding is about, named by what its series measure ("Allocated memory",
+    "Peak reserved memory"): beside a fragmentation finding, it is allocated memory that is stable,
+    not "device memory". "Host memory" or "Device memory" when the series measure different things."""
+    if subject == "host":
+        return "Host memory"
+    kinds = {(s.memory.measure.value, s.memory.window.value) for s in series if s.memory}
+    if len(kinds) != 1 or len(series) != sum(1 for s in series if s.memory):
+        return "Device memory"
+    measure, window = kinds.pop()
+    if measure == "used":
+        return "Device memory (the driver's view)"
+    return f"{WINDOW_WORDS.get(window, '')}{measure} memory".capitalize()
+
+
 def _finding(ctx, subject, stable, t) -> Finding:
     labels = [ctx.label(s) for s, _ in stable]
     lo, hi = min(sh.level for _, sh in stable), max(sh.level for _, sh in stable)
     level = gib(lo) if hi - lo < 0.5 else f"{gib(lo)} to {gib(hi)} depending on the worker"
-    where = "Host" if subject == "host" else "Device"
+    where = _what(subject, [s for s, _ in stable])
     spread = max(max(s.values) - min(s.values) for s, _ in stable)
     # What the rule measured and bounded: the movement from the first point (early step plus fitted
     # tail growth), never above the tolerance it fired under. Single readings may scatter further.
     movement = max(max(sh.rise, abs(sh.overall_change)) for _, sh in stable)
     tolerance = max(sh.tolerance(t["max_growth_gib"], t["max_growth_pct"]) for _, sh in stable)
     msg = (
-        f"{where} memory is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
+        f"{where} is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
         f"{min(s.steps[0] for s, _ in stable)} to {max(s.steps[-1] for s, _ in stable)}, "
         f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
     )
@@ -70,14 +90,14 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "metric": stable[0][0].column,
             "confidence": {
                 "points_min": min(sh.n for _, sh in stable),
-                "slope_ci_gib_per_step": [
+                f"slope_ci_gib_per_{step_word(s for s, _ in stable)}": [
                     rounded(min((sh.fit.low for _, sh in stable if sh.fit), default=None), 6),
                     rounded(max((sh.fit.high for _, sh in stable if sh.fit), default=None), 6),
                 ],
             },
             "series": [
                 {"series": ctx.label(s), "rank": s.rank, "level_gib": rounded(sh.level), "spread_gib": rounded(max(s.values) - min(s.values)),
-                 "slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
+                 f"slope_gib_per_{step_word([s])}": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
                  "points": sh.n}
                 for s, sh in stable
             ][:16],
@@ -102,7 +122,8 @@ RULE = Rule(
     not_meaning="Says nothing about memory outside this log: host memory or other processes may still grow.",
     thresholds=(
         Threshold("min_points", 5, "points", "logged points needed to call a series stable"),
-        Threshold("max_growth_gib", 0.25, "GiB", "movement over the run tolerated (absolute)"),
+        Threshold("max_growth_gib", 0.0001, "GiB", "movement below this (0.1 MiB) is flat at any level (a floor for series "
+                  "near zero); above it the relative tolerance decides"),
         Threshold("max_growth_pct", 1.5, "%", "movement over the run tolerated (relative to level)"),
     ),
     examples=(

@@ -55,7 +55,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
             "metric": plateaus[0][0].column,
             "confidence": {
                 "points_on_plateau_min": points,
-                "tail_slope_ci_gib_per_step": [
+                f"tail_slope_ci_gib_per_{word}": [
                     rounded(min(sh.fit.low for _, sh in plateaus if sh.fit), 6),
                     rounded(max(sh.fit.high for _, sh in plateaus if sh.fit), 6),
                 ],
@@ -69,7 +69,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
                     "plateau_from_step": sh.knee_step,
                     "plateau_gib": rounded(sh.level),
                     "plateau_spread_gib": rounded(sh.spread),
-                    "tail_slope_gib_per_step": rounded(sh.fit.slope if sh.fit else None, 6),
+                    f"tail_slope_gib_per_{word}": rounded(sh.fit.slope if sh.fit else None, 6),
                     "tail_growth_gib": rounded(sh.growth),
                     "points_on_plateau": len(sh.tail_values),
                     "lines": [s.line_nos[0], s.line_nos[sh.tail_start]],
@@ -102,9 +102,11 @@ RULE = Rule(
     not_meaning="Does not mean the plateau fits the device: a high plateau can still run out of memory on a longer sequence.",
     thresholds=(
         Threshold("min_plateau_points", 3, "points", "logged points on the plateau, at least"),
-        Threshold("min_rise_gib", 0.25, "GiB", "warmup rise, at least"),
+        Threshold("min_rise_gib", 0.0001, "GiB", "reporting floor: a warmup rise below this (0.1 MiB) is never reported; "
+                  "above it the rise must stand out of the noise and reach min_rise_pct of the level"),
         Threshold("min_rise_pct", 1.5, "%", "warmup rise relative to the plateau level, at least"),
-        Threshold("max_tail_growth_gib", 0.25, "GiB", "fitted growth over the plateau tolerated (absolute)"),
+        Threshold("max_tail_growth_gib", 0.0001, "GiB", "fitted growth over the plateau below this (0.1 MiB) is flat at any "
+                  "level; above it the relative tolerance decides"),
         Threshold("max_tail_growth_pct", 1.5, "%", "fitted growth over the plateau tolerated (relative to level)"),
     ),
     examples=(

@@ -31,7 +31,8 @@ from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause
 from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
 from memlog.judge.known_issues import known_issues
-from memlog.judge.trend import project, shape_of
+from memlog.judge.projection import project
+from memlog.judge.trend import shape_of
 from memlog.tables.series import SeriesKey
 
 SEVERITIES = ("info", "warning", "error")

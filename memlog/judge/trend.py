@@ -20,7 +20,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 
 from memlog.judge import stats
 from memlog.base.columns import Window
@@ -44,6 +43,9 @@ TAIL_TREND_P = 0.05
 # this percentage of the cap) of the cap.
 SATURATION_BIC = 10.0
 SATURATION_NEAR_PCT = 0.25
+# A series that rises from its first point towards a cap it has not reached is still a warmup when
+# the curve beats a line by SATURATION_BIC and its rate fell to at most this share of the first.
+SATURATION_SLOWDOWN = 0.25
 # A running maximum has settled when the flat run after its last new peak covers at least this
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
@@ -95,6 +97,11 @@ class Shape:
     autocorrelation: float = 0.0
     # After a warmup: how much better (BIC) the tail bends towards a cap than it follows a line.
     saturation_gain: float | None = None
+    # A one-off jump the tail starts at (stats.find_jump), when growth goes on after it: its size.
+    jump: float | None = None
+    # The whole series is a curve approaching a cap, and no steady rise is needed on top of it: a
+    # warmup still settling, whatever its tail's slope (_saturates_whole, _approaching_cap).
+    saturating: bool = False
 
     @property
     def has_warmup(self) -> bool:
@@ -105,11 +112,27 @@ class Shape:
         return self.tail_steps[0] if self.onset is not None else None
 
     @property
+    def jump_step(self) -> int | None:
+        return self.tail_steps[0] if self.jump is not None else None
+
+    @property
     def effect(self) -> float:
         """Fitted growth over the tail in units of its noise around the line: how far it stands out."""
         if self.residual_noise <= 0:
             return math.inf if self.growth > 0 else 0.0
         return self.growth / self.residual_noise
+
+    @property
+    def n_effective(self) -> float:
+        """The readings the verdict rests on, as independent ones (their autocorrelation discounted)."""
+        return stats.effective_points(self.points_used, self.autocorrelation)
+
+    def effect_needed(self, most: float, least: float, z: float) -> float:
+        """The effect (growth in noise SDs) that stands `z` standard errors out of this many readings'
+        noise, between `least` and `most`: few readings need `most`, many need less (stats.growth_z)."""
+        n = self.n_effective
+        by_points = z * math.sqrt(12.0 / n) if n > 0 else math.inf
+        return min(most, max(least, by_points))
 
     @property
     def p_increasing(self) -> float | None:
@@ -305,6 +328,51 @@ def _saturated(tails: _Tails, start: int) -> int:
     return start + reached
 
 
+def _saturates_whole(tails: _Tails, knee: int) -> bool:
+    """For a series with a warmup (up to `knee`) whose tail still rises: is the whole series one curve
+    approaching a cap (cap - c e^(-x/tau)), which explains it better (BIC) than the warmup line and a
+    second line after the knee, and to which a steady rise (+ b x) adds no strong evidence?
+    Why: the tail after a knee can be the last stretch of an exponential approach (its remaining rise
+    is small and looks straight on its own), which only the whole curve shows; a leak after a warmup
+    needs the added line, and a jump then a line (no curve at all) fits the knee model better."""
+    found = tails.saturation(0)
+    if found is None or found[0] < SATURATION_BIC:
+        return False
+    _, _, _, ys, edges = found
+    m = len(ys)
+    xs = tails.steps if m == len(tails.values) else stats.medians_between(tails.steps, edges)
+    split = next((k for k in range(m) if edges[k] >= knee), m)
+    curve, both = stats.cap_curve_sse(xs, ys, line=False), stats.cap_curve_sse(xs, ys, line=True)
+    if curve is None or both is None or split < 2 or m - split < 2:
+        return False
+    knee_sse = 0.0
+    for lo, hi in ((0, split), (split, m)):
+        line = stats.ols(xs[lo:hi], ys[lo:hi])
+        if line is None:
+            return False
+        knee_sse += sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs[lo:hi], ys[lo:hi]))
+    floor = 1e-12 * max(1.0, max(abs(y) for y in ys)) ** 2
+    curve, both, knee_sse = max(curve, floor), max(both, floor), max(knee_sse, floor)
+    # BIC with 3 parameters for the curve (cap, amplitude, tau), 4 with the line, 5 for the knee
+    # model (two lines and where they meet).
+    line_gain = m * math.log(curve / both) - math.log(m)
+    curve_over_knee = m * math.log(knee_sse / curve) + 2 * math.log(m)
+    return line_gain < SATURATION_BIC and curve_over_knee > 0
+
+
+def _approaching_cap(tails: _Tails) -> bool:
+    """Whether a series that rises from its first point approaches a cap: it has plainly bent (SATURATION_BIC, and its rate fell to SATURATION_SLOWDOWN of the
+    first) without reaching the cap yet: caches filling, a warmup still settling."""
+    if len(tails.values) < 2 * MIN_TAIL_POINTS + 2 or not _still_rising(tails, 0):
+        return False
+    found = tails.saturation(0)
+    if found is None or found[0] < SATURATION_BIC:
+        return False
+    _, cap, fitted, _, _ = found
+    # On cap - c e^(-x / tau), the rate at the end over the rate at the start is e^(-span / tau).
+    return cap - fitted[0] > 0 and (cap - fitted[-1]) / (cap - fitted[0]) <= SATURATION_SLOWDOWN
+
+
 def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
     """How much better a curve approaching a cap explains the points than a straight line: (BIC
     gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
@@ -319,40 +387,12 @@ def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float,
     if line is None:
         return None
     sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
-    best = _best_saturation(xs, ys)
+    best = stats.best_saturation(xs, ys)
     if best is None or sse_line <= 0:
         return None
     sse, cap, fitted = best
     m = len(ys)
     return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
-
-
-def _best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
-    """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
-    (rising towards the cap): (sse, cap, fitted values) of the best tau."""
-    span = xs[-1] - xs[0]
-    if span <= 0:
-        return None
-    best = None
-    # What does not depend on tau is computed once; each sum adds the same terms in the same order.
-    my = sum(ys) / len(ys)
-    from_first = [-(x - xs[0]) for x in xs]
-    for k in range(24):
-        tau = span * 0.01 * (300 ** (k / 23))  # 1 % .. 300 % of the span, log-spaced
-        u = [math.exp(d / tau) for d in from_first]
-        mu = sum(u) / len(u)
-        suu = sum([(ui - mu) ** 2 for ui in u])
-        if suu <= 0:
-            continue
-        c = sum([(ui - mu) * (yi - my) for ui, yi in zip(u, ys)]) / suu
-        if c >= 0:
-            continue
-        cap = my - c * mu
-        fitted = [cap + c * ui for ui in u]
-        sse = sum([(yi - fi) ** 2 for yi, fi in zip(ys, fitted)])
-        if best is None or sse < best[0]:
-            best = (sse, cap, fitted)
-    return best
 
 
 def _onset(tails: _Tails, start: int) -> int | None:
@@ -372,6 +412,21 @@ def _onset(tails: _Tails, start: int) -> int | None:
     if moved_before > ONSET_FLAT_SHARE * after.slope * (tails.steps[-1] - tails.steps[at]):
         return None
     return at
+
+
+def _jump(tails: _Tails, start: int) -> stats.Jump | None:
+    """A one-off jump in the tail from `start` on, after which memory goes on rising (a jump followed
+    by a flat level is no growth: the shape is left as it was)."""
+    xs, ys = tails.steps[start:], tails.values[start:]
+    if len(ys) < MIN_PATTERN_POINTS + 2:
+        return None
+    found = stats.find_jump(xs, ys, min_after=MIN_PATTERN_POINTS)
+    if found is None:
+        return None
+    at = start + found.index
+    if not _still_rising(tails, at):
+        return None
+    return stats.Jump(at, found.size)
 
 
 def _settled_running_max(values: list[float]) -> int:
@@ -413,8 +468,9 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     if len(steps) >= MIN_TAIL_POINTS + 1:
         warmup = _settled_running_max(list(values)) if running_max else 0
         warmup = warmup or _warmup_end(tails)
-    onset = _onset(tails, warmup)
-    start = warmup if onset is None else onset
+    jump = _jump(tails, warmup) if not running_max else None
+    onset = _onset(tails, warmup if jump is None else jump.index)
+    start = onset if onset is not None else jump.index if jump is not None else warmup
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
@@ -424,17 +480,23 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         moved = stairs.jumps[0] - 1
         onset = start = start + moved
         stairs = stats.Stairs(tuple(j - moved for j in stairs.jumps), stairs.mean_jump, stairs.flat_sd)
-    bend = None
+    bend, saturating = None, False
     if warmup and onset is None and not stairs and not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         found = tails.saturation(start)
         bend = found[0] if found else None
+        if _still_rising(tails, start):
+            saturating = _saturates_whole(tails, warmup)
+    elif not (warmup or stairs or running_max) and onset is None and jump is None:
+        saturating = _approaching_cap(tails)
     return _split_shape(
         tails,
         start,
         warmup_end=warmup,
         onset=onset,
-        warmup_step=tails.labels[warmup] if onset is not None and warmup else None,
+        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None) and warmup else None,
+        jump=jump.size if jump is not None and onset is None else None,
         saturation_gain=bend,
+        saturating=saturating,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,
@@ -499,7 +561,9 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         n=len(xs),
         tail_start=start,
         first_value=values[0],
-        rise=_tail_start_level(tails, warmup) - values[0] if warmup else 0.0,
+        # With a jump, the rise is the whole move to the level the tail starts from (warmup and jump).
+        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0]
+        if warmup or judged.get("jump") is not None else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],
@@ -515,55 +579,3 @@ def shape_of(series: Series) -> Shape:
         running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
         shape = series.__dict__["_shape"] = _shape(tuple(series.x), tuple(series.values), running_max, tuple(series.steps))
     return shape
-
-
-# --------------------------------------------------------------------------------------------
-# projection to capacity
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Projection:
-    capacity_gib: float
-    step: float  # projected step at which the series reaches capacity
-    from_step: int  # last logged step the projection starts from
-    seconds: float | None  # wall time from the last logged step to capacity, when timestamps exist
-    at: str | None  # projected wall-clock time (ISO, the log's own clock), when timestamps exist
-
-    @property
-    def steps_left(self) -> float:
-        return self.step - self.from_step
-
-
-def project(series: Series, shape: Shape, capacity_gib: float | None) -> Projection | None:
-    """Where the tail's fitted growth reaches capacity: step, and wall time when the log has timestamps.
-
-    Starts from the highest of the fitted value and the last reading (for a sawtooth, the top of
-    the last cycle: the peaks reach capacity first)."""
-    if not capacity_gib or not shape.fit or shape.fit.slope <= 0:
-        return None
-    last_step = shape.tail_x[-1]
-    fitted_now = shape.fit.intercept + shape.fit.slope * last_step
-    if shape.sawtooth:
-        last_cycle = shape.tail_values[-max(2, round(shape.sawtooth.period / max(shape.interval or 1, 1))) :]
-        fitted_now += max(last_cycle) - min(last_cycle)
-    step = stats.project_crossing(last_step, max(fitted_now, shape.tail_values[-1]), shape.fit.slope, capacity_gib)
-    if step is None:
-        return None
-    seconds = at = None
-    rate = seconds_per_step(series)
-    if rate is not None:
-        seconds = (step - last_step) * rate
-        last_time = series.times[-1] if series.times else None
-        if last_time is not None and math.isfinite(seconds) and seconds < 1e10:
-            moment = datetime.fromtimestamp(last_time, tz=timezone.utc) + timedelta(seconds=seconds)
-            at = moment.strftime("%Y-%m-%d %H:%M")
-    return Projection(capacity_gib, step + series.x_origin, last_step + series.x_origin, seconds, at)
-
-
-def seconds_per_step(series: Series) -> float | None:
-    """Wall time per optimizer step over the series, from its timestamps (None without them)."""
-    pairs = [(s, t) for s, t in zip(series.x, series.times or []) if t is not None]
-    if len(pairs) < 2 or pairs[-1][0] <= pairs[0][0] or pairs[-1][1] <= pairs[0][1]:
-        return None
-    return (pairs[-1][1] - pairs[0][1]) / (pairs[-1][0] - pairs[0][0])

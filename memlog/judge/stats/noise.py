@@ -22,7 +22,8 @@ from memlog.judge.stats.estimators import (
     _unscale,
 )
 
-__all__ = ["robust_sigma", "residual_sigma", "mad_sigma", "autocorrelation", "adjusted_p_increasing", "project_crossing"]
+__all__ = ["robust_sigma", "residual_sigma", "mad_sigma", "autocorrelation", "adjusted_p_increasing", "effective_points",
+           "growth_z", "project_crossing"]
 
 
 
@@ -107,3 +108,22 @@ def adjusted_p_increasing(trend: TrendTest, rho: float) -> float:
     inflation = (1.0 + rho) / max(1.0 - rho, 1e-6)
     return 0.5 * math.erfc(trend.z / math.sqrt(inflation) / _SQRT2)
 
+
+
+def effective_points(n: int, rho: float) -> float:
+    """How many independent readings `n` readings with lag-1 autocorrelation `rho` are worth:
+    n (1 - rho) / (1 + rho), the same inflation adjusted_p_increasing applies (negative rho counts as 0)."""
+    rho = min(max(rho, 0.0), 0.99)
+    return n * (1.0 - rho) / (1.0 + rho)
+
+
+def growth_z(effect: float, n_effective: float) -> float:
+    """A fitted growth of `effect` noise SDs over n readings, in standard errors of that growth.
+
+    Why: the growth a least-squares line fits to pure noise over n evenly spread readings has a
+    standard deviation of sigma * sqrt(12 / n) (the slope's error times the span). So the same
+    effect means more the more readings carry it: 2 sigmas over 200 readings stand 8 standard errors
+    out of the noise, 5 sigmas over 7 readings under 4."""
+    if n_effective <= 0:
+        return 0.0
+    return effect * math.sqrt(n_effective / 12.0)

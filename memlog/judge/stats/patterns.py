@@ -484,3 +484,50 @@ def find_onset(x: Sequence[float], y: Sequence[float], min_before: int = 5, min_
         edges = [b * n0 // n for b in range(n + 1)]
         index = edges[k]
     return Onset(index=index, x=float(x[index]), slope=_unscale(slope, ey - ex), bic_gain=gain)
+
+
+# --------------------------------------------------------------------------
+# one jump
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Jump:
+    """A one-off step up: the level moves by `size` between index - 1 and `index` and stays there."""
+
+    index: int  # first point on the new level
+    size: float
+
+
+def find_jump(x: Sequence[float], y: Sequence[float], jump_sigma: float = 8.0, min_before: int = 1, min_after: int = 6) -> Jump | None:
+    """The one step up that stands out of a series, or None.
+
+    Why: a one-off jump (a cache allocated at the first eval, a larger batch shape) followed by a
+    leak is neither a warmup (the rise before the jump is slow) nor a hinge (memory does not bend, it
+    jumps), and a line through both mixes them: the onset lands before the jump and the residuals
+    around one line look like wander. The jump is the one first difference above the median by
+    `jump_sigma` robust scales of the differences, at least 3 times any other step's distance from
+    the median (a spike up and back down has two such steps, stairs have several), and the level
+    after it stays up (median of the points after minus before, at least half the jump)."""
+    n = _check_same_length(x, y)
+    if n < min_before + min_after or n < 4:
+        return None
+    ey = _exponent(y)
+    ys = _scaled(y, ey)
+    d = _diffs(ys)
+    med = median(d)
+    off = [v - med for v in d]
+    j = max(range(len(off)), key=off.__getitem__)
+    biggest = off[j]
+    threshold = jump_sigma * _step_noise(d)
+    if not biggest > max(threshold, _REL_EPS):
+        return None
+    if max((abs(v) for i, v in enumerate(off) if i != j), default=0.0) * 3.0 > biggest:
+        return None
+    index = j + 1
+    if index < min_before or n - index < min_after:
+        return None
+    k = min(5, index, n - index)
+    if median(ys[index:index + k]) - median(ys[index - k:index]) < 0.5 * d[j]:
+        return None
+    return Jump(index=index, size=_unscale(d[j], ey))

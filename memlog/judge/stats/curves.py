@@ -1,0 +1,92 @@
+"""Curves a memory series can follow besides a line: approaching a cap (caches filling, a warmup
+settling), with or without a steady rise on top. Same conventions as estimators.py."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["best_saturation", "cap_curve_sse"]
+
+
+def cap_curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float | None:
+    """Least-squares SSE of y = a + c exp(-(x - x0) / tau) (+ b x when `line`), c < 0 (rising towards
+    a cap), tau searched on a log grid and refined by golden section (a coarse tau leaves a misfit
+    that the added line would absorb)."""
+    span = xs[-1] - xs[0]
+    m = len(ys)
+    if span <= 0 or m < 5:
+        return None
+    mx, my = sum(xs) / m, sum(ys) / m
+    dx = [x - mx for x in xs]
+    dy = [y - my for y in ys]
+    sxx = sum(v * v for v in dx)
+    sxy = sum(a * b for a, b in zip(dx, dy))
+    syy = sum(v * v for v in dy)
+
+    def sse(log_tau: float) -> float:
+        tau = math.exp(log_tau)
+        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
+        mu = sum(u) / m
+        du = [v - mu for v in u]
+        suu = sum(v * v for v in du)
+        suy = sum(a * b for a, b in zip(du, dy))
+        if not line:
+            c = suy / suu if suu > 0 else 0.0
+            return syy - c * suy if c < 0 else math.inf
+        sxu = sum(a * b for a, b in zip(dx, du))
+        det = sxx * suu - sxu * sxu
+        if not det > 1e-12 * sxx * suu:
+            return math.inf
+        b, c = (suu * sxy - sxu * suy) / det, (sxx * suy - sxu * sxy) / det
+        return syy - b * sxy - c * suy if c < 0 else math.inf
+
+    # 0.1 % .. 300 % of the span: down to a jump between two readings (a warmup step), which the
+    # added line must be free to model as sharply as the curve alone.
+    grid = [math.log(span * 0.001 * (3000 ** (k / 31))) for k in range(32)]
+    values = [sse(g) for g in grid]
+    k = min(range(32), key=values.__getitem__)
+    if not math.isfinite(values[k]):
+        return None
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, 31)]
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = sse(a), sse(b)
+    for _ in range(20):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = sse(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = sse(b)
+    return max(min(values[k], fa, fb), 0.0)
+
+
+def best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
+    """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
+    (rising towards the cap): (sse, cap, fitted values) of the best tau."""
+    span = xs[-1] - xs[0]
+    if span <= 0:
+        return None
+    best = None
+    # What does not depend on tau is computed once; each sum adds the same terms in the same order.
+    my = sum(ys) / len(ys)
+    from_first = [-(x - xs[0]) for x in xs]
+    for k in range(24):
+        tau = span * 0.01 * (300 ** (k / 23))  # 1 % .. 300 % of the span, log-spaced
+        u = [math.exp(d / tau) for d in from_first]
+        mu = sum(u) / len(u)
+        suu = sum([(ui - mu) ** 2 for ui in u])
+        if suu <= 0:
+            continue
+        c = sum([(ui - mu) * (yi - my) for ui, yi in zip(u, ys)]) / suu
+        if c >= 0:
+            continue
+        cap = my - c * mu
+        fitted = [cap + c * ui for ui in u]
+        sse = sum([(yi - fi) ** 2 for yi, fi in zip(ys, fitted)])
+        if best is None or sse < best[0]:
+            best = (sse, cap, fitted)
+    return best
