@@ -34,14 +34,17 @@ NO_SEPARATOR = "\x1f"  # ASCII unit separator: never in a log line, so a line is
 
 def records(paths: list[str], kind: str) -> int:
     literal, pattern = PATTERNS[kind]
-    lines = pl.scan_csv(paths, has_header=False, separator=NO_SEPARATOR, quote_char=None,
-                        schema={"line": pl.String}, encoding="utf8-lossy", truncate_ragged_lines=True)
-    found = (lines.filter(pl.col("line").str.contains(literal, literal=True))
-             .select(pl.col("line").str.extract_groups(pattern).alias("fields"))
-             .unnest("fields")
-             .drop_nulls()
-             .select(pl.len())
-             .collect())
+    lines = pl.scan_csv(
+        paths, has_header=False, separator=NO_SEPARATOR, quote_char=None, schema={"line": pl.String}, encoding="utf8-lossy", truncate_ragged_lines=True
+    )
+    found = (
+        lines.filter(pl.col("line").str.contains(literal, literal=True))
+        .select(pl.col("line").str.extract_groups(pattern).alias("fields"))
+        .unnest("fields")
+        .drop_nulls()
+        .select(pl.len())
+        .collect()
+    )
     return found.item()
 
 

@@ -182,8 +182,7 @@ def titan_prefix(rank: int | None, level: str, titan_tag: bool) -> str:
     return titan.log_line("", ts="%s", level=level, rank=rank, titan=titan_tag)
 
 
-def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, start: datetime,
-                 restart_every: int | None = None) -> Callable[[int, int], tuple]:
+def titan_values(holes_: list[TitanHole], steps_per_block: int, leak: Leak, start: datetime, restart_every: int | None = None) -> Callable[[int, int], tuple]:
     """`restart_every`: the step counter goes back to 1 after this many steps (a resumed job), and
     memory starts its warm-up and leak again with it."""
     stamp = Stamps(start)
@@ -231,8 +230,9 @@ def titan_header(ranks: list[int | None], start: datetime, *, titan_tag: bool, l
     return "".join(line + "\n" for line in lines)
 
 
-def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(8)), steps_per_block: int = 256,
-               restart_every: int | None = None, color: bool = True) -> LogKind:
+def make_dense(
+    name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(8)), steps_per_block: int = 256, restart_every: int | None = None, color: bool = True
+) -> LogKind:
     """Every line a 2025-09 torchtitan step line; the ranks' lines of a step arrive in jittered order."""
     rng = seeded_rng(f"bench-{name}")
     offsets = {r: rng.uniform(-0.05, 0.05) for r in ranks}
@@ -243,8 +243,17 @@ def make_dense(name: str = "dense", ranks: tuple[int | None, ...] = tuple(range(
         streams = []
         for rank in ranks:
             tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
-            msg = titan.step_line_2025_09(step=STEP_MARK, loss=loss, grad_norm=abs(rng.gauss(0.9, 0.1)), mem_gib=GIB_MARK,
-                                          mem_pct=PCT_MARK, tps=tps, tflops=tflops, mfu=mfu, color=COLOR if color else titan.NO_COLOR)
+            msg = titan.step_line_2025_09(
+                step=STEP_MARK,
+                loss=loss,
+                grad_norm=abs(rng.gauss(0.9, 0.1)),
+                mem_gib=GIB_MARK,
+                mem_pct=PCT_MARK,
+                tps=tps,
+                tflops=tflops,
+                mfu=mfu,
+                color=COLOR if color else titan.NO_COLOR,
+            )
             text = titan_prefix(rank, "INFO", True) + holes(msg, *TITAN_SWAPS)
             hole = TitanHole(k, RECORD_HOLE, offsets[rank] + rng.gauss(0, 0.03))
             streams.append([Line(k + rng.uniform(0, 0.004), text, hole)])
@@ -285,12 +294,15 @@ NCCL_COLLECTIVES = (
 )
 STREAMING_FRAMES = [
     Frame("/home/dev/torchtitan/torchtitan/datasets/hf_datasets.py", 131, "__iter__", "for sample in self._get_data_iter():"),
-    Frame("/home/dev/.venv/lib/python3.10/site-packages/datasets/iterable_dataset.py", 1388, "__iter__",
-          "for key, example in ex_iterable:", "ex_iterable"),
-    Frame("/home/dev/.venv/lib/python3.10/site-packages/datasets/utils/file_utils.py", 827, "read_with_retries",
-          "out = read(*args, **kwargs)", "read(*args, **kwargs)"),
-    Frame("/home/dev/.venv/lib/python3.10/site-packages/fsspec/implementations/http.py", 602, "read",
-          "return super().read(length)", "super().read(length)"),
+    Frame("/home/dev/.venv/lib/python3.10/site-packages/datasets/iterable_dataset.py", 1388, "__iter__", "for key, example in ex_iterable:", "ex_iterable"),
+    Frame(
+        "/home/dev/.venv/lib/python3.10/site-packages/datasets/utils/file_utils.py",
+        827,
+        "read_with_retries",
+        "out = read(*args, **kwargs)",
+        "read(*args, **kwargs)",
+    ),
+    Frame("/home/dev/.venv/lib/python3.10/site-packages/fsspec/implementations/http.py", 602, "read", "return super().read(length)", "super().read(length)"),
 ]
 
 
@@ -307,9 +319,20 @@ def _sparse_rank_window(rank: int, w: int, rng, steps_per_window: int) -> list[L
         out.append(Line(0, holes(tee + pytorch.nccl_line(HOST, PID + rank, PID + rank + 131, rank, coll))))
     second, nanos = rng.randrange(60), rng.randrange(10**9)
     when = datetime(2025, 9, 12, 2, 14 + w % 40, second, nanos // 10**6 * 1000)
-    out.append(Line(0, holes(tee + pytorch.c10_warning(
-        when, nanos, "ProcessGroupNCCL.cpp:1168",
-        "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function operator())"))))
+    out.append(
+        Line(
+            0,
+            holes(
+                tee
+                + pytorch.c10_warning(
+                    when,
+                    nanos,
+                    "ProcessGroupNCCL.cpp:1168",
+                    "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function operator())",
+                )
+            ),
+        )
+    )
     out += [Line(0, holes(tee + line)) for line in pytorch.autocast_warning("/home/dev/.venv/lib/python3.10/site-packages")]
     if (w + rank) % 2 == 0:
         out.append(Line(0, warning + holes("Dataset c4 streaming read failed, retrying in 1 s (attempt 1/20)"), stamp))
@@ -336,8 +359,7 @@ def make_sparse(windows_per_block: int = 8) -> LogKind:
     header = titan_header(ranks, TITAN_START, titan_tag=False, legacy=True)
     for rank in ranks:
         for i, line in enumerate(pytorch.NCCL_INIT):
-            text = (pytorch.NCCL_VERSION if line is None
-                    else pytorch.nccl_line(HOST, PID + rank, PID + rank + (131 if i >= 3 else 0), rank, line))
+            text = pytorch.NCCL_VERSION if line is None else pytorch.nccl_line(HOST, PID + rank, PID + rank + (131 if i >= 3 else 0), rank, line)
             header += torchrun_prefix(rank) + text + "\n"
     return LogKind(header, template, steps, titan_values(holes_, steps, Leak(start=34.1, plateau=41.8, leak=5.0), TITAN_START))
 
@@ -357,8 +379,15 @@ SLEEP_WAKE = (
 )
 # The config block this generator writes: its list is in Python's flow style, not the YAML block
 # list `easyr1.config_block` writes (kept as it is so the benchmark logs stay byte-identical).
-RAY_CONFIG = ["data:", "  max_prompt_length: 2048", "  train_files: hiyouga/math12k@train", "trainer:",
-              "  logger: ['console', 'wandb']", "  n_gpus_per_node: 8", "  total_epochs: 15"]
+RAY_CONFIG = [
+    "data:",
+    "  max_prompt_length: 2048",
+    "  train_files: hiyouga/math12k@train",
+    "trainer:",
+    "  logger: ['console', 'wandb']",
+    "  n_gpus_per_node: 8",
+    "  total_epochs: 15",
+]
 
 
 def ray_line(proc: tuple[str, int, str | None], message: str) -> str:
@@ -368,25 +397,39 @@ def ray_line(proc: tuple[str, int, str | None], message: str) -> str:
 
 def easyr1_metrics(rng) -> dict:
     """The metrics EasyR1's ConsoleLogger prints each step, unflattened; memory values are MARKS."""
-    stats = lambda centre, spread: {"max": round(centre + spread, 3), "mean": round(centre + rng.gauss(0, spread / 10), 3), "min": round(centre - spread, 3)}  # noqa: E731
+    stats = lambda centre, spread: {"max": round(centre + spread, 3), "mean": round(centre + rng.gauss(0, spread / 10), 3), "min": round(centre - spread, 3)}
     return {
         "actor": {
-            "entropy_loss": round(rng.uniform(0.45, 0.6), 3), "grad_norm": round(rng.uniform(0.15, 0.3), 3),
-            "kl_loss": round(rng.uniform(0.0005, 0.002), 3), "lr": 1e-06,
-            "pg_clipfrac_higher": round(rng.uniform(0, 0.004), 3), "pg_clipfrac_lower": 0.0,
-            "pg_loss": round(rng.gauss(-0.01, 0.01), 3), "ppo_kl": 1.2e-05,
+            "entropy_loss": round(rng.uniform(0.45, 0.6), 3),
+            "grad_norm": round(rng.uniform(0.15, 0.3), 3),
+            "kl_loss": round(rng.uniform(0.0005, 0.002), 3),
+            "lr": 1e-06,
+            "pg_clipfrac_higher": round(rng.uniform(0, 0.004), 3),
+            "pg_clipfrac_lower": 0.0,
+            "pg_loss": round(rng.gauss(-0.01, 0.01), 3),
+            "ppo_kl": 1.2e-05,
         },
         "critic": {"advantages": stats(0.0, 2.5), "returns": stats(0.0, 2.5), "rewards": stats(0.44, 0.56), "score": stats(0.44, 0.56)},
         "perf": {
-            "cpu_memory_used_gb": MARKS[0], "max_memory_allocated_gb": MARKS[1], "max_memory_reserved_gb": MARKS[2],
-            "mfu_actor": round(rng.uniform(0.28, 0.32), 3), "throughput": round(rng.gauss(1534, 20), 3),
-            "time_per_step": round(rng.gauss(140, 3), 3), "total_num_tokens": 215040 + rng.randrange(4096),
+            "cpu_memory_used_gb": MARKS[0],
+            "max_memory_allocated_gb": MARKS[1],
+            "max_memory_reserved_gb": MARKS[2],
+            "mfu_actor": round(rng.uniform(0.28, 0.32), 3),
+            "throughput": round(rng.gauss(1534, 20), 3),
+            "time_per_step": round(rng.gauss(140, 3), 3),
+            "total_num_tokens": 215040 + rng.randrange(4096),
         },
         "prompt_length": {"clip_ratio": 0.0, **stats(300.0, 210.0)},
         "response_length": {"clip_ratio": round(rng.uniform(0, 0.02), 3), **stats(620.0, 400.0)},
-        "timing_s": {"adv": 0.051, "gen": round(rng.gauss(61, 2), 3), "old": round(rng.gauss(5.1, 0.2), 3),
-                     "ref": round(rng.gauss(6.2, 0.2), 3), "reward": round(rng.gauss(3.1, 0.2), 3),
-                     "step": round(rng.gauss(140, 3), 3), "update_actor": round(rng.gauss(60, 2), 3)},
+        "timing_s": {
+            "adv": 0.051,
+            "gen": round(rng.gauss(61, 2), 3),
+            "old": round(rng.gauss(5.1, 0.2), 3),
+            "ref": round(rng.gauss(6.2, 0.2), 3),
+            "reward": round(rng.gauss(3.1, 0.2), 3),
+            "step": round(rng.gauss(140, 3), 3),
+            "update_actor": round(rng.gauss(60, 2), 3),
+        },
     }
 
 
@@ -398,12 +441,24 @@ def make_ray(steps_per_block: int = 64) -> LogKind:
         for message, _gib in SLEEP_WAKE:
             # Ray dedup: the first worker's line, later the others folded into one with the count.
             parts.append(holes(ray_line(WORKERS[0], easyr1.gpu_memory(message, GIB_MARK)), (mem, "%.2f")))
-            parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], easyr1.gpu_memory(message, GIB_MARK)) + ray.repeated(7),
-                               (mem, "%.2f")))
-        parts.append(holes(ray_line(WORKERS[0], f"INFO 03-01 12:{k % 60:02d}:{rng.randrange(60):02d} [executor_base.py:208] "
-                                                 f"It took {rng.uniform(1.2, 2.4):.6f} seconds to wake up tags ['weights', 'kv_cache'].")))
-        parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], "INFO 03-01 12:00:00 [executor_base.py:208] It took 1.8 seconds "
-                                                                  "to wake up tags ['weights', 'kv_cache'].") + ray.repeated(7)))
+            parts.append(holes(ray_line(WORKERS[rng.randrange(1, 8)], easyr1.gpu_memory(message, GIB_MARK)) + ray.repeated(7), (mem, "%.2f")))
+        parts.append(
+            holes(
+                ray_line(
+                    WORKERS[0],
+                    f"INFO 03-01 12:{k % 60:02d}:{rng.randrange(60):02d} [executor_base.py:208] "
+                    f"It took {rng.uniform(1.2, 2.4):.6f} seconds to wake up tags ['weights', 'kv_cache'].",
+                )
+            )
+        )
+        parts.append(
+            holes(
+                ray_line(
+                    WORKERS[rng.randrange(1, 8)], "INFO 03-01 12:00:00 [executor_base.py:208] It took 1.8 seconds to wake up tags ['weights', 'kv_cache']."
+                )
+                + ray.repeated(7)
+            )
+        )
         bar = "".join(f"\rProcessed prompts: {p:3d}%|{'█' * (p // 10)}{' ' * (10 - p // 10)}| {p * 5}/500" for p in (0, 30, 70, 100))
         parts.append(holes(ray_line(WORKERS[0], bar)))
         step_line, *block = easyr1.step_block(STEP_MARK, easyr1_metrics(rng))
@@ -412,8 +467,7 @@ def make_ray(steps_per_block: int = 64) -> LogKind:
             marks = [(str(m), "%s") for m in MARKS if str(m) in line]
             parts.append(holes(ray_line(RUNNER, line), *marks))
         pct = rng.randrange(100)
-        parts.append(holes(ray_line(RUNNER, f"\rRunning step: {pct:3d}%|{'█' * (pct // 10)}{' ' * (10 - pct // 10)}| "
-                                            f"{pct}/100 [1:02:11<2:41:04, 140.33s/it]")))
+        parts.append(holes(ray_line(RUNNER, f"\rRunning step: {pct:3d}%|{'█' * (pct // 10)}{' ' * (10 - pct // 10)}| {pct}/100 [1:02:11<2:41:04, 140.33s/it]")))
     template = "".join(p + "\n" for p in parts)
     host = Leak(start=180.0, plateau=212.0, leak=120.0, warmup_steps=5.0)  # host RAM creeping up
     device = [round(rng.gauss(0, 0.4), 3) for _ in range(steps_per_block)]
@@ -428,14 +482,17 @@ def make_ray(steps_per_block: int = 64) -> LogKind:
         return tuple(out)
 
     init = easyr1.gpu_memory("After vllm init", 17.95)
-    header = "".join(line + "\n" for line in [
-        ray.driver_log("2025-08-31 15:45:59,633", "worker.py:1927", ray.started_local()),
-        ray_line(RUNNER, "Config"),
-        *(ray_line(RUNNER, line) for line in RAY_CONFIG),
-        ray_line(WORKERS[0], init),
-        # The first folded line carries Ray's one-time notice (log-formats.md §3.2).
-        ray_line(WORKERS[5], init) + ray.repeated(7, notice=True),
-    ])
+    header = "".join(
+        line + "\n"
+        for line in [
+            ray.driver_log("2025-08-31 15:45:59,633", "worker.py:1927", ray.started_local()),
+            ray_line(RUNNER, "Config"),
+            *(ray_line(RUNNER, line) for line in RAY_CONFIG),
+            ray_line(WORKERS[0], init),
+            # The first folded line carries Ray's one-time notice (log-formats.md §3.2).
+            ray_line(WORKERS[5], init) + ray.repeated(7, notice=True),
+        ]
+    )
     return LogKind(header, template, steps_per_block, values)
 
 
@@ -443,8 +500,7 @@ def make_ray(steps_per_block: int = 64) -> LogKind:
 # DeepSpeed (log-formats.md §2)
 # --------------------------------------------------------------------------------------------
 
-DS_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward",
-             "Engine after backward", "Engine before step", "Engine after step")
+DS_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward", "Engine after backward", "Engine before step", "Engine after step")
 DS_ACTIVATIONS = (0.0, 9.4, 9.4, 1.1, 1.1, 0.0)  # GiB on top of weights+optimizer state at each phase
 
 
@@ -463,22 +519,25 @@ def make_deepspeed(steps_per_block: int = 100) -> LogKind:
     for k in range(steps_per_block):
         for phase in DS_PHASES:
             parts.append(ds_line(phase, "utils.py:781:see_memory_usage"))
-            parts.append(ds_line(memory, "utils.py:782:see_memory_usage", (ma, "%s"), (max_ma, "%s"), (ca, "%s"),
-                                 (str(STEP_MARK), "%d")))
+            parts.append(ds_line(memory, "utils.py:782:see_memory_usage", (ma, "%s"), (max_ma, "%s"), (ca, "%s"), (str(STEP_MARK), "%d")))
             parts.append(ds_line(cpu, "utils.py:789:see_memory_usage", (str(GIB_MARK), "%s"), (str(PCT_MARK), "%s")))
-        timings = {"fwd_microstep": rng.gauss(120, 3), "bwd_microstep": rng.gauss(250, 5), "bwd_inner_microstep": rng.gauss(240, 5),
-                   "bwd_allreduce_microstep": rng.gauss(9.9, 0.3), "step_microstep": rng.gauss(30, 1)}
+        timings = {
+            "fwd_microstep": rng.gauss(120, 3),
+            "bwd_microstep": rng.gauss(250, 5),
+            "bwd_inner_microstep": rng.gauss(240, 5),
+            "bwd_allreduce_microstep": rng.gauss(9.9, 0.3),
+            "step_microstep": rng.gauss(30, 1),
+        }
         parts.append(ds_line(ds.wall_clock(timings), "logging.py:96:log_dist"))
         if k % 10 == 9:
             lr = 4.99804827338393e-05 * (1 - k / 1e5)
             progress = ds.progress(step=STEP_MARK, skipped=0, lr=[lr, lr], mom=[(0.9, 0.95), (0.9, 0.95)])
             parts.append(ds_line(progress, "logging.py:96:log_dist", (str(STEP_MARK), "%d")))
-            timer = ds.throughput(epoch=0, micro_step=STEP_MARK, step=STEP_MARK_2, avg=rng.gauss(25, 0.2),
-                                  cur=rng.gauss(25.5, 0.5), alloc=MARKS[0], max_alloc=MARKS[1])
-            parts.append(ds_line(timer, "timer.py:260:stop", (str(STEP_MARK), "%d"), (str(STEP_MARK_2), "%d"),
-                                 (ma, "%s"), (max_ma, "%s")))
-            logs = hf_trainer.log_dict({"loss": round(rng.gauss(1.23, 0.05), 4), "grad_norm": rng.uniform(0.6, 1.1),
-                                        "learning_rate": lr, "epoch": GIB_MARK})
+            timer = ds.throughput(
+                epoch=0, micro_step=STEP_MARK, step=STEP_MARK_2, avg=rng.gauss(25, 0.2), cur=rng.gauss(25.5, 0.5), alloc=MARKS[0], max_alloc=MARKS[1]
+            )
+            parts.append(ds_line(timer, "timer.py:260:stop", (str(STEP_MARK), "%d"), (str(STEP_MARK_2), "%d"), (ma, "%s"), (max_ma, "%s")))
+            logs = hf_trainer.log_dict({"loss": round(rng.gauss(1.23, 0.05), 4), "grad_norm": rng.uniform(0.6, 1.1), "learning_rate": lr, "epoch": GIB_MARK})
             parts.append(holes(logs, (str(GIB_MARK), "%s")))
     template = "".join(p + "\n" for p in parts)
     allocated = Leak(start=2.1, plateau=14.2, leak=6.0)
@@ -495,28 +554,44 @@ def make_deepspeed(steps_per_block: int = 100) -> LogKind:
             cpu = 36.79 + 0.2 * noise[k]
             for activations in DS_ACTIVATIONS:
                 now = ma + activations
-                out += (ts, ts, str(round(now, 2)), str(round(peak, 2)), str(round(now + 2.3, 2)), round(peak + 2.3),
-                        ts, str(round(cpu, 2)), str(round(cpu / 10.01, 1)))
+                out += (
+                    ts,
+                    ts,
+                    str(round(now, 2)),
+                    str(round(peak, 2)),
+                    str(round(now + 2.3, 2)),
+                    round(peak + 2.3),
+                    ts,
+                    str(round(cpu, 2)),
+                    str(round(cpu / 10.01, 1)),
+                )
             out.append(ts)
             if k % 10 == 9:
                 out += (ts, step, ts, step * 4, step, str(round(ma, 2)), str(round(peak, 2)), str(round(step / 5000, 2)))
         return tuple(out)
 
-    header = "".join(line + "\n" for line in [
-        ds.log_line("Setting ds_accelerator to cuda (auto detect)", ts="2024-07-10 14:14:40,101",
-                    where="real_accelerator.py:203:get_accelerator"),
-        ds.log_line("cdb=None", ts="2024-07-10 14:14:44,551", where="comm.py:637:init_distributed"),
-        ds.log_line("Before initializing optimizer states", ts="2024-07-10 14:14:51,013", where="utils.py:781:see_memory_usage"),
-        ds.log_line(ds.see_memory_usage(ma=0.32, max_ma=0.32, ca=0.32, max_ca=0), ts="2024-07-10 14:14:51,014",
-                    where="utils.py:782:see_memory_usage"),
-        ds.log_line(ds.cpu_virtual_memory(used_gib=36.79, percent=3.7), ts="2024-07-10 14:14:51,015",
-                    where="utils.py:789:see_memory_usage"),
-    ])
+    header = "".join(
+        line + "\n"
+        for line in [
+            ds.log_line("Setting ds_accelerator to cuda (auto detect)", ts="2024-07-10 14:14:40,101", where="real_accelerator.py:203:get_accelerator"),
+            ds.log_line("cdb=None", ts="2024-07-10 14:14:44,551", where="comm.py:637:init_distributed"),
+            ds.log_line("Before initializing optimizer states", ts="2024-07-10 14:14:51,013", where="utils.py:781:see_memory_usage"),
+            ds.log_line(ds.see_memory_usage(ma=0.32, max_ma=0.32, ca=0.32, max_ca=0), ts="2024-07-10 14:14:51,014", where="utils.py:782:see_memory_usage"),
+            ds.log_line(ds.cpu_virtual_memory(used_gib=36.79, percent=3.7), ts="2024-07-10 14:14:51,015", where="utils.py:789:see_memory_usage"),
+        ]
+    )
     return LogKind(header, template, steps_per_block, values)
 
 
-MAKERS: dict[str, Callable[[], LogKind]] = {"dense": make_dense, "sparse": make_sparse, "ray": make_ray, "deepspeed": make_deepspeed,
-                                             "manyranks": make_many_ranks, "restarts": make_restarts, "churn": make_churn}
+MAKERS: dict[str, Callable[[], LogKind]] = {
+    "dense": make_dense,
+    "sparse": make_sparse,
+    "ray": make_ray,
+    "deepspeed": make_deepspeed,
+    "manyranks": make_many_ranks,
+    "restarts": make_restarts,
+    "churn": make_churn,
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,8 +648,7 @@ def generate(kind: str, size: int, out: Path = DEFAULT_OUT, *, files: int = 64, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.generate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.generate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("size", help="bytes per file: 1G, 256M, 16M, 64k ...")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")

@@ -52,8 +52,14 @@ def device_reading(host: HostReader, leak: float):
 
     def read(step: int) -> Reading:
         allocated = 40.0 + leak * step + rng.gauss(0, 0.05)
-        return Reading(allocated_gib=allocated, reserved_gib=allocated + 4.0, max_allocated_gib=allocated + 6.0,
-                       host_rss_gib=host.rss_gib(), capacity_gib=79.1, host_total_gib=host.total_gib)
+        return Reading(
+            allocated_gib=allocated,
+            reserved_gib=allocated + 4.0,
+            max_allocated_gib=allocated + 6.0,
+            host_rss_gib=host.rss_gib(),
+            capacity_gib=79.1,
+            host_total_gib=host.total_gib,
+        )
 
     return ReplayReader(read)
 
@@ -101,9 +107,26 @@ def worker(rank: int, world: int, init_file: str, steps: int, step_ms: float, le
 
 def ranks(world: int, steps: int, step_ms: float, leak: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.guard", "--worker", str(rank), str(world), f"{tmp}/pg", str(steps),
-                                   str(step_ms), str(leak), f"{tmp}/{rank}.json"], cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"))
-                 for rank in range(world)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.guard",
+                    "--worker",
+                    str(rank),
+                    str(world),
+                    f"{tmp}/pg",
+                    str(steps),
+                    str(step_ms),
+                    str(leak),
+                    f"{tmp}/{rank}.json",
+                ],
+                cwd=ROOT,
+                env=dict(os.environ, OMP_NUM_THREADS="1"),
+            )
+            for rank in range(world)
+        ]
         if any(p.wait() for p in procs):
             raise SystemExit("a rank failed")
         results = [json.loads(Path(f"{tmp}/{rank}.json").read_text()) for rank in range(world)]
@@ -112,11 +135,18 @@ def ranks(world: int, steps: int, step_ms: float, leak: float) -> dict:
     judged = [t for r in results for t in r["judged"]]
     every = plain + agreeing
     return {
-        "ranks": world, "steps": steps, "step_ms": step_ms, "readings": "no guard (floor)" if leak < 0 else "leaking" if leak else "flat",
-        "step_us_median": 1e6 * statistics.median(plain), "step_us_p99": 1e6 * percentile(plain, 0.99),
-        "agree_us_median": 1e6 * statistics.median(agreeing), "agree_us_p99": 1e6 * percentile(agreeing, 0.99),
-        "mean_us": 1e6 * statistics.fmean(every), "max_ms": 1e3 * max(every),
-        "judgements_per_rank": len(judged) / world, "judge_ms_median": 1e3 * statistics.median(judged) if judged else 0.0,
+        "ranks": world,
+        "steps": steps,
+        "step_ms": step_ms,
+        "readings": "no guard (floor)" if leak < 0 else "leaking" if leak else "flat",
+        "step_us_median": 1e6 * statistics.median(plain),
+        "step_us_p99": 1e6 * percentile(plain, 0.99),
+        "agree_us_median": 1e6 * statistics.median(agreeing),
+        "agree_us_p99": 1e6 * percentile(agreeing, 0.99),
+        "mean_us": 1e6 * statistics.fmean(every),
+        "max_ms": 1e3 * max(every),
+        "judgements_per_rank": len(judged) / world,
+        "judge_ms_median": 1e3 * statistics.median(judged) if judged else 0.0,
     }
 
 
@@ -141,8 +171,14 @@ def cpu_bound(steps: int, step_ms: float) -> dict:
     without = loop(None)
     guarded = Guard(device_reading(HostReader(), 0.002), report_dir=None, on_oom="warn")
     with_guard = loop(guarded)
-    return {"steps": steps, "step_ms": step_ms, "without_s": without, "with_s": with_guard, "judgements": guarded.judgements,
-            "overhead_pct": 100 * (with_guard - without) / without}
+    return {
+        "steps": steps,
+        "step_ms": step_ms,
+        "without_s": without,
+        "with_s": with_guard,
+        "judgements": guarded.judgements,
+        "overhead_pct": 100 * (with_guard - without) / without,
+    }
 
 
 def _iterations_per_ms() -> float:
@@ -173,8 +209,11 @@ def judge_cost(n: int) -> dict:
     """The judgement at the n-th of n readings judged every n // 20 (condensed as they come), on a
     flat device and host; the clock stands still, so that no judgement waits for rest."""
     rng = random.Random(3)
-    flat = ReplayReader(lambda step: Reading(allocated_gib=40.0 + rng.gauss(0, 0.05), reserved_gib=44.0, capacity_gib=79.1,
-                                             host_rss_gib=12.0 + rng.gauss(0, 0.01), host_total_gib=512.0))
+    flat = ReplayReader(
+        lambda step: Reading(
+            allocated_gib=40.0 + rng.gauss(0, 0.05), reserved_gib=44.0, capacity_gib=79.1, host_rss_gib=12.0 + rng.gauss(0, 0.01), host_total_gib=512.0
+        )
+    )
     guard = Guard(flat, report_dir=None, background=False, every=max(50, n // 20), clock=lambda: 0.0)
     for step in range(1, n):
         guard.step(step)
@@ -228,30 +267,38 @@ def main(argv: list[str] | None = None) -> None:
     parts = args.parts.split(",")
     steps = 200 if args.quick else args.steps
     if "ranks" in parts:
-        print("| ranks | steps | step | readings | step() median (µs) | step() p99 (µs) | agreeing step() median (µs) | agreeing p99 (µs) "
-              "| mean (µs) | max (ms) | judgements per rank | judgement median (ms) |")
+        print(
+            "| ranks | steps | step | readings | step() median (µs) | step() p99 (µs) | agreeing step() median (µs) | agreeing p99 (µs) "
+            "| mean (µs) | max (ms) | judgements per rank | judgement median (ms) |"
+        )
         print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for leak in (-1.0, 0.0, 0.002):
             r = ranks(2 if args.quick else args.ranks, steps, args.step_ms, leak)
-            print(f"| {r['ranks']} | {r['steps']:,} | {r['step_ms']:g} ms | {r['readings']} | {r['step_us_median']:.0f} | {r['step_us_p99']:.0f} "
-                  f"| {r['agree_us_median']:.0f} | {r['agree_us_p99']:.0f} | {r['mean_us']:.0f} | {r['max_ms']:.1f} "
-                  f"| {r['judgements_per_rank']:.0f} | {r['judge_ms_median']:.0f} |", flush=True)
+            print(
+                f"| {r['ranks']} | {r['steps']:,} | {r['step_ms']:g} ms | {r['readings']} | {r['step_us_median']:.0f} | {r['step_us_p99']:.0f} "
+                f"| {r['agree_us_median']:.0f} | {r['agree_us_p99']:.0f} | {r['mean_us']:.0f} | {r['max_ms']:.1f} "
+                f"| {r['judgements_per_rank']:.0f} | {r['judge_ms_median']:.0f} |",
+                flush=True,
+            )
     if "hot" in parts:
         for name, us in hot(20_000 if args.quick else 200_000).items():
             print(f"\nGuard.step() back to back, 1 process, {name}: {us:.1f} µs per step", flush=True)
     if "cpu" in parts:
         r = cpu_bound(steps, args.step_ms)
-        print(f"\nCPU-bound loop, 1 process, {r['steps']:,} steps of {1000 * r['without_s'] / r['steps']:.1f} ms of pure Python: "
-              f"{r['without_s']:.2f} s without the guard, {r['with_s']:.2f} s with it ({r['overhead_pct']:+.1f}%, "
-              f"{r['judgements']} judgements)", flush=True)
+        print(
+            f"\nCPU-bound loop, 1 process, {r['steps']:,} steps of {1000 * r['without_s'] / r['steps']:.1f} ms of pure Python: "
+            f"{r['without_s']:.2f} s without the guard, {r['with_s']:.2f} s with it ({r['overhead_pct']:+.1f}%, "
+            f"{r['judgements']} judgements)",
+            flush=True,
+        )
     if "judge" in parts:
         print("\n| readings held | the last judgement (s) | judgements made | verdict |\n|---:|---:|---:|---|")
-        for n in ((1_000,) if args.quick else (1_000, 10_000, 100_000, 1_000_000)):
+        for n in (1_000,) if args.quick else (1_000, 10_000, 100_000, 1_000_000):
             r = judge_cost(n)
             print(f"| {n:,} | {r['judge_s']:.3f} | {r['judgements']} | {r['verdict']} |", flush=True)
     if "snapshots" in parts:
         print("\n| live blocks | file (MiB) | pickle one (s) | load one (s) | diff two (s) |\n|---:|---:|---:|---:|---:|")
-        for sites in ((1_000,) if args.quick else (1_000, 10_000, 100_000)):
+        for sites in (1_000,) if args.quick else (1_000, 10_000, 100_000):
             r = snapshot_cost(sites)
             print(f"| {r['blocks']:,} | {r['file_mib']:.1f} | {r['pickle_s']:.3f} | {r['load_s']:.3f} | {r['diff_s']:.3f} |", flush=True)
 

@@ -119,8 +119,7 @@ def summarise(collapsed: str, rate: int, top: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_stages", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_stages", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+", help="log files to analyze")
     parser.add_argument("--rate", type=int, default=50, help="samples per second (default 50)")
     parser.add_argument("--top", type=int, default=15, help="how many top lines to list (default 15)")
@@ -131,8 +130,23 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("py-spy not found: pip install py-spy")
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "stacks.txt"
-        cmd = [py_spy, "record", "--idle", "--rate", str(args.rate), "--format", "raw", "--output", str(raw),
-               "--", *default_memlog(), "analyze", "-o", "json", *args.logs]
+        cmd = [
+            py_spy,
+            "record",
+            "--idle",
+            "--rate",
+            str(args.rate),
+            "--format",
+            "raw",
+            "--output",
+            str(raw),
+            "--",
+            *default_memlog(),
+            "analyze",
+            "-o",
+            "json",
+            *args.logs,
+        ]
         subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
         collapsed = raw.read_text()
         if args.keep:

@@ -103,9 +103,10 @@ def build_cases(groups: list[str], sizes: list[int] | None, quick: bool) -> list
             cases += [Case(f"dense {size_label(s)}", "dense", s, target=Target(ratio=1.3, rss_mib=RSS_MIB)) for s in group_sizes]
         elif group == "sparse":
             first = f"sparse {size_label(group_sizes[0])}"
-            cases += [Case(f"sparse {size_label(s)}", "sparse", s,
-                           target=Target(ratio=1.5, rss_mib=RSS_MIB, same_rss_as=first if i else None))
-                      for i, s in enumerate(group_sizes)]
+            cases += [
+                Case(f"sparse {size_label(s)}", "sparse", s, target=Target(ratio=1.5, rss_mib=RSS_MIB, same_rss_as=first if i else None))
+                for i, s in enumerate(group_sizes)
+            ]
         elif group == "ranks":
             files = RANK_FILES[1 if quick else 0]
             cases += [Case(f"per-rank files {files}×{size_label(s)}", "ranks", s, files, Target(ratio=1.6, rss_mib=RSS_MIB)) for s in group_sizes]
@@ -113,9 +114,10 @@ def build_cases(groups: list[str], sizes: list[int] | None, quick: bool) -> list
             cases += [Case(f"small {size_label(s)}", "dense", s, target=Target(seconds=0.3, rss_mib=RSS_MIB)) for s in group_sizes]
         elif group == "linearity":
             first = f"linearity {size_label(group_sizes[0])}"
-            cases += [Case(f"linearity {size_label(s)}", "dense", s, target=Target(rss_mib=RSS_MIB, linear_to=first if i else None,
-                                                                         same_rss_as=first if i else None))
-                      for i, s in enumerate(group_sizes)]
+            cases += [
+                Case(f"linearity {size_label(s)}", "dense", s, target=Target(rss_mib=RSS_MIB, linear_to=first if i else None, same_rss_as=first if i else None))
+                for i, s in enumerate(group_sizes)
+            ]
         elif group in ("manyranks", "restarts", "churn"):
             cases += [Case(f"{group} {size_label(s)}", group, s, target=Target(rss_mib=512)) for s in group_sizes]
         elif group in ("ray", "deepspeed"):
@@ -311,10 +313,12 @@ def table(cases: list[Case], results: dict[str, Result]) -> str:
         wall = (">" if r.stopped else "") + seconds(r.memlog_wall)
         floor_rss = f"{r.floor_rss:.0f}" if r.floor_rss is not None else "n/a"
         cpu_ratio = f"{r.memlog_cpu / r.floor_cpu:.2f}×" if r.floor_cpu else "—"
-        rows.append(f"| {case.name} | {case.size_text} | {records} | {r.verdict or '—'} | {wall} | "
-                    f"{seconds(r.floor_wall)} | {ratio} | {seconds(r.memlog_cpu)} | {seconds(r.floor_cpu)} | {cpu_ratio} | "
-                    f"{r.memlog_rss:.0f} | {floor_rss} | {target} | {met} | "
-                    f"{seconds(r.rg_wall)} |")
+        rows.append(
+            f"| {case.name} | {case.size_text} | {records} | {r.verdict or '—'} | {wall} | "
+            f"{seconds(r.floor_wall)} | {ratio} | {seconds(r.memlog_cpu)} | {seconds(r.floor_cpu)} | {cpu_ratio} | "
+            f"{r.memlog_rss:.0f} | {floor_rss} | {target} | {met} | "
+            f"{seconds(r.rg_wall)} |"
+        )
         if r.error:
             notes.append(f"- {case.name}: {r.error}")
     return "\n".join(rows + ([""] + notes if notes else []))
@@ -332,8 +336,10 @@ def environment(memlog: list[str]) -> str:
     commit = output(["git", "-C", str(Path(__file__).resolve().parents[1]), "describe", "--always", "--dirty"])
     rg = output(["rg", "--version"]) if shutil.which("rg") else "ripgrep not installed"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"memlog `{shlex.join(memlog)}` at {commit}; polars {polars.__version__}; {rg}; "
-            f"Python {platform.python_version()}; {os.cpu_count()} CPUs; {platform.platform()}; load average {load}")
+    return (
+        f"memlog `{shlex.join(memlog)}` at {commit}; polars {polars.__version__}; {rg}; "
+        f"Python {platform.python_version()}; {os.cpu_count()} CPUs; {platform.platform()}; load average {load}"
+    )
 
 
 def default_memlog() -> list[str]:
@@ -345,12 +351,13 @@ def default_memlog() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default=",".join(DEFAULT_SIZES),
-                        help=f"comma-separated, from: {', '.join(DEFAULT_SIZES)} (default: all)")
-    parser.add_argument("--sizes", help="comma-separated sizes (per file) for every selected case, e.g. 256M,1G; "
-                                        "default: each case's own (dense 1G; sparse 1G,4G; linearity 1G,2G,4G; ...)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(DEFAULT_SIZES), help=f"comma-separated, from: {', '.join(DEFAULT_SIZES)} (default: all)")
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated sizes (per file) for every selected case, e.g. 256M,1G; "
+        "default: each case's own (dense 1G; sparse 1G,4G; linearity 1G,2G,4G; ...)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="measured runs per case; the median is shown (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs first (default 1)")
     parser.add_argument("--quick", action="store_true", help="small default sizes, for a smoke run")
@@ -377,17 +384,22 @@ def main(argv: list[str] | None = None) -> int:
             generated = time.perf_counter() - started
             measured[case.key] = measure(memlog, case.kind, paths, args.runs, args.warmup, Limits(args.timeout, args.max_rss))
             r = measured[case.key]
-            print(f"{case.name}: memlog {r.memlog_wall:.2f} s, {r.memlog_rss:.0f} MiB; rg "
-                  f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s; polars floor "
-                  f"{r.floor_wall if r.floor_wall is not None else float('nan'):.2f} s, "
-                  f"{r.floor_rss if r.floor_rss is not None else float('nan'):.0f} MiB (log ready in {generated:.1f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{case.name}: memlog {r.memlog_wall:.2f} s, {r.memlog_rss:.0f} MiB; rg "
+                f"{r.rg_wall if r.rg_wall is not None else float('nan'):.2f} s; polars floor "
+                f"{r.floor_wall if r.floor_wall is not None else float('nan'):.2f} s, "
+                f"{r.floor_rss if r.floor_rss is not None else float('nan'):.0f} MiB (log ready in {generated:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         results[case.name] = measured[case.key]
 
     print(environment(memlog) + f" (at start: {start_load})")
-    print(f"Median of {args.runs} runs after {args.warmup} warm-up; rg = `rg -c '{RG_PATTERN}'` on the same files; "
-          "polars floor = benchmarks/floor.py (polars' reader, a literal filter, one regex with four fields: "
-          "no memlog work); ratio = memlog / floor.\n")
+    print(
+        f"Median of {args.runs} runs after {args.warmup} warm-up; rg = `rg -c '{RG_PATTERN}'` on the same files; "
+        "polars floor = benchmarks/floor.py (polars' reader, a literal filter, one regex with four fields: "
+        "no memlog work); ratio = memlog / floor.\n"
+    )
     print(table(cases, results))
     return 0
 

@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from memlog.render.fleet import render_fleet
-    from memlog.scan.runs import find_runs
     from memlog.scan.fleet import default_jobs, limit_threads, scan
+    from memlog.scan.runs import find_runs
 
     jobs = args.jobs or default_jobs()
     fleet_dir = build_fleet(args.out, args.runs, parse_size(args.size))
@@ -99,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         import memlog
 
         here = str(Path(memlog.__file__).resolve().parents[1])
-        ray_start, _, _ = timed("ray.init", lambda: ray.init(num_cpus=jobs, include_dashboard=False, logging_level="ERROR",
-                                                           log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": here}}))
+        ray_start, _, _ = timed(
+            "ray.init",
+            lambda: ray.init(
+                num_cpus=jobs, include_dashboard=False, logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": here}}
+            ),
+        )
         warm, _, first = timed("Ray, first scan (starts the workers)", lambda: scan(runs, ray_address=""))
         wall, _, fleet = timed(f"Ray, {jobs} CPUs", lambda: scan(runs, ray_address=""))
         rows.append((f"Ray (local cluster, {jobs} CPUs), workers warm", wall, None, render_fleet(fleet, "json")))
@@ -110,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| mode | wall (s) | runs/s | CPU s per run |\n|---|---:|---:|---:|")
     for mode, wall, cpu, _ in rows:
         print(f"| {mode} | {wall:.2f} | {len(runs) / wall:.1f} | {f'{cpu / len(runs):.3f}' if cpu is not None else '-'} |")
-    print(f"\nper-run cost on one core: {rows[0][1] / len(runs):.3f} s wall, {rows[0][2] / len(runs):.3f} s CPU; "
-          f"load average {os.getloadavg()[0]:.1f}; rows identical in every mode: {'yes' if len({r[3] for r in rows}) == 1 else 'NO'}")
+    print(
+        f"\nper-run cost on one core: {rows[0][1] / len(runs):.3f} s wall, {rows[0][2] / len(runs):.3f} s CPU; "
+        f"load average {os.getloadavg()[0]:.1f}; rows identical in every mode: {'yes' if len({r[3] for r in rows}) == 1 else 'NO'}"
+    )
     return 0
 
 

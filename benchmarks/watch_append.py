@@ -27,9 +27,9 @@ if __package__ in (None, ""):
 
 from benchmarks.generate import DEFAULT_OUT, generate, parse_size
 from memlog.parse.catalog import load_specs
+from memlog.watch.watch import Watcher
 from tests.logwriters import torchtitan as titan
 from tests.logwriters.pytorch import H100_GIB
-from memlog.watch.watch import Watcher
 
 STEP = re.compile(rb"step:\s*(\d+)\s.*?memory:\s*([\d.]+)GiB")
 
@@ -51,8 +51,9 @@ def appended_lines(first_step: int, level: float, size: int) -> tuple[bytes, int
         ts = (start + timedelta(seconds=6 * step)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
         gib = level + 0.00002 * (step - first_step)
         for rank in range(8):
-            msg = titan.step_line_2025_09(step=step, loss=3.2, grad_norm=0.9, mem_gib=gib, mem_pct=100 * gib / H100_GIB,
-                                          tps=5350, tflops=310.0, mfu=31.3, color=titan.COLOR)
+            msg = titan.step_line_2025_09(
+                step=step, loss=3.2, grad_norm=0.9, mem_gib=gib, mem_pct=100 * gib / H100_GIB, tps=5350, tflops=310.0, mfu=31.3, color=titan.COLOR
+            )
             line = (titan.log_line(msg, ts=ts, rank=rank) + "\n").encode()
             out.append(line)
             total += len(line)
@@ -79,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         report = watcher.judge()
         judged = time.perf_counter()
         records = sum(f.records().height for f in watcher.followers.values())
-        print(f"backlog: {watched.stat().st_size / 2**30:.2f} GiB read in {read - started:.1f} s, judged in {judged - read:.2f} s "
-              f"({records:,} records held, verdict {report.verdict})")
+        print(
+            f"backlog: {watched.stat().st_size / 2**30:.2f} GiB read in {read - started:.1f} s, judged in {judged - read:.2f} s "
+            f"({records:,} records held, verdict {report.verdict})"
+        )
         for run in range(1, args.runs + 1):
             data, step = appended_lines(step + 1, level, parse_size(args.append))
             with open(watched, "ab") as handle:
@@ -92,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
             report = watcher.judge()
             t2 = time.perf_counter()
             read_bytes = watcher.followers[str(watched)].source.stats.bytes_read - before
-            print(f"append {run}: {len(data) / 2**20:.2f} MiB appended, {read_bytes / 2**20:.2f} MiB read: "
-                  f"poll {1000 * (t1 - t0):.0f} ms + judge {1000 * (t2 - t1):.0f} ms = {1000 * (t2 - t0):.0f} ms "
-                  f"(steps to {report.coverage['steps'][1]:,}, verdict {report.verdict})")
+            print(
+                f"append {run}: {len(data) / 2**20:.2f} MiB appended, {read_bytes / 2**20:.2f} MiB read: "
+                f"poll {1000 * (t1 - t0):.0f} ms + judge {1000 * (t2 - t1):.0f} ms = {1000 * (t2 - t0):.0f} ms "
+                f"(steps to {report.coverage['steps'][1]:,}, verdict {report.verdict})"
+            )
         print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
         watcher.close()
     finally:

@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from memlog.commands import analyze, compare, plot, scan, schema, series, watch
 from memlog.base.errors import MemlogError
+from memlog.commands import analyze, compare, plot, scan, schema, series, watch
 from memlog.commands.common import EXIT_CANNOT_JUDGE, EXIT_FINDING, EXIT_OK, fail_line
 from memlog.commands.formats import formats_app
 from memlog.commands.rules import rules_app
@@ -52,9 +52,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print memlog's version and exit.")
-    ] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print memlog's version and exit.")] = False,
 ) -> None:
     """Read large-model training logs and say whether memory is leaking, warming up, or fine."""
 
@@ -133,8 +131,11 @@ def _checked_stdout() -> None:
         return  # not a real descriptor (a test runner's buffer): nothing to check
     stream.flush()
     sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(_CheckedStdout(fd)), encoding=stream.encoding, errors=stream.errors,
-        line_buffering=bool(stream.line_buffering), write_through=getattr(stream, "write_through", False),
+        io.BufferedWriter(_CheckedStdout(fd)),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=bool(stream.line_buffering),
+        write_through=getattr(stream, "write_through", False),
     )
 
 
@@ -149,7 +150,7 @@ def main() -> None:
     # A closed stream (`>&-`, `2>&-`) is None in Python: messages to a closed stderr go nowhere
     # (the exit code still says what happened); a report with no stdout is one line and exit 2.
     if _closed(sys.stderr):
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
     if _closed(sys.stdout):
         fail_line("standard output is closed: there is nowhere to write to (redirect it to a file instead)")
     _checked_stdout()

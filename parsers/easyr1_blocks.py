@@ -133,16 +133,16 @@ class YamlStepBlocks:
         keys = keys.with_columns(*(a.alias(f"_k{i}") for i, a in enumerate(ancestors)))
         path = pl.col("key")
         for level in range(1, deepest + 1):
-            path = pl.when(pl.col("_depth") == level).then(
-                pl.concat_str([*(pl.col(f"_k{i}") for i in range(level)), pl.col("key")], separator="/")
-            ).otherwise(path)
+            path = (
+                pl.when(pl.col("_depth") == level)
+                .then(pl.concat_str([*(pl.col(f"_k{i}") for i in range(level)), pl.col("key")], separator="/"))
+                .otherwise(path)
+            )
         keys = keys.with_columns(_path=path).filter(pl.col("_path").is_in(list(self.metrics)))
         if keys.is_empty():
             return None
         keys = keys.with_columns(_column=pl.col("_path").replace_strict(self.metrics), _value=yaml_number(pl.col("value")))
-        return keys.group_by(block).agg(
-            pl.col("_value").filter(pl.col("_column") == column).drop_nulls().last().alias(column) for column in self.columns
-        )
+        return keys.group_by(block).agg(pl.col("_value").filter(pl.col("_column") == column).drop_nulls().last().alias(column) for column in self.columns)
 
 
 def create(options: dict[str, Any]) -> YamlStepBlocks:

@@ -40,7 +40,10 @@ def check(ctx, t) -> list[Finding]:
     message = "; ".join(parts) + ". Retries mean memory is near capacity or fragmented: they slow steps and precede OOMs that no trend predicts."
     return [
         RULE.finding(
-            t, message[0].upper() + message[1:], subject="device", series=[k[2] for k, _ in flagged],
+            t,
+            message[0].upper() + message[1:],
+            subject="device",
+            series=[k[2] for k, _ in flagged],
             ranks=[first[k].rank for k, _ in flagged],
             observed={kind: max(n for k, n in flagged if k[0] == kind) for kind in sorted({k[0] for k, _ in flagged})},
             hints=[
@@ -50,6 +53,7 @@ def check(ctx, t) -> list[Finding]:
             lines=[(first[k].source, first[k].line_no) for k, _ in flagged][:8],
         )
     ]
+
 
 RULE = Rule(
     id="allocator-retries",
@@ -63,9 +67,12 @@ RULE = Rule(
     not_meaning="Not a leak by itself: retries also happen on a flat series that runs close to the device's capacity.",
     thresholds=(Threshold("min_retries", 1, "retries", "cumulative retries (or counted OOMs) that trigger the warning"),),
     examples=(
-        Example("torchtitan at 94-98% memory: `WARNING - 2 CUDA memory allocation retries.` before a step line.", True,
-                memory={0: [75.2] * 6},
-                lines=("[rank0]:[titan] 2025-06-01 08:00:40,000 - root - WARNING - 2 CUDA memory allocation retries.",)),
+        Example(
+            "torchtitan at 94-98% memory: `WARNING - 2 CUDA memory allocation retries.` before a step line.",
+            True,
+            memory={0: [75.2] * 6},
+            lines=("[rank0]:[titan] 2025-06-01 08:00:40,000 - root - WARNING - 2 CUDA memory allocation retries.",),
+        ),
         Example("No allocator warnings.", False, memory={0: [40.0] * 6}),
     ),
     check=check,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.judge.rulekit import Example, Finding, MEMORY_COLUMNS, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.judge.rulekit import MEMORY_COLUMNS, Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -22,30 +22,47 @@ def _finding(ctx, t, key, group) -> Finding:
     host = any(s.memory.is_host for s in group)
     what = "node memory total" if host else "device capacity"
     if origin == "--capacity":
-        msg = (f"--capacity {gib(cap)} is below {above} of {of} readings on {workers_phrase(labels)} (up to {gib(highest)}): "
-               "it cannot be their device's capacity, so no reading was dropped for it and no projection uses it. "
-               "--capacity takes the device's total in GiB")
+        msg = (
+            f"--capacity {gib(cap)} is below {above} of {of} readings on {workers_phrase(labels)} (up to {gib(highest)}): "
+            "it cannot be their device's capacity, so no reading was dropped for it and no projection uses it. "
+            "--capacity takes the device's total in GiB"
+        )
     elif own:
-        msg = (f"The {what} {gib(cap)} ({origin}) is below {above} of {of} readings on {workers_phrase(labels)} "
-               f"(up to {gib(highest)}): it cannot be their capacity (a unit, or a number about something else), so no "
-               "reading was dropped for it and no projection uses it")
+        msg = (
+            f"The {what} {gib(cap)} ({origin}) is below {above} of {of} readings on {workers_phrase(labels)} "
+            f"(up to {gib(highest)}): it cannot be their capacity (a unit, or a number about something else), so no "
+            "reading was dropped for it and no projection uses it"
+        )
     else:
-        msg = (f"Readings on {workers_phrase(labels)} go up to {gib(highest)}, above the {what} {gib(cap)} that the log "
-               f"gives for {about} ({origin}): that is another {'node' if host else 'device'}'s number, so {above} "
-               f"reading{'s' if above != 1 else ''} above it {'were' if above != 1 else 'was'} kept and judged, and no "
-               "projection uses it")
+        msg = (
+            f"Readings on {workers_phrase(labels)} go up to {gib(highest)}, above the {what} {gib(cap)} that the log "
+            f"gives for {about} ({origin}): that is another {'node' if host else 'device'}'s number, so {above} "
+            f"reading{'s' if above != 1 else ''} above it {'were' if above != 1 else 'was'} kept and judged, and no "
+            "projection uses it"
+        )
     first = min(group, key=lambda s: (s.key.source, s.conflict.line_no))
     return RULE.finding(
-        t, msg + ".", subject="host" if host else "device", series=labels, ranks=[s.rank for s in group],
+        t,
+        msg + ".",
+        subject="host" if host else "device",
+        series=labels,
+        ranks=[s.rank for s in group],
         observed={"capacity_gib": rounded(cap), "readings_above": above, "readings": of, "highest_gib": rounded(highest)},
         evidence={
             "capacity_from": origin,
             "capacity_about": about,
             "own": own,
             "series": [
-                {"series": ctx.label(s), "metric": s.column, "machine": s.machine, "readings_above": s.conflict.readings,
-                 "readings": s.conflict.of, "highest_gib": rounded(s.conflict.highest), "first_step": s.conflict.step,
-                 "first_line": s.conflict.line_no}
+                {
+                    "series": ctx.label(s),
+                    "metric": s.column,
+                    "machine": s.machine,
+                    "readings_above": s.conflict.readings,
+                    "readings": s.conflict.of,
+                    "highest_gib": rounded(s.conflict.highest),
+                    "first_step": s.conflict.step,
+                    "first_line": s.conflict.line_no,
+                }
                 for s in group
             ][:16],
             "series_count": len(group),
@@ -72,8 +89,12 @@ RULE = Rule(
     not_meaning="Not a memory problem of the run: a capacity number that does not fit these readings.",
     thresholds=(Threshold("min_readings", 1, "readings", "kept readings above a capacity not theirs that trigger the warning"),),
     examples=(
-        Example("A capacity of 10 GiB given for a device that reads 40 GiB at every step.", True,
-                memory={0: [40.0 + 0.01 * (i % 3) for i in range(12)]}, capacity_gib=10.0),
+        Example(
+            "A capacity of 10 GiB given for a device that reads 40 GiB at every step.",
+            True,
+            memory={0: [40.0 + 0.01 * (i % 3) for i in range(12)]},
+            capacity_gib=10.0,
+        ),
         Example("80 GiB capacity, readings at 40 GiB.", False, memory={0: [40.0] * 12}, capacity_gib=80.0),
     ),
     check=check,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memlog.judge.rulekit import Example, Finding, MAX_DEVICE_GIB, MAX_HOST_GIB, MEMORY_COLUMNS, Rule, Threshold, gib, rounded, workers_phrase
+from memlog.judge.rulekit import MAX_DEVICE_GIB, MAX_HOST_GIB, MEMORY_COLUMNS, Example, Finding, Rule, Threshold, gib, rounded, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -30,23 +30,29 @@ def check(ctx, t) -> list[Finding]:
     )
     return [
         RULE.finding(
-            t, msg, subject="device" if "device" in subjects else "host", series=labels, ranks=[s.rank for s, _ in dropped],
+            t,
+            msg,
+            subject="device" if "device" in subjects else "host",
+            series=labels,
+            ranks=[s.rank for s, _ in dropped],
             observed={"readings": total, **{reason.replace(" ", "_"): n for reason, n in sorted(reasons.items())}},
             evidence={
                 "capacity_gib": rounded(first.gib) if first else None,
                 "capacity_from": first.origin if first else None,
                 "limit_without_capacity_gib": MAX_DEVICE_GIB,
                 "readings": [
-                    {"series": ctx.label(s), "metric": s.column, "step": c.step, "line": c.line_no,
-                     "value": _number(c.value), "reason": c.reason}
+                    {"series": ctx.label(s), "metric": s.column, "step": c.step, "line": c.line_no, "value": _number(c.value), "reason": c.reason}
                     for s, c in dropped[:32]
                 ],
             },
-            hints=["Check the unit the log prints (bytes, MB, GB) and whether the monitor wraps or overflows; "
-                   "with --capacity the device limit used to judge readings can be set explicitly."],
+            hints=[
+                "Check the unit the log prints (bytes, MB, GB) and whether the monitor wraps or overflows; "
+                "with --capacity the device limit used to judge readings can be set explicitly."
+            ],
             lines=[(s.key.source, c.line_no) for s, c in dropped[:8]],
         )
     ]
+
 
 def _number(value: float) -> float | str:
     return rounded(value, 4) if rounded(value, 4) is not None else str(value)
@@ -78,8 +84,12 @@ RULE = Rule(
     not_meaning="Not a memory problem of the run: a problem of the numbers in the log (unit, overflow, monitor).",
     thresholds=(Threshold("min_readings", 1, "readings", "impossible readings that trigger the warning"),),
     examples=(
-        Example("mmdetection-style overflow: one reading of 1136404.00 GiB among 23.4 GiB readings on an 80 GiB device.",
-                True, memory={0: [23.4] * 10 + [1136404.0] + [23.4] * 10}, capacity_gib=79.11),
+        Example(
+            "mmdetection-style overflow: one reading of 1136404.00 GiB among 23.4 GiB readings on an 80 GiB device.",
+            True,
+            memory={0: [23.4] * 10 + [1136404.0] + [23.4] * 10},
+            capacity_gib=79.11,
+        ),
         Example("Plausible readings only.", False, memory={0: [23.4] * 20}, capacity_gib=79.11),
     ),
     check=check,

@@ -6,8 +6,20 @@ from memlog.judge.rulekit import Example, Finding, Rule, Verdict, keyboard_inter
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
 # Signal names as strsignal, systemd and zsh print them (srun's `task 12: Killed`, `status=9/KILL`), to their numbers.
-STRSIGNAL = {"killed": 9, "kill": 9, "aborted": 6, "abort": 6, "abrt": 6, "segmentation fault": 11, "segv": 11,
-             "terminated": 15, "term": 15, "bus error": 7, "bus": 7, "iot instruction": 6}
+STRSIGNAL = {
+    "killed": 9,
+    "kill": 9,
+    "aborted": 6,
+    "abort": 6,
+    "abrt": 6,
+    "segmentation fault": 11,
+    "segv": 11,
+    "terminated": 15,
+    "term": 15,
+    "bus error": 7,
+    "bus": 7,
+    "iot instruction": 6,
+}
 QUOTED = 160  # characters of a line quoted in a message
 
 
@@ -58,16 +70,18 @@ def _cause(event) -> tuple[str, str, str | None]:
         words = memory_words(str(cause or "")) or memory_words(event.text)
         return what, "likely" if words or signal == 9 else "unknown", words or ("SIGKILL" if signal == 9 else None)
     if signal == 9:
-        return (f"a process was killed (SIGKILL: {said}): usually the Linux OOM killer, out of host memory", "likely",
-                str(d.get("signal_name") or d.get("return_code") or "SIGKILL"))
+        return (
+            f"a process was killed (SIGKILL: {said}): usually the Linux OOM killer, out of host memory",
+            "likely",
+            str(d.get("signal_name") or d.get("return_code") or "SIGKILL"),
+        )
     if signal == 6:
         return f"a process aborted (SIGABRT: {said}): often the NCCL watchdog taking the process down", "no", None
     if signal:
         return f"a process died of signal {signal} ({SIGNALS.get(signal, d.get('signal_name', '?'))}: {said})", "unknown", None
     if ray_death_cause(event) == "possible":
         how = f"{d['exit_type']}, connection lost" if "exit_type" in d else "connection lost"
-        return (f"a Ray worker process died unexpectedly ({how}): Ray lists the Linux OOM killer first among the possible "
-                "causes", "likely", "the OOM killer")
+        return (f"a Ray worker process died unexpectedly ({how}): Ray lists the Linux OOM killer first among the possible causes", "likely", "the OOM killer")
     if event.kind == "worker_died":
         how = ": ".join(str(d[k]) for k in ("exit_type", "exit_detail") if k in d) or "no detail"
         return f"a Ray worker died ({how})", "unknown", None
@@ -82,9 +96,11 @@ def _died(events) -> list:
     follows it: base/events.py keeps no other)."""
     died = []
     for e in events:
-        if e.kind in ("exception", "crash", "child_failed", "worker_died"):
-            died.append(e)
-        elif e.kind == "process_exit" and (e.detail.get("signal") or e.detail.get("signal_name") or e.detail.get("return_code", 0) != 0):
+        if (
+            e.kind in ("exception", "crash", "child_failed", "worker_died")
+            or e.kind == "process_exit"
+            and (e.detail.get("signal") or e.detail.get("signal_name") or e.detail.get("return_code", 0) != 0)
+        ):
             died.append(e)
     # The oom rule explains memory kills; a run stopped from the keyboard did not fail (rules/keyboard_interrupt.py).
     died = [e for e in died if ray_death_cause(e) != "killed" and not keyboard_interrupt(e)]
@@ -111,10 +127,15 @@ def check(ctx, t) -> list[Finding]:
     steps = sorted({e.after_step + 1 for e in died if e.after_step is not None})
     earliest = min((e for e in died if e.after_step is not None), key=lambda e: e.after_step, default=None)
     msg = f"{what[0].upper()}{what[1:]}"
-    msg += f" (on {workers_phrase(sorted({e.worker for e in died}))}" + (f", {ctx.during(earliest)}" if earliest is not None else "") + f", line {first.line_no})."
+    msg += (
+        f" (on {workers_phrase(sorted({e.worker for e in died}))}" + (f", {ctx.during(earliest)}" if earliest is not None else "") + f", line {first.line_no})."
+    )
     if memory == "likely":
-        msg += (f" Memory is probably involved: {quote(words)} says so." if first.kind in ("exception", "crash") else
-                " Memory is probably involved: the kernel kills the process with the most memory when the host runs out.")
+        msg += (
+            f" Memory is probably involved: {quote(words)} says so."
+            if first.kind in ("exception", "crash")
+            else " Memory is probably involved: the kernel kills the process with the most memory when the host runs out."
+        )
     elif memory == "no":
         msg += " This is not an out-of-memory error."
     others = sorted({c[1] for c in causes if c[1] != what})
@@ -122,16 +143,23 @@ def check(ctx, t) -> list[Finding]:
         msg += " Also: " + "; ".join(others[:3]) + "."
     hints = []
     if memory == "likely":
-        hints.append("Check the kernel log for the OOM killer (`dmesg -T | grep -i 'killed process'`) and the host memory per "
-                     "process; log host memory (RSS) per step to see it grow.")
+        hints.append(
+            "Check the kernel log for the OOM killer (`dmesg -T | grep -i 'killed process'`) and the host memory per "
+            "process; log host memory (RSS) per step to see it grow."
+        )
     if any("NCCL" in c[1] or "SIGABRT" in c[1] for c in causes):
-        hints.append("An NCCL timeout usually follows another rank's death or hang: look for the first rank that failed "
-                     "(its traceback, an OOM) before the timeouts.")
+        hints.append(
+            "An NCCL timeout usually follows another rank's death or hang: look for the first rank that failed (its traceback, an OOM) before the timeouts."
+        )
     if first.kind == "exception":
         hints.append("The exception is the process's last word: its traceback above the quoted line says where it was raised.")
     return [
         RULE.finding(
-            t, msg, subject="run", series=sorted({e.worker for e in died}), ranks=[e.rank for e in died],
+            t,
+            msg,
+            subject="run",
+            series=sorted({e.worker for e in died}),
+            ranks=[e.rank for e in died],
             observed={"events": len(died), "during_step": steps[0] if steps else None, "memory_involved": memory},
             evidence={"events": [e.to_json() for e in died[:8]]},
             hints=hints,
@@ -157,10 +185,16 @@ RULE = Rule(
     not_meaning="A crash with no memory involved is still a failed run; a kill by signal 9 may also come from a scheduler or a user.",
     thresholds=(),
     examples=(
-        Example("NCCL watchdog timeout on rank 6.", True, memory={0: [20.0] * 6},
-                lines=("[rank6]:[E304 11:02:40.551908231 ProcessGroupNCCL.cpp:616] [Rank 6] Watchdog caught collective "
-                       "operation timeout: WorkNCCL(SeqNum=912, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-                       "Timeout(ms)=600000) ran for 600033 milliseconds before timing out.",)),
+        Example(
+            "NCCL watchdog timeout on rank 6.",
+            True,
+            memory={0: [20.0] * 6},
+            lines=(
+                "[rank6]:[E304 11:02:40.551908231 ProcessGroupNCCL.cpp:616] [Rank 6] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=912, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                "Timeout(ms)=600000) ran for 600033 milliseconds before timing out.",
+            ),
+        ),
         Example("A run that ends normally.", False, memory={0: [20.0] * 6}),
     ),
     check=check,

@@ -54,7 +54,11 @@ def check(ctx, t) -> list[Finding]:
         msg += f" It grows in stairs of ~{gib(r_shape.stairs.mean_jump)}."
     return [
         RULE.finding(
-            t, msg, subject="device", series=labels, ranks=[r.rank for r, *_ in hits],
+            t,
+            msg,
+            subject="device",
+            series=labels,
+            ranks=[r.rank for r, *_ in hits],
             observed={
                 "reserved_start_gib": rounded(r_shape.tail_values[0]),
                 "reserved_end_gib": rounded(r_shape.tail_values[-1]),
@@ -75,9 +79,15 @@ def check(ctx, t) -> list[Finding]:
                     "points": len(r_shape.tail_values),
                 },
                 "series": [
-                    {"series": ctx.label(r), "rank": r.rank, "reserved_metric": r.column, "allocated_metric": a.column,
-                     "reserved_growth_gib": rounded(rs.growth), "allocated_growth_gib": rounded(asp.growth),
-                     "allocated_level_gib": rounded(asp.level)}
+                    {
+                        "series": ctx.label(r),
+                        "rank": r.rank,
+                        "reserved_metric": r.column,
+                        "allocated_metric": a.column,
+                        "reserved_growth_gib": rounded(rs.growth),
+                        "allocated_growth_gib": rounded(asp.growth),
+                        "allocated_level_gib": rounded(asp.level),
+                    }
                     for r, a, rs, asp in hits
                 ][:16],
                 "series_count": len(hits),
@@ -86,6 +96,7 @@ def check(ctx, t) -> list[Finding]:
             lines=[(r.key.source, r.line_nos[-1]) for r, *_ in hits[:4]],
         )
     ]
+
 
 def _at(series, step: int) -> float:
     """The series' reading at `step`, or the nearest earlier one."""
@@ -117,20 +128,26 @@ RULE = Rule(
     thresholds=(
         Threshold("min_points", 5, "points", "logged points of both series, at least"),
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for the rise of reserved memory"),
-        Threshold("min_growth_gib", 0.0001, "GiB", "reporting floor: reserved growth below this (0.1 MiB) is never reported; "
-                  "above it the relative gate decides"),
+        Threshold(
+            "min_growth_gib", 0.0001, "GiB", "reporting floor: reserved growth below this (0.1 MiB) is never reported; above it the relative gate decides"
+        ),
         Threshold("min_growth_pct", 2.0, "%", "fitted growth of reserved memory relative to its level, at least"),
         Threshold("max_allocated_growth_share", 0.2, "fraction", "allocated growth tolerated, as a share of reserved growth"),
     ),
     examples=(
-        Example("DeepSpeed (field report 4): MA flat at 12.4 GiB while CA climbs 14 -> 21.8 GiB over 40 steps.", True,
-                columns={"mem_allocated_gib": {0: [12.4] * 40}, "mem_reserved_gib": {0: [14.0 + 0.2 * i for i in range(40)]}},
-                steps=_STEPS),
-        Example("Both rise together: a leak of live tensors, not fragmentation.", False,
-                columns={"mem_allocated_gib": {0: [12.4 + 0.2 * i for i in range(40)]},
-                         "mem_reserved_gib": {0: [14.0 + 0.2 * i for i in range(40)]}}, steps=_STEPS),
-        Example("Both flat.", False,
-                columns={"mem_allocated_gib": {0: [12.4] * 40}, "mem_reserved_gib": {0: [14.0] * 40}}, steps=_STEPS),
+        Example(
+            "DeepSpeed (field report 4): MA flat at 12.4 GiB while CA climbs 14 -> 21.8 GiB over 40 steps.",
+            True,
+            columns={"mem_allocated_gib": {0: [12.4] * 40}, "mem_reserved_gib": {0: [14.0 + 0.2 * i for i in range(40)]}},
+            steps=_STEPS,
+        ),
+        Example(
+            "Both rise together: a leak of live tensors, not fragmentation.",
+            False,
+            columns={"mem_allocated_gib": {0: [12.4 + 0.2 * i for i in range(40)]}, "mem_reserved_gib": {0: [14.0 + 0.2 * i for i in range(40)]}},
+            steps=_STEPS,
+        ),
+        Example("Both flat.", False, columns={"mem_allocated_gib": {0: [12.4] * 40}, "mem_reserved_gib": {0: [14.0] * 40}}, steps=_STEPS),
     ),
     check=check,
 )

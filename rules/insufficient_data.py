@@ -6,6 +6,7 @@ import math
 
 from memlog.judge.rulekit import Example, Finding, Rule, Threshold, gib, shape_of, step_word, workers_phrase
 
+
 def check(ctx, t) -> list[Finding]:
     undecided = [s for s in (*ctx.device_series, *ctx.host_series) if not ctx.decided(s)]
     if not undecided:
@@ -40,11 +41,12 @@ def check(ctx, t) -> list[Finding]:
             if 0 < shape.effect < needed:
                 more = max(1, math.ceil(len(shape.tail_values) * (needed / shape.effect - 1)))
                 missing = more
-                seen += (f", but a leak stands out {needed:g} times its noise; if it keeps rising at this rate, about "
-                         f"{more} more logged points would decide it")
+                seen += f", but a leak stands out {needed:g} times its noise; if it keeps rising at this rate, about {more} more logged points would decide it"
             else:
-                seen += (f" but less than the leak thresholds (at least {gib(leak.get('min_growth_gib', 0.1))} and "
-                         f"{leak.get('min_growth_pct', 0.75):g}% of its level, after any warmup)")
+                seen += (
+                    f" but less than the leak thresholds (at least {gib(leak.get('min_growth_gib', 0.1))} and "
+                    f"{leak.get('min_growth_pct', 0.75):g}% of its level, after any warmup)"
+                )
         else:
             seen = f"no significant trend{after} and no flat plateau ({gib(min(fewest.values))} to {gib(max(fewest.values))})"
         msg = (
@@ -53,18 +55,24 @@ def check(ctx, t) -> list[Finding]:
         )
     return [
         RULE.finding(
-            t, msg, subject="device" if any(not (s.memory and s.memory.is_host) for s in undecided) else "host",
-            series=labels, ranks=[s.rank for s in undecided],
+            t,
+            msg,
+            subject="device" if any(not (s.memory and s.memory.is_host) for s in undecided) else "host",
+            series=labels,
+            ranks=[s.rank for s in undecided],
             observed={"points": len(fewest), "log_interval_steps": interval, "more_points_needed": missing},
             evidence={
-                "series": [{"series": ctx.label(s), "rank": s.rank, "metric": s.column, "points": len(s),
-                            "steps": s.steps[:8], "values_gib": s.values[:8]} for s in undecided][:16],
+                "series": [
+                    {"series": ctx.label(s), "rank": s.rank, "metric": s.column, "points": len(s), "steps": s.steps[:8], "values_gib": s.values[:8]}
+                    for s in undecided
+                ][:16],
                 "series_count": len(undecided),
             },
             hints=["Rerun with every step logged (torchtitan: --metrics.log_freq 1; DeepSpeed: steps_per_print 1) for 20-30 steps."],
             lines=[(s.key.source, s.line_nos[-1]) for s in undecided[:4]],
         )
     ]
+
 
 RULE = Rule(
     id="insufficient-data",
@@ -80,8 +88,9 @@ RULE = Rule(
     not_meaning="Not a clean bill of health and not a leak: the log simply does not decide it.",
     thresholds=(Threshold("target_points", 8, "points", "logged points that usually decide leak versus warmup"),),
     examples=(
-        Example("torchtitan log_freq=10 stopped after step 10 (field report 5): two points, 19.5 GiB then 33.8 GiB.",
-                True, memory={0: [19.5, 33.8]}, steps=[1, 10]),
+        Example(
+            "torchtitan log_freq=10 stopped after step 10 (field report 5): two points, 19.5 GiB then 33.8 GiB.", True, memory={0: [19.5, 33.8]}, steps=[1, 10]
+        ),
         Example("Thirty flat points at 23.4 GiB: decided (stable).", False, memory={0: [23.4] * 30}),
     ),
     check=check,

@@ -12,11 +12,17 @@ def check(ctx, t) -> list[Finding]:
     first = min(stops, key=lambda e: e.line_no)
     earliest = min((e for e in stops if e.after_step is not None), key=lambda e: e.after_step, default=None)
     when = f" {ctx.during(earliest)}" if earliest is not None else ""
-    msg = (f"The run was interrupted from the keyboard (Ctrl-C: KeyboardInterrupt, SIGINT) on "
-           f"{workers_phrase(sorted({e.worker for e in stops}))}{when} (line {first.line_no}): stopped on purpose, not a crash.")
+    msg = (
+        f"The run was interrupted from the keyboard (Ctrl-C: KeyboardInterrupt, SIGINT) on "
+        f"{workers_phrase(sorted({e.worker for e in stops}))}{when} (line {first.line_no}): stopped on purpose, not a crash."
+    )
     return [
         RULE.finding(
-            t, msg, subject="run", series=sorted({e.worker for e in stops}), ranks=[e.rank for e in stops],
+            t,
+            msg,
+            subject="run",
+            series=sorted({e.worker for e in stops}),
+            ranks=[e.rank for e in stops],
             observed={"events": len(stops), "during_step": earliest.after_step + 1 if earliest is not None else None},
             evidence={"events": [e.to_json() for e in stops[:8]]},
             lines=[(e.source, e.line_no) for e in stops[:8]],
@@ -36,8 +42,12 @@ RULE = Rule(
     not_meaning="Does not mean the run was healthy: its memory findings still stand.",
     thresholds=(),
     examples=(
-        Example("A run stopped with Ctrl-C after step 6.", True, memory={0: [20.0] * 6},
-                lines=("Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "KeyboardInterrupt")),
+        Example(
+            "A run stopped with Ctrl-C after step 6.",
+            True,
+            memory={0: [20.0] * 6},
+            lines=("Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "KeyboardInterrupt"),
+        ),
         Example("A run that ends normally.", False, memory={0: [20.0] * 6}),
     ),
     check=check,

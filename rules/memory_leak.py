@@ -5,7 +5,22 @@ from __future__ import annotations
 import math
 import statistics
 
-from memlog.judge.rulekit import Example, Finding, Measure, Rule, Threshold, Verdict, duration, gib, known_issues, project, rounded, shape_of, step_word, workers_phrase
+from memlog.judge.rulekit import (
+    Example,
+    Finding,
+    Measure,
+    Rule,
+    Threshold,
+    Verdict,
+    duration,
+    gib,
+    known_issues,
+    project,
+    rounded,
+    shape_of,
+    step_word,
+    workers_phrase,
+)
 
 DEVICE_HINTS = [
     "Look for tensors or buffers kept alive across steps: lists of losses or outputs, hooks, caches keyed by step.",
@@ -94,10 +109,7 @@ def _pattern_text(shape, slope: float, word: str = "step") -> str:
     if shape.stairs:
         every = shape.stair_period_steps()
         every_text = f" every ~{every:g} {word}s" if every else ""
-        return (
-            f" in stairs: +{gib(shape.stairs.mean_jump)}{every_text} ({len(shape.stairs.jumps)} jumps), "
-            "flat in between"
-        )
+        return f" in stairs: +{gib(shape.stairs.mean_jump)}{every_text} ({len(shape.stairs.jumps)} jumps), flat in between"
     r2 = shape.r_squared
     return f" in a straight line (R² {r2:.3f})" if r2 is not None and r2 >= 0.95 else ""
 
@@ -136,8 +148,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     if slope < 0.1 and slope * 1024 >= 0.1:
         rate += f" ({gib(slope * 1000)} per 1k {word}s)"
     msg = (
-        f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises "
-        f"{rate} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
+        f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises {rate} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
     )
     msg += _pattern_text(typical, slope, word)
     if typical.running_max:
@@ -149,8 +160,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     jumps = [sh for sh in shapes if sh.jump is not None]
     warmed = [sh for sh in shapes if sh.has_warmup and sh.onset is None and sh.jump is None]
     if jumps and not onsets:
-        msg += (f"; it jumped by {gib(statistics.median(sh.jump for sh in jumps))} at {word} "
-                f"{min(sh.jump_step for sh in jumps)} and has kept growing since")
+        msg += f"; it jumped by {gib(statistics.median(sh.jump for sh in jumps))} at {word} {min(sh.jump_step for sh in jumps)} and has kept growing since"
     elif onsets:
         held = statistics.median(sh.tail_values[0] for sh in onsets)
         msg += f"; it started growing at {word} {min(sh.onset_step for sh in onsets)} after holding at ~{gib(held)}"
@@ -162,7 +172,9 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
         msg += f"; also in {earlier} earlier segment{'s' if earlier > 1 else ''} before the run restarted"
     if soonest:
         capacity, capacity_from = ctx.capacity_of(leaking[0][0])
-        msg += f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at {word} ~{round(soonest.step)}"
+        msg += (
+            f"; at this rate it reaches the {gib(soonest.capacity_gib)} {'node' if subject == 'host' else 'device'} capacity at {word} ~{round(soonest.step)}"
+        )
         if soonest.seconds is not None and soonest.steps_left > 0:
             msg += f", {duration(soonest.seconds)} after the last logged {word}" + (f" (around {soonest.at})" if soonest.at else "")
     ooms = [e for e in ctx.tables.events if e.kind == "oom"]
@@ -256,8 +268,15 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
         "series_count": len(per_series),
     }
     return RULE.finding(
-        t, msg, subject=subject, series=labels, ranks=[s.rank for s, *_ in leaking], observed=observed, evidence=evidence,
-        hints=hints, lines=[(s.key.source, s.line_nos[-1]) for s, *_ in leaking[:4]],
+        t,
+        msg,
+        subject=subject,
+        series=labels,
+        ranks=[s.rank for s, *_ in leaking],
+        observed=observed,
+        evidence=evidence,
+        hints=hints,
+        lines=[(s.key.source, s.line_nos[-1]) for s, *_ in leaking[:4]],
     )
 
 
@@ -302,37 +321,73 @@ RULE = Rule(
     thresholds=(
         Threshold("min_tail_points", 5, "points", "logged points after warmup needed to judge a trend"),
         Threshold("max_p_value", 0.01, "p", "Mann-Kendall one-sided p-value for an increasing trend over the tail"),
-        Threshold("min_growth_gib", 0.0001, "GiB", "reporting floor: a fitted growth below this (0.1 MiB) is never reported, "
-                  "at any scale; the gates that decide are relative to the series' level and noise"),
+        Threshold(
+            "min_growth_gib",
+            0.0001,
+            "GiB",
+            "reporting floor: a fitted growth below this (0.1 MiB) is never reported, "
+            "at any scale; the gates that decide are relative to the series' level and noise",
+        ),
         Threshold("min_growth_pct", 0.75, "%", "fitted growth over the judged steps relative to the memory level, at least"),
-        Threshold("min_effect", 5.0, "sigmas", "fitted growth over the judged steps in units of the series' own noise around the "
-                  "fitted line (robust spread of the residuals): this much always stands out, however few the readings"),
+        Threshold(
+            "min_effect",
+            5.0,
+            "sigmas",
+            "fitted growth over the judged steps in units of the series' own noise around the "
+            "fitted line (robust spread of the residuals): this much always stands out, however few the readings",
+        ),
         Threshold("min_effect_many_points", 2.0, "sigmas", "the least effect that can stand out, however many readings show it"),
-        Threshold("min_growth_z", 8.0, "sigmas", "between the two: the fitted growth in standard errors of a line fitted to "
-                  "noise alone over as many independent readings (sigma * sqrt(12 / n), n discounted for autocorrelation)"),
-        Threshold("max_saturation_bic", 2.0, "BIC", "after a warmup, a tail that bends towards a cap better than it follows a "
-                  "straight line by at least this much (Bayesian information criterion: 2 is positive evidence) is the "
-                  "warmup's end, not a leak"),
+        Threshold(
+            "min_growth_z",
+            8.0,
+            "sigmas",
+            "between the two: the fitted growth in standard errors of a line fitted to "
+            "noise alone over as many independent readings (sigma * sqrt(12 / n), n discounted for autocorrelation)",
+        ),
+        Threshold(
+            "max_saturation_bic",
+            2.0,
+            "BIC",
+            "after a warmup, a tail that bends towards a cap better than it follows a "
+            "straight line by at least this much (Bayesian information criterion: 2 is positive evidence) is the "
+            "warmup's end, not a leak",
+        ),
         Threshold("min_cycles", 6, "cycles", "sawtooth: cycle floors needed to judge their trend (6 is the fewest that bound Sen's 95% interval)"),
-        Threshold("max_pattern_p_value", 0.05, "p", "sawtooth floors (one point per cycle) and stairs (jumps of at least "
-                  "6 noise sigmas): Mann-Kendall p-value, where the pattern itself already carries evidence"),
+        Threshold(
+            "max_pattern_p_value",
+            0.05,
+            "p",
+            "sawtooth floors (one point per cycle) and stairs (jumps of at least "
+            "6 noise sigmas): Mann-Kendall p-value, where the pattern itself already carries evidence",
+        ),
         Threshold("min_new_peaks", 4, "peaks", "running maximum: new peaks in the tail, at least"),
         Threshold("min_late_rate_ratio", 0.35, "ratio", "running maximum: growth rate over the last third of the tail relative to the whole tail, at least"),
     ),
     examples=(
-        Example("torchtitan pp=2 ep=2 (field report 1): 21 -> 68.5 GiB in 6 steps, +9.5 GiB/step, projected to hit "
-                "79 GiB at step ~7.", True, memory={0: _LINE}, capacity_gib=79.11),
-        Example("torchtitan log_freq=10 (field report 2): +3 MiB/step for 1000 steps under 0.04 GiB noise.", True,
-                memory={0: _CREEP}, steps=_CREEP_STEPS),
-        Example("EasyR1 with offload (field report 3): host memory +12 GiB every 2 steps, flat in between.", True,
-                columns={"host_mem_used_gib": {0: [310.0, 310.2, 322.1, 322.0, 334.2, 334.1, 346.0, 346.1]}},
-                memory={0: [30.1] * 8}),
-        Example("Warmup then flat: 18.2 GiB at step 1, 31.6-31.9 GiB from step 2 on.", False,
-                memory={0: [18.2, 31.6, 31.9, 31.85, 31.9, 31.88, 31.9, 31.87, 31.9, 31.9]}),
-        Example("Running maximum with three new peaks early, then flat for 30 steps (variable batch sizes).", False,
-                columns={"mem_max_allocated_gib": {0: [30.0, 31.2, 31.2, 32.0, 32.0, 32.6] + [32.6] * 30}}),
-        Example("Two pipeline stages flat at 22.7 and 18.0 GiB.", False,
-                memory={0: [22.74] * 12, 1: [17.97] * 12}),
+        Example(
+            "torchtitan pp=2 ep=2 (field report 1): 21 -> 68.5 GiB in 6 steps, +9.5 GiB/step, projected to hit 79 GiB at step ~7.",
+            True,
+            memory={0: _LINE},
+            capacity_gib=79.11,
+        ),
+        Example("torchtitan log_freq=10 (field report 2): +3 MiB/step for 1000 steps under 0.04 GiB noise.", True, memory={0: _CREEP}, steps=_CREEP_STEPS),
+        Example(
+            "EasyR1 with offload (field report 3): host memory +12 GiB every 2 steps, flat in between.",
+            True,
+            columns={"host_mem_used_gib": {0: [310.0, 310.2, 322.1, 322.0, 334.2, 334.1, 346.0, 346.1]}},
+            memory={0: [30.1] * 8},
+        ),
+        Example(
+            "Warmup then flat: 18.2 GiB at step 1, 31.6-31.9 GiB from step 2 on.",
+            False,
+            memory={0: [18.2, 31.6, 31.9, 31.85, 31.9, 31.88, 31.9, 31.87, 31.9, 31.9]},
+        ),
+        Example(
+            "Running maximum with three new peaks early, then flat for 30 steps (variable batch sizes).",
+            False,
+            columns={"mem_max_allocated_gib": {0: [30.0, 31.2, 31.2, 32.0, 32.0, 32.6] + [32.6] * 30}},
+        ),
+        Example("Two pipeline stages flat at 22.7 and 18.0 GiB.", False, memory={0: [22.74] * 12, 1: [17.97] * 12}),
     ),
     check=check,
 )

@@ -41,12 +41,19 @@ def check(ctx, t) -> list[Finding]:
         severity, lines = "info", []
     return [
         RULE.finding(
-            t, msg, subject="device", severity=severity,
+            t,
+            msg,
+            subject="device",
+            severity=severity,
             observed={"step_records": steps, "memory_lines_seen": len(unread)},
-            evidence={"formats": sorted(ctx.tables.formats),
-                      "unread": [{"line": e.line_no, "source": e.source, "fragment": e.detail.get("fragment"),
-                                  "pattern": e.detail.get("pattern")} for e in unread[:8]]},
-            hints=hints, lines=lines,
+            evidence={
+                "formats": sorted(ctx.tables.formats),
+                "unread": [
+                    {"line": e.line_no, "source": e.source, "fragment": e.detail.get("fragment"), "pattern": e.detail.get("pattern")} for e in unread[:8]
+                ],
+            },
+            hints=hints,
+            lines=lines,
         )
     ]
 

@@ -31,7 +31,8 @@ def check(ctx, t) -> list[Finding]:
         if any(f.marks == "placeholder" and ctx.label(series) in f.series for f in ctx.findings):
             continue
         bad = [
-            (step, line, value) for step, line, value in zip(series.steps, series.line_nos, series.values)
+            (step, line, value)
+            for step, line, value in zip(series.steps, series.line_nos, series.values)
             if not math.isfinite(value) and math.isfinite(losses.get((series.key, line), math.nan))
         ]
         if len(bad) >= t["min_steps"]:
@@ -56,11 +57,14 @@ def check(ctx, t) -> list[Finding]:
     msg += ". This is a numerical problem of training and says nothing about memory."
     return [
         RULE.finding(
-            t, msg, subject="loss", series=labels, ranks=[s.rank for s, _ in hits],
+            t,
+            msg,
+            subject="loss",
+            series=labels,
+            ranks=[s.rank for s, _ in hits],
             observed={"non_finite_steps": total, "first_step": step, "series_diverged": len(persistent)},
             evidence={
-                "series": [{"series": ctx.label(s), "rank": s.rank, "steps": [st for st, _, _ in b][:16], "count": len(b)}
-                           for s, b in hits][:16],
+                "series": [{"series": ctx.label(s), "rank": s.rank, "steps": [st for st, _, _ in b][:16], "count": len(b)} for s, b in hits][:16],
             },
             hints=[
                 "fp16 with a dynamic loss scaler: a few NaN/inf grad norms are overflowing steps the scaler skipped "
@@ -85,15 +89,24 @@ RULE = Rule(
     not_meaning="Says nothing about memory; an occasional NaN grad norm under fp16 loss scaling is a skipped step.",
     thresholds=(Threshold("min_steps", 1, "steps", "non-finite logged grad norms that trigger the warning"),),
     examples=(
-        Example("fp16 overflow: grad norm nan at step 12, loss finite throughout.", True,
-                lines=tuple(
-                    f"Step {i} | loss:{2.5 - 0.01 * i} lr:2e-05 tokens_per_second_per_gpu:2864.1 peak_memory_active:21.3 "
-                    f"peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:{'nan' if i == 12 else 0.43} "
-                    for i in range(1, 21))),
-        Example("Finite grad norms throughout.", False,
-                lines=tuple(
-                    f"Step {i} | loss:{2.5 - 0.01 * i} lr:2e-05 tokens_per_second_per_gpu:2864.1 peak_memory_active:21.3 "
-                    f"peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:0.43 " for i in range(1, 21))),
+        Example(
+            "fp16 overflow: grad norm nan at step 12, loss finite throughout.",
+            True,
+            lines=tuple(
+                f"Step {i} | loss:{2.5 - 0.01 * i} lr:2e-05 tokens_per_second_per_gpu:2864.1 peak_memory_active:21.3 "
+                f"peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:{'nan' if i == 12 else 0.43} "
+                for i in range(1, 21)
+            ),
+        ),
+        Example(
+            "Finite grad norms throughout.",
+            False,
+            lines=tuple(
+                f"Step {i} | loss:{2.5 - 0.01 * i} lr:2e-05 tokens_per_second_per_gpu:2864.1 peak_memory_active:21.3 "
+                f"peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:0.43 "
+                for i in range(1, 21)
+            ),
+        ),
     ),
     check=check,
 )

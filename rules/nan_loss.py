@@ -66,8 +66,9 @@ def _workers(ctx) -> dict[SeriesKey, Worker]:
         return found
     extra = ["nan_iterations", "skipped_iterations", "grad_norm", "loss"]
     rows = records.filter((pl.col("kind") == "train") & pl.col("step").is_not_null() & pl.any_horizontal(conditions).fill_null(False))
-    rows = rows.select("source", "worker", "segment", "rank", "step", "line_no",
-                       *(pl.col(c) if c in columns else pl.lit(None, dtype=pl.Float64).alias(c) for c in extra))
+    rows = rows.select(
+        "source", "worker", "segment", "rank", "step", "line_no", *(pl.col(c) if c in columns else pl.lit(None, dtype=pl.Float64).alias(c) for c in extra)
+    )
     for source, worker_name, segment, rank, step, line, nan_its, skipped, _grad, loss in rows.iter_rows():
         key = SeriesKey(str(source), str(worker_name), int(segment))
         worker = found.setdefault(key, Worker(key, rank, {}))
@@ -141,8 +142,7 @@ def check(ctx, t) -> list[Finding]:
     if vanished:
         observed["loss_vanished_steps"] = len(vanished)
     hints = [
-        "Intermittent NaN/inf: fp16 overflow (watch the loss scaler), a bad batch, or a too-high learning rate at "
-        "the end of warmup; check gradient clipping.",
+        "Intermittent NaN/inf: fp16 overflow (watch the loss scaler), a bad batch, or a too-high learning rate at the end of warmup; check gradient clipping.",
         "NaN from some step on: the run diverged; resume from an earlier checkpoint with a lower learning rate, "
         "bf16 instead of fp16, or the offending data skipped.",
     ]
@@ -159,13 +159,14 @@ def check(ctx, t) -> list[Finding]:
         )
     return [
         RULE.finding(
-            t, msg, subject="loss", series=labels, ranks=[w.rank for w, _, _ in hits],
+            t,
+            msg,
+            subject="loss",
+            series=labels,
+            ranks=[w.rank for w, _, _ in hits],
             observed=observed,
             evidence={
-                "series": [
-                    {"series": label[id(w)], "rank": w.rank, "steps": [r[i].step for i in b][:16], "count": len(b)}
-                    for w, r, b in hits
-                ][:16],
+                "series": [{"series": label[id(w)], "rank": w.rank, "steps": [r[i].step for i in b][:16], "count": len(b)} for w, r, b in hits][:16],
             },
             hints=hints,
             lines=[(w.key.source, r[b[0]].line_no) for w, r, b in hits[:4]],
@@ -174,8 +175,7 @@ def check(ctx, t) -> list[Finding]:
 
 
 # Megatron-LM iteration lines (core_v0.6 .. v0.15 format) of a bf16 or fp16 run, for the examples below.
-def _iteration(it: int, loss: float | None, grad: str | None = "0.873", skipped: int = 0, nan: int = 0,
-               scale: float = 1.0) -> str:
+def _iteration(it: int, loss: float | None, grad: str | None = "0.873", skipped: int = 0, nan: int = 0, scale: float = 1.0) -> str:
     return (
         f" [2025-05-14 08:{it // 100:02d}:11] iteration {it:8d}/   20000 | consumed samples: {it * 1024:12d} | elapsed time "
         f"per iteration (ms): 2881.1 | learning rate: 2.987100E-04 | global batch size:  1024 |"
@@ -204,23 +204,42 @@ RULE = Rule(
     not_meaning="Says nothing about memory; a NaN memory reading is a corrupt reading instead.",
     thresholds=(Threshold("min_steps", 1, "steps", "non-finite logged losses that trigger the warning"),),
     examples=(
-        Example("fp16 overflow: loss NaN at step 12, finite before and after.", True,
-                memory={0: [23.4] * 20}, loss={0: [9.0 - 0.1 * i if i != 11 else float("nan") for i in range(20)]}),
-        Example("Pipeline placeholder -1.0 on rank 0 with a real loss on rank 1.", False,
-                memory={0: [23.4] * 10, 1: [20.1] * 10}, loss={0: [-1.0] * 10, 1: [9.0 - 0.1 * i for i in range(10)]}),
-        Example("Megatron fp16: the iteration-300 line prints a finite lm loss but counts 2 NaN iterations (skipped).",
-                True, memory={0: [23.4] * 10},
-                lines=tuple(_iteration(it, 3.2 - 0.01 * i, skipped=2 if it == 300 else 0, nan=2 if it == 300 else 0, scale=65536.0)
-                            for i, it in enumerate(range(100, 600, 100)))),
-        Example("Megatron bf16: from iteration 300 on the lm loss vanishes from the line and the grad norm is nan.",
-                True, memory={0: [23.4] * 10},
-                lines=tuple(_iteration(it, 3.2 - 0.01 * i if it < 300 else None, grad="0.873" if it < 300 else "nan")
-                            for i, it in enumerate(range(100, 600, 100)))),
-        Example("Megatron fp16 loss-scale warmup: every iteration of the first interval skipped, so its line has no "
-                "loss and no grad norm; finite after.", False, memory={0: [23.4] * 10},
-                lines=tuple(_iteration(it, 3.2 - 0.01 * i, scale=65536.0) if it > 100
-                            else _iteration(it, None, grad=None, skipped=100, scale=65536.0)
-                            for i, it in enumerate(range(100, 600, 100)))),
+        Example(
+            "fp16 overflow: loss NaN at step 12, finite before and after.",
+            True,
+            memory={0: [23.4] * 20},
+            loss={0: [9.0 - 0.1 * i if i != 11 else float("nan") for i in range(20)]},
+        ),
+        Example(
+            "Pipeline placeholder -1.0 on rank 0 with a real loss on rank 1.",
+            False,
+            memory={0: [23.4] * 10, 1: [20.1] * 10},
+            loss={0: [-1.0] * 10, 1: [9.0 - 0.1 * i for i in range(10)]},
+        ),
+        Example(
+            "Megatron fp16: the iteration-300 line prints a finite lm loss but counts 2 NaN iterations (skipped).",
+            True,
+            memory={0: [23.4] * 10},
+            lines=tuple(
+                _iteration(it, 3.2 - 0.01 * i, skipped=2 if it == 300 else 0, nan=2 if it == 300 else 0, scale=65536.0)
+                for i, it in enumerate(range(100, 600, 100))
+            ),
+        ),
+        Example(
+            "Megatron bf16: from iteration 300 on the lm loss vanishes from the line and the grad norm is nan.",
+            True,
+            memory={0: [23.4] * 10},
+            lines=tuple(_iteration(it, 3.2 - 0.01 * i if it < 300 else None, grad="0.873" if it < 300 else "nan") for i, it in enumerate(range(100, 600, 100))),
+        ),
+        Example(
+            "Megatron fp16 loss-scale warmup: every iteration of the first interval skipped, so its line has no loss and no grad norm; finite after.",
+            False,
+            memory={0: [23.4] * 10},
+            lines=tuple(
+                _iteration(it, 3.2 - 0.01 * i, scale=65536.0) if it > 100 else _iteration(it, None, grad=None, skipped=100, scale=65536.0)
+                for i, it in enumerate(range(100, 600, 100))
+            ),
+        ),
     ),
     check=check,
 )

@@ -94,7 +94,11 @@ def check(ctx, t) -> list[Finding]:
     hints.append(STEP_HINT if not ctx.tables.records.is_empty() else MORE_LINES_HINT)
     return [
         RULE.finding(
-            t, msg, subject="run", series=[e.worker for e in events], ranks=[e.rank for e in events],
+            t,
+            msg,
+            subject="run",
+            series=[e.worker for e in events],
+            ranks=[e.rank for e in events],
             observed={"events": len(ooms), "workers": len(events), "during_step": steps[0] if steps else None},
             evidence={"events": [e.to_json() for e in events[:8]]},
             hints=hints,
@@ -190,10 +194,15 @@ RULE = Rule(
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
     thresholds=(),
     examples=(
-        Example("`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.", True,
-                memory={0: [21.0 + 9.5 * i for i in range(6)]},
-                lines=("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-                       "capacity of 79.11 GiB of which 1.02 GiB is free.",)),
+        Example(
+            "`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.",
+            True,
+            memory={0: [21.0 + 9.5 * i for i in range(6)]},
+            lines=(
+                "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                "capacity of 79.11 GiB of which 1.02 GiB is free.",
+            ),
+        ),
         Example("A run that ends normally.", False, memory={0: [20.0] * 6}),
     ),
     check=check,

@@ -79,7 +79,11 @@ def _finding(ctx, subject, hits, t) -> Finding:
         msg += f"; if the trainer logs or flushes every {period:g} steps (log_freq, steps_per_print), values kept until then are the likely cause."
     msg += " The floor does not rise, so this is not a leak, but the peak grows with the interval."
     return RULE.finding(
-        t, msg, subject=subject, series=labels, ranks=[s.rank for s, *_ in hits],
+        t,
+        msg,
+        subject=subject,
+        series=labels,
+        ranks=[s.rank for s, *_ in hits],
         observed={
             f"period_{word}s": rounded(period, 2),
             "cycles": min(len(sh.sawtooth.floors) for _, sh, _, _ in hits),
@@ -92,9 +96,15 @@ def _finding(ctx, subject, hits, t) -> Finding:
         evidence={
             "metric": series.column,
             "series": [
-                {"series": ctx.label(s), "rank": s.rank, f"period_{word}s": rounded(sh.sawtooth.period, 2),
-                 "cycles": len(sh.sawtooth.floors), "climb_gib": rounded(c), "floor_gib": rounded(f),
-                 "floor_growth_gib": rounded(sh.growth)}
+                {
+                    "series": ctx.label(s),
+                    "rank": s.rank,
+                    f"period_{word}s": rounded(sh.sawtooth.period, 2),
+                    "cycles": len(sh.sawtooth.floors),
+                    "climb_gib": rounded(c),
+                    "floor_gib": rounded(f),
+                    "floor_growth_gib": rounded(sh.growth),
+                }
                 for s, sh, c, f in hits
             ][:16],
             "series_count": len(hits),
@@ -102,6 +112,7 @@ def _finding(ctx, subject, hits, t) -> Finding:
         hints=[HINT],
         lines=[(s.key.source, s.line_nos[sh.sawtooth.drops[0]]) for s, sh, _, _ in hits[:4]],
     )
+
 
 _SAW = [40.0 + 0.4 * (i % 5) for i in range(40)]
 
@@ -122,20 +133,31 @@ RULE = Rule(
     thresholds=(
         Threshold("min_cycles", 4, "cycles", "complete cycles needed (three can be a coincidence of spikes)"),
         Threshold("min_coverage", 0.5, "share", "the cycles span at least this share of the run: retention is a habit of the run, not a passing episode"),
-        Threshold("min_period_steps", 2, "steps", "period, at least: a shorter cycle is the forward/backward cycle within each step "
-                  "(memory lines read between step lines), not memory held across steps"),
+        Threshold(
+            "min_period_steps",
+            2,
+            "steps",
+            "period, at least: a shorter cycle is the forward/backward cycle within each step "
+            "(memory lines read between step lines), not memory held across steps",
+        ),
         Threshold("min_climb_gib", 0.0001, "GiB", "reporting floor: a climb below this (0.1 MiB) is never reported"),
         Threshold("min_climb_pct", 1.0, "%", "climb within a cycle relative to the floor, at least"),
-        Threshold("max_floor_growth_gib", 0.0001, "GiB", "fitted growth of the floors below this (0.1 MiB) is flat at any level; "
-                  "above it the relative tolerance decides"),
+        Threshold(
+            "max_floor_growth_gib",
+            0.0001,
+            "GiB",
+            "fitted growth of the floors below this (0.1 MiB) is flat at any level; above it the relative tolerance decides",
+        ),
         Threshold("max_floor_growth_pct", 1.5, "%", "fitted growth of the floors over the run tolerated (relative to the floor)"),
     ),
     examples=(
-        Example("torchtitan with a large log_freq (field report 2): +0.4 GiB per step for 4 steps, back to 40 GiB at "
-                "every 5th step.", True, memory={0: _SAW}),
+        Example("torchtitan with a large log_freq (field report 2): +0.4 GiB per step for 4 steps, back to 40 GiB at every 5th step.", True, memory={0: _SAW}),
         Example("Flat memory with noise: no cycles.", False, memory={0: [40.0, 40.02, 39.99, 40.01] * 10}),
-        Example("A sawtooth whose floor rises 0.3 GiB per cycle: a leak, not periodic retention.", False,
-                memory={0: [v + 0.3 * (i // 5) for i, v in enumerate(_SAW)]}),
+        Example(
+            "A sawtooth whose floor rises 0.3 GiB per cycle: a leak, not periodic retention.",
+            False,
+            memory={0: [v + 0.3 * (i // 5) for i, v in enumerate(_SAW)]},
+        ),
     ),
     check=check,
 )

@@ -44,7 +44,11 @@ def check(ctx, t) -> list[Finding]:
         )
     return [
         RULE.finding(
-            t, msg, subject="loss", series=labels, ranks=[s.rank for s in sentinel],
+            t,
+            msg,
+            subject="loss",
+            series=labels,
+            ranks=[s.rank for s in sentinel],
             observed={"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
             evidence={
                 "sentinel_ranks": sorted({s.rank for s in sentinel if s.rank is not None}),
@@ -61,6 +65,7 @@ def check(ctx, t) -> list[Finding]:
             lines=[(s.key.source, s.line_nos[0]) for s in sentinel[:4]],
         )
     ]
+
 
 RULE = Rule(
     id="pp-sentinel-loss",
@@ -80,12 +85,14 @@ RULE = Rule(
         Threshold("max_abs_sentinel", 4096, "", "largest |placeholder| accepted (micro-batches x DP ranks)", low=0),
     ),
     examples=(
-        Example("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.", True,
-                memory={0: [22.74] * 6}, loss={0: [-1.0] * 6}),
-        Example("Newer torchtitan summing the placeholder over 8 micro-batches: `loss: -8.0000`.", True,
-                memory={0: [22.74] * 6}, loss={0: [-8.0] * 6}),
-        Example("A real loss that happens to be negative and varies (e.g. a reward-shaped objective).", False,
-                memory={0: [22.74] * 6}, loss={0: [-1.5, -1.52, -1.49, -1.55, -1.6, -1.58]}),
+        Example("torchtitan pp=2 on 8 GPUs with LOG_RANK=0: `loss: -1.0000` at every step.", True, memory={0: [22.74] * 6}, loss={0: [-1.0] * 6}),
+        Example("Newer torchtitan summing the placeholder over 8 micro-batches: `loss: -8.0000`.", True, memory={0: [22.74] * 6}, loss={0: [-8.0] * 6}),
+        Example(
+            "A real loss that happens to be negative and varies (e.g. a reward-shaped objective).",
+            False,
+            memory={0: [22.74] * 6},
+            loss={0: [-1.5, -1.52, -1.49, -1.55, -1.6, -1.58]},
+        ),
     ),
     check=check,
 )

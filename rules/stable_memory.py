@@ -83,9 +83,18 @@ def _finding(ctx, subject, stable, t) -> Finding:
     msg += "."
     hints = [NOT_IN_THIS_LOG_HINT] if subject == "device" and not ctx.host_series else []
     return RULE.finding(
-        t, msg, subject=subject, series=labels, ranks=[s.rank for s, _ in stable],
-        observed={"level_gib_min": rounded(lo), "level_gib_max": rounded(hi), "max_movement_gib": rounded(movement),
-                  "tolerance_gib": rounded(tolerance), "max_spread_gib": rounded(spread)},
+        t,
+        msg,
+        subject=subject,
+        series=labels,
+        ranks=[s.rank for s, _ in stable],
+        observed={
+            "level_gib_min": rounded(lo),
+            "level_gib_max": rounded(hi),
+            "max_movement_gib": rounded(movement),
+            "tolerance_gib": rounded(tolerance),
+            "max_spread_gib": rounded(spread),
+        },
         evidence={
             "metric": stable[0][0].column,
             "confidence": {
@@ -96,15 +105,22 @@ def _finding(ctx, subject, stable, t) -> Finding:
                 ],
             },
             "series": [
-                {"series": ctx.label(s), "rank": s.rank, "level_gib": rounded(sh.level), "spread_gib": rounded(max(s.values) - min(s.values)),
-                 f"slope_gib_per_{step_word([s])}": rounded(sh.fit.slope if sh.fit else None, 6), "growth_gib": rounded(sh.overall_change),
-                 "points": sh.n}
+                {
+                    "series": ctx.label(s),
+                    "rank": s.rank,
+                    "level_gib": rounded(sh.level),
+                    "spread_gib": rounded(max(s.values) - min(s.values)),
+                    f"slope_gib_per_{step_word([s])}": rounded(sh.fit.slope if sh.fit else None, 6),
+                    "growth_gib": rounded(sh.overall_change),
+                    "points": sh.n,
+                }
                 for s, sh in stable
             ][:16],
             "series_count": len(stable),
         },
         hints=hints,
     )
+
 
 RULE = Rule(
     id="stable-memory",
@@ -122,13 +138,16 @@ RULE = Rule(
     not_meaning="Says nothing about memory outside this log: host memory or other processes may still grow.",
     thresholds=(
         Threshold("min_points", 5, "points", "logged points needed to call a series stable"),
-        Threshold("max_growth_gib", 0.0001, "GiB", "movement below this (0.1 MiB) is flat at any level (a floor for series "
-                  "near zero); above it the relative tolerance decides"),
+        Threshold(
+            "max_growth_gib",
+            0.0001,
+            "GiB",
+            "movement below this (0.1 MiB) is flat at any level (a floor for series near zero); above it the relative tolerance decides",
+        ),
         Threshold("max_growth_pct", 1.5, "%", "movement over the run tolerated (relative to level)"),
     ),
     examples=(
-        Example("torchtitan FSDP: 23.41 GiB +- 0.02 from step 1 to step 20.", True,
-                memory={0: [23.41, 23.39, 23.42, 23.4, 23.41] * 4}),
+        Example("torchtitan FSDP: 23.41 GiB +- 0.02 from step 1 to step 20.", True, memory={0: [23.41, 23.39, 23.42, 23.4, 23.41] * 4}),
         Example("Two pipeline stages at 22.74 and 17.97 GiB, both flat.", True, memory={0: [22.74] * 10, 1: [17.97] * 10}),
         Example("Only four points: 23.4 GiB four times.", False, memory={0: [23.4] * 4}),
         Example("Creeping +0.5 GiB per step.", False, memory={0: [20.0 + 0.5 * i for i in range(12)]}),

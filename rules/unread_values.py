@@ -15,15 +15,21 @@ def check(ctx, t) -> list[Finding]:
             f"No series read from {guessed.source}: no format spec reads one from it, and the {guessed.reader} reader did not guess a "
             f"series: {guessed.weak}." + (f" Keys seen: {keys}." if keys else "")
         )
-        findings.append(RULE.finding(
-            t, message, subject="run", observed={"reason": guessed.weak}, evidence={"source": guessed.source},
-            hints=[
-                "A series needs the same line printed at least three times, ideally with a step counter "
-                "(`step N`, `iter N`, `Epoch [e][i/N]`); print one memory line per logged step.",
-                "Or write a format spec for the log: `memlog formats guess LOG` starts one, `memlog formats test DIR` "
-                "checks it and `--formats-dir DIR` loads it.",
-            ],
-        ))
+        findings.append(
+            RULE.finding(
+                t,
+                message,
+                subject="run",
+                observed={"reason": guessed.weak},
+                evidence={"source": guessed.source},
+                hints=[
+                    "A series needs the same line printed at least three times, ideally with a step counter "
+                    "(`step N`, `iter N`, `Epoch [e][i/N]`); print one memory line per logged step.",
+                    "Or write a format spec for the log: `memlog formats guess LOG` starts one, `memlog formats test DIR` "
+                    "checks it and `--formats-dir DIR` loads it.",
+                ],
+            )
+        )
     return findings
 
 
@@ -39,8 +45,11 @@ RULE = Rule(
     not_meaning="Not a finding about the run's memory: the log did not say enough to judge it.",
     thresholds=(),
     examples=(
-        Example("Two one-off memory prints and nothing else.", True,
-                lines=("Before training: allocated 12.1 GB, reserved 14.0 GB", "After training: peak memory 30.2 GB")),
+        Example(
+            "Two one-off memory prints and nothing else.",
+            True,
+            lines=("Before training: allocated 12.1 GB, reserved 14.0 GB", "After training: peak memory 30.2 GB"),
+        ),
         Example("A torchtitan log: a spec reads it, the generic reader never runs.", False, memory={0: [30.0] * 10}),
     ),
     check=check,

@@ -49,7 +49,11 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
     if points < 5:
         msg += f" Only {points} logged points show the plateau; a few more would confirm it."
     return RULE.finding(
-        t, msg, subject=subject, series=labels, ranks=[s.rank for s, _ in plateaus],
+        t,
+        msg,
+        subject=subject,
+        series=labels,
+        ranks=[s.rank for s, _ in plateaus],
         observed={"plateau_from_step": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
         evidence={
             "metric": plateaus[0][0].column,
@@ -86,6 +90,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
         lines=[(s.key.source, s.line_nos[sh.tail_start]) for s, sh in plateaus[:4]],
     )
 
+
 RULE = Rule(
     id="warmup-plateau",
     severity="info",
@@ -102,22 +107,36 @@ RULE = Rule(
     not_meaning="Does not mean the plateau fits the device: a high plateau can still run out of memory on a longer sequence.",
     thresholds=(
         Threshold("min_plateau_points", 3, "points", "logged points on the plateau, at least"),
-        Threshold("min_rise_gib", 0.0001, "GiB", "reporting floor: a warmup rise below this (0.1 MiB) is never reported; "
-                  "above it the rise must stand out of the noise and reach min_rise_pct of the level"),
+        Threshold(
+            "min_rise_gib",
+            0.0001,
+            "GiB",
+            "reporting floor: a warmup rise below this (0.1 MiB) is never reported; "
+            "above it the rise must stand out of the noise and reach min_rise_pct of the level",
+        ),
         Threshold("min_rise_pct", 1.5, "%", "warmup rise relative to the plateau level, at least"),
-        Threshold("max_tail_growth_gib", 0.0001, "GiB", "fitted growth over the plateau below this (0.1 MiB) is flat at any "
-                  "level; above it the relative tolerance decides"),
+        Threshold(
+            "max_tail_growth_gib",
+            0.0001,
+            "GiB",
+            "fitted growth over the plateau below this (0.1 MiB) is flat at any level; above it the relative tolerance decides",
+        ),
         Threshold("max_tail_growth_pct", 1.5, "%", "fitted growth over the plateau tolerated (relative to level)"),
     ),
     examples=(
-        Example("torchtitan pp=2 (field report 5): 18.2 GiB at step 1, 31.6 GiB at step 2 (optimizer state), flat at "
-                "31.9 GiB through step 12.", True,
-                memory={0: [18.2, 31.6, 31.9, 31.88, 31.9, 31.92, 31.9, 31.89, 31.9, 31.91, 31.9, 31.9]}),
-        Example("A plateau seen in only three points after the rise: 19.5, then 33.8, 33.9, 33.8 GiB.", True,
-                memory={0: [19.5, 33.8, 33.9, 33.8]}, steps=[1, 10, 20, 30]),
+        Example(
+            "torchtitan pp=2 (field report 5): 18.2 GiB at step 1, 31.6 GiB at step 2 (optimizer state), flat at 31.9 GiB through step 12.",
+            True,
+            memory={0: [18.2, 31.6, 31.9, 31.88, 31.9, 31.92, 31.9, 31.89, 31.9, 31.91, 31.9, 31.9]},
+        ),
+        Example(
+            "A plateau seen in only three points after the rise: 19.5, then 33.8, 33.9, 33.8 GiB.",
+            True,
+            memory={0: [19.5, 33.8, 33.9, 33.8]},
+            steps=[1, 10, 20, 30],
+        ),
         Example("Flat from the first step: 23.4 GiB throughout.", False, memory={0: [23.41, 23.4, 23.42, 23.41, 23.4] * 4}),
-        Example("A rise that keeps going: +2 GiB per step after the first jump.", False,
-                memory={0: [18.0, 30.0, 32.0, 34.0, 36.0, 38.0, 40.0, 42.0]}),
+        Example("A rise that keeps going: +2 GiB per step after the first jump.", False, memory={0: [18.0, 30.0, 32.0, 34.0, 36.0, 38.0, 40.0, 42.0]}),
     ),
     check=check,
 )

@@ -53,7 +53,7 @@ def _judged_or_refused(call):
         return "ok", call()
     except MemlogError:
         return "exit 2", None
-    except BaseException as exc:  # noqa: BLE001 - PanicException from polars is a BaseException
+    except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, Hang)):
             raise
         return "crash", traceback.format_exc()
@@ -96,6 +96,7 @@ def fuzz_watch(log: Path, rng: random.Random, specs: Path | None) -> tuple[str, 
     with stopped_by_signals() as stop:
         follow.SourceReader.absorb = act
         try:
+
             def run():
                 watcher = Watcher([str(followed)], options, interval=0)
                 with open(followed, "ab") as handle:
@@ -186,8 +187,7 @@ def fuzz_compare(log: Path, rng: random.Random, specs: Path | None) -> tuple[str
             c = compare([str(log)], [str(other)], options=options)
         except CompareError:
             return None
-        return {"text": render_compare_text(c), "markdown": render_compare_markdown(c), "github": render_compare_github(c),
-                "json": render_compare_json(c)}
+        return {"text": render_compare_text(c), "markdown": render_compare_markdown(c), "github": render_compare_github(c), "json": render_compare_json(c)}
 
     outcome, value = _judged_or_refused(run)
     if outcome != "ok":
@@ -259,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     print("exit codes: " + ", ".join(f"{k[5:]}={v:,}" for k, v in sorted(outcomes.items()) if k.startswith("exit")))
     print(f"time:       {elapsed:.1f} s ({args.budget / elapsed:.1f} inputs/s, one process)")
     for index, outcome, detail in failures[:3]:
-        print(f"\n--- {outcome} input {index} (replay: scripts/fuzz_commands.py --command {args.command} --seed {args.seed} --replay {index})\n{(detail or '')[-2500:]}")
+        print(
+            f"\n--- {outcome} input {index} (replay: scripts/fuzz_commands.py --command {args.command} --seed {args.seed} --replay {index})\n{(detail or '')[-2500:]}"
+        )
     return 1 if failures else 0
 
 

@@ -165,8 +165,7 @@ def _specs(rng: random.Random, case: Case, parsers: list[tuple[str, str]]) -> No
         case.notes.append(f"block_parser {module}")
         case.specs["evil.py"] = PLUGIN.format(marker=MARKER).encode()
         case.specs["spec.yaml"] = (
-            "name: fuzz_blocks\nblock_parser: {module: '" + module + "', start_literal: 'Iteration ', "
-            "start: '^Iteration (\\d+)$'}\n"
+            "name: fuzz_blocks\nblock_parser: {module: '" + module + "', start_literal: 'Iteration ', start: '^Iteration (\\d+)$'}\n"
         ).encode()
         case.links["specs/evil_link.py"] = "../evil.py"
         case.specs["../evil.py"] = case.specs["evil.py"]
@@ -177,8 +176,17 @@ def _specs(rng: random.Random, case: Case, parsers: list[tuple[str, str]]) -> No
     elif kind == "huge":
         case.specs["spec.yaml"] = (renamed + "\n#" + "x" * rng.choice([1000, (1 << 20) + 1]) + "\n").encode()
     else:
-        regex = rng.choice([r"(a+)+$", r"^(?=step)step (\d+)", r"(\w)\1", r"^step (?P<step>\d+) m=(?P<mem_allocated_gib>[\d.]+)",
-                            r"[", r"(?P<step>\d+)" * 50, r"(?P<mem_allocated_gib>\d+(?:\.\d+)?)(?P<mem_allocated_gib_unit>\w+)"])
+        regex = rng.choice(
+            [
+                r"(a+)+$",
+                r"^(?=step)step (\d+)",
+                r"(\w)\1",
+                r"^step (?P<step>\d+) m=(?P<mem_allocated_gib>[\d.]+)",
+                r"[",
+                r"(?P<step>\d+)" * 50,
+                r"(?P<mem_allocated_gib>\d+(?:\.\d+)?)(?P<mem_allocated_gib_unit>\w+)",
+            ]
+        )
         case.specs["spec.yaml"] = (f"name: fuzz_regex\nrecords:\n  - name: r\n    literal: 'step'\n    regex: {json.dumps(regex)}\n").encode()
     case.notes[-1] += f" (from {base_name})"
 
@@ -250,8 +258,7 @@ def release_fifo(path: str, writer: threading.Thread) -> None:
 # --- the special inputs that need a process of their own ------------------------------------------
 
 
-def run_special(case: Case, log: str, config: Path | None, specs: Path | None, data: bytes, repo: Path, timeout: float,
-                check) -> tuple[str, str | None]:
+def run_special(case: Case, log: str, config: Path | None, specs: Path | None, data: bytes, repo: Path, timeout: float, check) -> tuple[str, str | None]:
     """`python -m memlog analyze` with stdin, stdout or the encoding arranged as the case says.
     `check(output, text)` is the fuzzer's safety check for one rendered output."""
     args = [sys.executable, "-m", "memlog", "analyze", "-o", case.output]
@@ -273,9 +280,15 @@ def run_special(case: Case, log: str, config: Path | None, specs: Path | None, d
         env["PYTHONIOENCODING"] = "utf-8:strict"
         args.append(log)
     try:
-        proc = subprocess.run([os.fsencode(a) if isinstance(a, str) else a for a in args], input=data if stdin == subprocess.PIPE else None,
-                              stdin=None if stdin == subprocess.PIPE else stdin, capture_output=True, cwd=repo, env=env,
-                              timeout=timeout * 2)
+        proc = subprocess.run(
+            [os.fsencode(a) if isinstance(a, str) else a for a in args],
+            input=data if stdin == subprocess.PIPE else None,
+            stdin=None if stdin == subprocess.PIPE else stdin,
+            capture_output=True,
+            cwd=repo,
+            env=env,
+            timeout=timeout * 2,
+        )
     except subprocess.TimeoutExpired:
         return "hang", f"{case.special}: no answer after {timeout * 2:.0f}s"
     stderr = proc.stderr.decode("utf-8", "replace")

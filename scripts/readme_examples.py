@@ -190,8 +190,7 @@ def _contents(package: str) -> str:
     if not folder.is_dir():
         return f"`{folder.relative_to(ROOT)}.py`"
     names = sorted(
-        [f"`{p.stem}`" for p in folder.glob("*.py") if p.name != "__init__.py"]
-        + [f"`{p.name}/`" for p in folder.iterdir() if (p / "__init__.py").is_file()]
+        [f"`{p.stem}`" for p in folder.glob("*.py") if p.name != "__init__.py"] + [f"`{p.name}/`" for p in folder.iterdir() if (p / "__init__.py").is_file()]
     )
     return ", ".join(names)
 
@@ -211,8 +210,7 @@ def stages() -> str:
             if (ROOT / Path(*package.split("."))).is_dir():
                 parts += [f"Holds: {_contents(package)}.", ""]
     parts += [
-        "The last stage, the command line, may import every stage below it. "
-        + "; ".join(f"`{leaf}` needs nothing else of memlog" for leaf in leaves) + ".",
+        "The last stage, the command line, may import every stage below it. " + "; ".join(f"`{leaf}` needs nothing else of memlog" for leaf in leaves) + ".",
         "",
         STAGES_END,
     ]

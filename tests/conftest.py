@@ -9,9 +9,23 @@ import pytest
 
 # Modules whose every test belongs to the slow part (each measured at tens of seconds or more).
 SLOW_MODULES = {
-    "test_scenarios", "test_parallel", "test_tables", "test_properties", "test_verdict_properties", "test_metamorphic",
-    "test_browser", "test_scan_ray", "test_guard_distributed", "test_guard_hf", "test_guard_lightning", "test_stores_mlflow",
-    "test_rule_declarations", "test_engine_parity", "test_samplegen", "test_thread_fixtures", "test_fuzz_commands",
+    "test_scenarios",
+    "test_parallel",
+    "test_tables",
+    "test_properties",
+    "test_verdict_properties",
+    "test_metamorphic",
+    "test_browser",
+    "test_scan_ray",
+    "test_guard_distributed",
+    "test_guard_hf",
+    "test_guard_lightning",
+    "test_stores_mlflow",
+    "test_rule_declarations",
+    "test_engine_parity",
+    "test_samplegen",
+    "test_thread_fixtures",
+    "test_fuzz_commands",
 }
 
 

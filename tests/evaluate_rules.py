@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memlog.judge.rulekit import declared_verdicts, load_rules  # noqa: E402
-from tests.scenarios import TARGET_LEAK_MIN_STEPS, TARGET_LEAK_PCT_PER_100_STEPS, Outcome, judge_all, scenarios  # noqa: E402
+from memlog.judge.rulekit import declared_verdicts, load_rules
+from tests.scenarios import TARGET_LEAK_MIN_STEPS, TARGET_LEAK_PCT_PER_100_STEPS, Outcome, judge_all, scenarios
 
 VERDICTS = tuple(v.name for v in declared_verdicts(load_rules()))
 
@@ -42,9 +42,9 @@ def per_shape(outcomes: list[Outcome]) -> dict[str, tuple[int, int, int]]:
 def target_leaks(outcomes: list[Outcome]) -> list[Outcome]:
     """Leaks of at least the target rate over at least the target number of steps."""
     return [
-        o for o in outcomes
-        if (o.scenario.expect.leak_pct_per_100_steps or 0) >= TARGET_LEAK_PCT_PER_100_STEPS
-        and (o.scenario.expect.leak_steps or 0) >= TARGET_LEAK_MIN_STEPS
+        o
+        for o in outcomes
+        if (o.scenario.expect.leak_pct_per_100_steps or 0) >= TARGET_LEAK_PCT_PER_100_STEPS and (o.scenario.expect.leak_steps or 0) >= TARGET_LEAK_MIN_STEPS
     ]
 
 
@@ -86,8 +86,7 @@ def main() -> int:
                 print(e.ljust(width) + "".join(str(matrix.get((e, f), 0)).rjust(width) for f in VERDICTS))
         leaks = target_leaks(outcomes)
         found = sum("memory-leak" in o.fired for o in leaks)
-        print(f"\nleaks >= {TARGET_LEAK_PCT_PER_100_STEPS} % of level per 100 steps over >= {TARGET_LEAK_MIN_STEPS} steps found: "
-              f"{found} / {len(leaks)}")
+        print(f"\nleaks >= {TARGET_LEAK_PCT_PER_100_STEPS} % of level per 100 steps over >= {TARGET_LEAK_MIN_STEPS} steps found: {found} / {len(leaks)}")
         wrong = [o for o in outcomes if o.problems]
         print(f"\n{len(wrong)} scenario(s) missed an expectation:" if wrong else "\nevery expectation met")
         for o in wrong:

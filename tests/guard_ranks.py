@@ -39,8 +39,9 @@ def main(rank: int, world_size: int, init_file: str, out: Path) -> None:
             break
     guard.close()
     dist.barrier()
-    (out / f"rank{rank}.json").write_text(json.dumps({"stopped": stopped, "saved": saved, "decision": decision.to_json(),
-                                                      "world_size": guard.agreement.world_size}))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps({"stopped": stopped, "saved": saved, "decision": decision.to_json(), "world_size": guard.agreement.world_size})
+    )
     dist.destroy_process_group()
 
 

@@ -15,12 +15,13 @@ SAMPLE_LOGS = sample_logs()
 SAMPLE_IDS = [p.relative_to(ROOT / "sample_logs").as_posix() for p in SAMPLE_LOGS]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sample_report(path: Path) -> Report:
     """The report of one sample log, with its evidence lines read back (as the CLI does for markdown)."""
     report = analyze([str(path)])
     attach_log_lines(report)
     return report
+
 
 # A sample with every kind of content (leak, OOM, sentinel loss, capacity line) for tests that need one.
 TORCHTITAN_LEAK = ROOT / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"

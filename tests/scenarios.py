@@ -210,14 +210,11 @@ def render_segment(seg: Segment, ranks: list[int], capacity_line: bool, capacity
                 mem = None
                 if r in peaks:  # as printed: a corrupt reading's raw text, else two decimals
                     mem = float(seg.raw.get(("mem_peak_reserved_gib", r, i), f"{peaks[r][i]:5.2f}"))
-                msg = titan.step_line_2025_03(step=step, loss=seg.loss[r][i], mem_gib=mem,
-                                              mem_pct=None if mem is None else 100 * mem / capacity,
-                                              tps=7421, tflops=341.26, mfu=34.5)
+                msg = titan.step_line_2025_03(
+                    step=step, loss=seg.loss[r][i], mem_gib=mem, mem_pct=None if mem is None else 100 * mem / capacity, tps=7421, tflops=341.26, mfu=34.5
+                )
                 lines.append(_line(r, step, msg))
-            fields = [
-                f"{STATS_FIELDS[c]}: {seg.raw.get((c, r, i), _num(seg.columns[c][r][i]))}GiB"
-                for c in stats_columns if r in seg.columns[c]
-            ]
+            fields = [f"{STATS_FIELDS[c]}: {seg.raw.get((c, r, i), _num(seg.columns[c][r][i]))}GiB" for c in stats_columns if r in seg.columns[c]]
             if fields:
                 text = memory_reading_line(fields) if seg.stepless else memory_stats_line(step, fields)
                 lines.append(_line(r, step, text))
@@ -237,8 +234,7 @@ def example_log(example) -> str:
     rng = random.Random(0)
     loss = {r: list(example.loss[r]) if r in example.loss else losses(rng, n) for r in ranks}
     seg = Segment(steps, columns, loss, loss_every=1)
-    lines = render_segment(seg, ranks, capacity_line=example.capacity_gib is not None,
-                           capacity=example.capacity_gib or CAPACITY_GIB)
+    lines = render_segment(seg, ranks, capacity_line=example.capacity_gib is not None, capacity=example.capacity_gib or CAPACITY_GIB)
     return "\n".join(lines + list(example.lines)) + "\n"
 
 
@@ -258,9 +254,17 @@ def render(s: Scenario) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _segment(rng, s: Scenario, steps: list[int], judged: dict[int, list[float]], *, loss_every: int | None = None,
-             device_flat: dict[int, float] | None = None, loss: dict[int, list[float]] | None = None,
-             raw_kind: bool = False) -> Segment:
+def _segment(
+    rng,
+    s: Scenario,
+    steps: list[int],
+    judged: dict[int, list[float]],
+    *,
+    loss_every: int | None = None,
+    device_flat: dict[int, float] | None = None,
+    loss: dict[int, list[float]] | None = None,
+    raw_kind: bool = False,
+) -> Segment:
     """Put the judged values into the column of the scenario's metric kind (host: device flat beside it)."""
     columns: dict[str, dict[int, list[float]]] = {}
     if s.kind == "running-max":
@@ -337,8 +341,7 @@ def build_late_leak(rng, s):
     for r in range(s.ranks):
         level = _level(rng, s)
         per_step = level * pct / 100 / 100
-        judged[r] = noisy(rng, [level + per_step * max(0, st - onset) for st in steps], level, s.noise,
-                          spikes=s.kind != "running-max")
+        judged[r] = noisy(rng, [level + per_step * max(0, st - onset) for st in steps], level, s.noise, spikes=s.kind != "running-max")
     return [_segment(rng, s, steps, judged)], {"onset": onset}
 
 
@@ -363,8 +366,7 @@ def build_line_leak(rng, s):
         judged[r] = noisy(rng, [start + per_step * i for i in range(s.points)], start, s.noise, spikes=False)
     tail = []
     if not host and s.seed % 3:
-        tail = [pytorch.excepthook_prefix(r) + pytorch.cuda_oom(tried="2.00 GiB", gpu=r, capacity_gib=CAPACITY_GIB,
-                                                                 free="1.02 GiB") for r in range(s.ranks)]
+        tail = [pytorch.excepthook_prefix(r) + pytorch.cuda_oom(tried="2.00 GiB", gpu=r, capacity_gib=CAPACITY_GIB, free="1.02 GiB") for r in range(s.ranks)]
     return [_segment(rng, s, steps, judged)], {"tail": tail}
 
 
@@ -475,7 +477,7 @@ def build_one_rank_leak(rng, s):
     return [_segment(rng, s, steps, judged)], {}
 
 
-def LEAKING_RANK(s: Scenario) -> int:  # noqa: N802 - reads like a constant of the scenario
+def LEAKING_RANK(s: Scenario) -> int:
     return s.seed % s.ranks
 
 
@@ -494,7 +496,7 @@ def build_pp_stages(rng, s):
     return [_segment(rng, s, steps, judged, loss=loss)], {}
 
 
-def SENTINEL(s: Scenario) -> bool:  # noqa: N802
+def SENTINEL(s: Scenario) -> bool:
     return s.seed % 2 == 1
 
 
@@ -569,7 +571,7 @@ def build_long_late_leak(rng, s):
     return [_segment(rng, s, steps, judged)], {"onset": onset}
 
 
-def LATE_TAIL_FRACTION(s: Scenario) -> float:  # noqa: N802
+def LATE_TAIL_FRACTION(s: Scenario) -> float:
     """The leaking share of a long run: at least 20 logged points, 4-20 % of the run."""
     share = 0.04 + (s.seed % 1000) / 1000 * 0.16
     return max(share, 20 / s.points)
@@ -591,7 +593,7 @@ def build_resume_leak(rng, s):
     return [_segment(rng, s, first, healthy), _segment(rng, s, second, leaking)], {}
 
 
-def RESUME_INTERVAL(s: Scenario) -> int:  # noqa: N802 - the live segment spans 300+ steps
+def RESUME_INTERVAL(s: Scenario) -> int:
     return (5, 10)[s.seed % 2]
 
 
@@ -623,14 +625,13 @@ def build_sparse_steps(rng, s):
     for r in range(s.ranks):
         level = _level(rng, s)
         per_step = level * 2.0 / 100 / 100 if leaking else 0.0
-        judged[r] = noisy(rng, [level + per_step * (st - 1) for st in steps], level, s.noise,
-                          spikes=s.kind != "running-max")
+        judged[r] = noisy(rng, [level + per_step * (st - 1) for st in steps], level, s.noise, spikes=s.kind != "running-max")
     seg = _segment(rng, s, steps, judged, loss_every=loss_every)
     seg.stepless = True
     return [seg], {}
 
 
-def SPARSE_LEAKS(s: Scenario) -> bool:  # noqa: N802
+def SPARSE_LEAKS(s: Scenario) -> bool:
     return s.seed % 2 == 0
 
 
@@ -677,23 +678,35 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
         return Expect("warmup-plateau", frozenset({"warmup-plateau"}), NOT_LEAK)
     if s_shape == "creep":
         span = _creep_interval(points) * (points - 1) - 1  # steps from step 1 to the last logged step
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device",
-                      leak_pct_per_100_steps=_creep_pct(probe), leak_steps=span)
+        return Expect(
+            "leak",
+            frozenset({"memory-leak"}),
+            leak_ranks=tuple(range(ranks)),
+            leak_subject="host" if kind == "host" else "device",
+            leak_pct_per_100_steps=_creep_pct(probe),
+            leak_steps=span,
+        )
     if s_shape == "late-leak":  # the target counts the steps the leak itself runs (from its onset)
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device")
+        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)), leak_subject="host" if kind == "host" else "device")
     if s_shape == "line-leak":
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device", leak_pattern="line")
+        return Expect(
+            "leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)), leak_subject="host" if kind == "host" else "device", leak_pattern="line"
+        )
     if s_shape == "stairs":
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device", leak_pattern="stairs")
+        return Expect(
+            "leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)), leak_subject="host" if kind == "host" else "device", leak_pattern="stairs"
+        )
     if s_shape == "sawtooth-flat":
         return Expect("periodic-retention", frozenset({"periodic-retention"}), NOT_LEAK)
     if s_shape == "sawtooth-rising":
-        return Expect("leak", frozenset({"memory-leak"}), frozenset({"periodic-retention"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device", leak_pattern="sawtooth")
+        return Expect(
+            "leak",
+            frozenset({"memory-leak"}),
+            frozenset({"periodic-retention"}),
+            leak_ranks=tuple(range(ranks)),
+            leak_subject="host" if kind == "host" else "device",
+            leak_pattern="sawtooth",
+        )
     if s_shape == "too-few":
         return Expect("inconclusive", frozenset({"insufficient-data"}), NOT_LEAK)
     if s_shape == "restart":
@@ -711,18 +724,21 @@ def _expect(s_shape: str, kind: str, ranks: int, points: int, name: str) -> Expe
     if s_shape == "nan-loss":
         return Expect("stable", frozenset({"nan-loss", "stable-memory"}), NOT_LEAK | {"pp-sentinel-loss"})
     if s_shape == "long-late-leak":
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device")
+        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)), leak_subject="host" if kind == "host" else "device")
     if s_shape == "resume-leak":  # the target counts the live segment's steps
-        return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                      leak_subject="host" if kind == "host" else "device",
-                      leak_pct_per_100_steps=_creep_pct(probe), leak_steps=RESUME_INTERVAL(probe) * (points - 1))
+        return Expect(
+            "leak",
+            frozenset({"memory-leak"}),
+            leak_ranks=tuple(range(ranks)),
+            leak_subject="host" if kind == "host" else "device",
+            leak_pct_per_100_steps=_creep_pct(probe),
+            leak_steps=RESUME_INTERVAL(probe) * (points - 1),
+        )
     if s_shape == "wander":
         return Expect("stable", frozenset({"stable-memory"}), NOT_LEAK)
     if s_shape == "sparse-steps":
         if SPARSE_LEAKS(probe):
-            return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)),
-                          leak_subject="host" if kind == "host" else "device")
+            return Expect("leak", frozenset({"memory-leak"}), leak_ranks=tuple(range(ranks)), leak_subject="host" if kind == "host" else "device")
         return Expect("stable", frozenset({"stable-memory"}), NOT_LEAK)
     raise ValueError(s_shape)
 

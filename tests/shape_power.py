@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.shapes import CALM_CLASSES, LEAK_CLASSES, draw, draws, judge  # noqa: E402
+from tests.shapes import CALM_CLASSES, LEAK_CLASSES, draw, draws, judge
 
 SIGMAS = (1, 2, 3, 4, 6, 8, 12, 16, 24)
 POINTS = (12, 30, 100, 300)
@@ -53,8 +53,10 @@ def main() -> None:
         power = list(pool.map(_power_cell, cells))
         calm = [row for chunk in pool.map(_calm_chunk, chunks) for row in chunk]
 
-    print(f"Power: share of leaks found, by rise over the run in noise SDs of one reading (columns) and readings (rows);"
-          f" {args.per_cell} draws per cell, noise 0.4-1 % of the level, white or AR(1) rho 0.2-0.7.\n")
+    print(
+        f"Power: share of leaks found, by rise over the run in noise SDs of one reading (columns) and readings (rows);"
+        f" {args.per_cell} draws per cell, noise 0.4-1 % of the level, white or AR(1) rho 0.2-0.7.\n"
+    )
     rate = {(shape, n, s): hits / total for shape, n, s, hits, total in power}
     header = "| class | readings | " + " | ".join(f"{s:g}σ" for s in SIGMAS) + " | 99 % found from |"
     print(header)

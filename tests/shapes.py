@@ -189,7 +189,7 @@ def draw(shape: str, seed: int, *, sigmas: float | None = None, points: int | No
     # Loggers print 2-4 decimals of their unit; never coarser than a tenth of the noise or of the steps.
     decimals = 2 if per_gib == 1.0 else 1
     resolution = max(sigma, min((abs(b - a) for a, b in zip(base, base[1:]) if b != a), default=sigma)) * per_gib
-    while resolution > 0 and 10 ** -decimals > resolution / 10 and decimals < 6:
+    while resolution > 0 and 10**-decimals > resolution / 10 and decimals < 6:
         decimals += 1
     return Draw(shape, seed, tuple(steps), values, key, per_gib, decimals, sigma, rise, params)
 

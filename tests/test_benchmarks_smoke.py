@@ -61,8 +61,7 @@ def test_the_floor_reads_every_record_of_each_kind(tmp_path):
         paths = generate.generate(kind, 512 * 1024, tmp_path / kind, files=2)
         literal = floor.PATTERNS[kind][0].encode()
         lines = sum(path.read_bytes().count(literal) for path in paths)
-        out = subprocess.run([sys.executable, floor.__file__, "--kind", kind, *map(str, paths)],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([sys.executable, floor.__file__, "--kind", kind, *map(str, paths)], capture_output=True, text=True, check=True).stdout
         assert lines > 10 and int(out) == lines, (kind, out, lines)
 
 
@@ -71,7 +70,9 @@ def test_memory_stages_prints_a_peak_per_stage(capsys):
 
     sample = Path(__file__).parent.parent / "sample_logs" / "torchtitan" / "fr2_logfreq_creep.log"
     memory_stages.main([str(sample)])
-    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "stage" not in line}
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "stage" not in line
+    }
     assert {"read, scan, compact records", "build the records table", "series", "rules"} <= set(rows)
     assert all(int(peak) > 0 for peak in rows.values())
 

@@ -21,9 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.base import opening
-from memlog.cli import app
 from memlog.base.errors import MemlogError
-
+from memlog.cli import app
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -38,8 +37,9 @@ def flat_log(path: Path) -> Path:
 
 def run_child(*args: str) -> subprocess.CompletedProcess:
     """`memlog ARGS` in a child process group, killed whole (scan's workers too) if it hangs."""
-    proc = subprocess.Popen([sys.executable, "-m", "memlog", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlog", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=GUARD_S)
     except subprocess.TimeoutExpired:

@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()

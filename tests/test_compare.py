@@ -25,9 +25,8 @@ def noise(i: int) -> float:
 def write_run(path, level: float = 30.0, *, ranks=(0, 1, 2, 3), n: int = 60, leak: float = 0.0, first_step: int = 1, loss=None):
     """Warmup (10 GiB below the plateau for 3 steps), then the plateau, rising `leak` GiB per step."""
     memory = {r: [(level - 10 if i < 3 else level + leak * (i - 3)) + noise(i + r) for i in range(n)] for r in ranks}
-    losses = {r: loss for r in ranks} if loss is not None else None
-    path.write_text("\n".join(torchtitan_lines(memory, capacity=CAPACITY, steps=list(range(first_step, first_step + n)),
-                                               loss_by_rank=losses)) + "\n")
+    losses = dict.fromkeys(ranks, loss) if loss is not None else None
+    path.write_text("\n".join(torchtitan_lines(memory, capacity=CAPACITY, steps=list(range(first_step, first_step + n)), loss_by_rank=losses)) + "\n")
     return str(path)
 
 
@@ -84,9 +83,11 @@ def test_compare_thresholds_take_what_their_unit_allows(tmp_path, base):
     """compare's thresholds are checked as the rules' are (rulekit.resolve_thresholds): a count of 0
     common points or a negative percentage is one line, exit 2."""
     config = tmp_path / "memlog.yaml"
-    for line, message in (("min_common_points: 0", "compare: threshold min_common_points counts points: at least 1, got 0"),
-                          ("fail_on_increase_pct: -1", "compare: threshold fail_on_increase_pct must be at least 0, got -1"),
-                          ("bogus: 1", "compare: unknown threshold 'bogus'")):
+    for line, message in (
+        ("min_common_points: 0", "compare: threshold min_common_points counts points: at least 1, got 0"),
+        ("fail_on_increase_pct: -1", "compare: threshold fail_on_increase_pct must be at least 0, got -1"),
+        ("bogus: 1", "compare: unknown threshold 'bogus'"),
+    ):
         config.write_text(f"compare: {{{line}}}\n")
         code, out, err = run(base, base, "--config", str(config))
         assert code == 2 and out == "" and err.startswith(f"memlog: error: {message}") and err.count("\n") == 1, err

@@ -11,17 +11,16 @@ import polars as pl
 import pytest
 
 from memlog.engine import api
-
-from memlog.tables import condense
 from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
-from tests.logwriters import ray
-from tests.logwriters import torchtitan as titan
 from memlog.parse.chunks import ChunkParser
 from memlog.read.source import Piece, ReadStats, to_frame
-from memlog.tables.series import _weighted_median
-from memlog.tables.records import Keep
 from memlog.render.json_out import render_json
+from memlog.tables import condense
+from memlog.tables.records import Keep
+from memlog.tables.series import _weighted_median
+from tests.logwriters import ray
+from tests.logwriters import torchtitan as titan
 
 SPECS = list(load_specs().values())
 STEPS = 20_000  # the last step; a segment's first 2 * CONDENSE_AFTER steps are kept one by one
@@ -31,8 +30,7 @@ NAN_LOSS_STEP, IMPOSSIBLE_STEP, RETRIES_STEP = 19_500, 19_800, 5_000  # the firs
 
 def _step_line(rank: int, step: int, t: int, loss: float, mem: float) -> str:
     clock = f"2025-10-02 {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d},{rank * 7:03d}"
-    msg = titan.step_line_2025_03(step=step, loss=loss, mem_gib=mem, mem_pct=100 * mem / 79.11, tps=5281, tflops=253.46,
-                                  mfu=25.63, color=titan.COLOR)
+    msg = titan.step_line_2025_03(step=step, loss=loss, mem_gib=mem, mem_pct=100 * mem / 79.11, tps=5281, tflops=253.46, mfu=25.63, color=titan.COLOR)
     return titan.log_line(msg, ts=clock, rank=rank)
 
 
@@ -84,9 +82,12 @@ def test_condensed_tables_count_place_and_segment_every_step_as_the_full_ones(lo
     assert any(e.kind == "restart" for e in full.events) and any(e.after_step == RETRIES_STEP for e in full.events)
     # Every segment starts and ends where it did; bins only stand inside a run.
     keys = ["worker", "segment"]
-    ends = lambda t: _text(t.records).group_by(keys).agg(  # noqa: E731
-        pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end")
-    ).sort(keys)
+    ends = lambda t: (
+        _text(t.records)
+        .group_by(keys)
+        .agg(pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end"))
+        .sort(keys)
+    )
     assert ends(condensed).equals(ends(full))
     # A bin is where its last step was, with that step's line.
     bins = _text(condensed.records).filter(pl.col("steps") > 1)
@@ -117,10 +118,19 @@ def test_analyze_judges_the_condensed_run_as_the_full_one(long_log, monkeypatch)
 
 def _rows(lines: list[int], steps: list[int | None], workers: list[str] | None = None, loss: list[float] | None = None) -> pl.DataFrame:
     n = len(lines)
-    return pl.DataFrame({
-        "line_no": lines, "step": steps, "worker": workers or ["rank0"] * n, "kind": ["train"] * n, "format": ["torchtitan"] * n,
-        "source": ["run.log"] * n, "loss": loss or [1.0 + i for i in range(n)], "_seconds": [float(i) for i in range(n)],
-    }, schema_overrides={"step": pl.Int64, "line_no": pl.Int64}).with_columns(pl.col("worker", "kind", "format", "source").cast(pl.Categorical))
+    return pl.DataFrame(
+        {
+            "line_no": lines,
+            "step": steps,
+            "worker": workers or ["rank0"] * n,
+            "kind": ["train"] * n,
+            "format": ["torchtitan"] * n,
+            "source": ["run.log"] * n,
+            "loss": loss or [1.0 + i for i in range(n)],
+            "_seconds": [float(i) for i in range(n)],
+        },
+        schema_overrides={"step": pl.Int64, "line_no": pl.Int64},
+    ).with_columns(pl.col("worker", "kind", "format", "source").cast(pl.Categorical))
 
 
 def _condensed(rows: pl.DataFrame, events: list[int] = (), open_since: int | None = None, seen: int = 10_000):
@@ -176,12 +186,14 @@ def test_bins_widen_with_the_steps_seen_whatever_the_batches():
     assert pl.concat(halves).sort("line_no").equals(pl.concat(one).sort("line_no"))
 
 
-@pytest.mark.parametrize(("chunk_bytes", "batch_rows", "batch_chunks"),
-                         [(64 << 10, condense.BATCH_ROWS, condense.BATCH_CHUNKS), (256 << 10, 1 << 12, 32), (4 << 20, 1 << 16, 1),
-                          (1 << 20, 5_003, 3), (100_000, 777, 2)])
+@pytest.mark.parametrize(
+    ("chunk_bytes", "batch_rows", "batch_chunks"),
+    [(64 << 10, condense.BATCH_ROWS, condense.BATCH_CHUNKS), (256 << 10, 1 << 12, 32), (4 << 20, 1 << 16, 1), (1 << 20, 5_003, 3), (100_000, 777, 2)],
+)
 def test_the_report_is_the_same_whatever_the_chunks_and_batches(long_log, monkeypatch, chunk_bytes, batch_rows, batch_chunks):
     """Metamorphic: where the reader cuts the file and where the condenser cuts its batches change
     no record and no byte of the report."""
+
     def read(chunk: int):
         tables, _ = parse_sources([long_log], SPECS, chunk_bytes=chunk, keep=Keep.judged())
         return tables.records, render_json(api.analyze([long_log], chunk_bytes=chunk))
@@ -281,9 +293,11 @@ def test_a_resume_that_lost_a_fewsteps_is_a_restart_even_inside_a_batch(tmp_path
     steps = [*range(1, 301), *range(251, 601)]
     lines = [_step_line(0, step, t, 3.0, 30.0 + (t % 7) / 100) for t, step in enumerate(steps)]
     condensed, full = _both(_write(tmp_path, lines), 4 << 20)
-    ends = lambda t: t.records.group_by("segment").agg(  # noqa: E731
-        pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end")
-    ).sort("segment")
+    ends = lambda t: (
+        t.records.group_by("segment")
+        .agg(pl.col("step").min(), pl.col("step").max().alias("last"), pl.col("line_no").min(), pl.col("line_no").max().alias("end"))
+        .sort("segment")
+    )
     assert ends(condensed).equals(ends(full)) and full.records["segment"].max() == 1
     assert [e.to_json() for e in condensed.events] == [e.to_json() for e in full.events]
     assert condensed.records["steps"].max() > 1
@@ -294,10 +308,22 @@ def test_a_step_that_counted_nan_iterations_is_never_binned(tmp_path):
     would hide it, so its step stays a record of its own and nan-loss names it either way."""
     from tests.logwriters import megatron
 
-    lines = [megatron.iteration_line(iteration=it, train_iters=20000, elapsed_ms=812.0, lr=3e-4, global_batch_size=16,
-                                     consumed_samples=16 * it, losses={"lm loss": 3.0 - it * 1e-5}, loss_scale=65536.0,
-                                     grad_norm=0.5, skipped=3 if it == 6100 else 0, nan=2 if it == 6100 else 0)
-             for it in range(1, 10_001)]
+    lines = [
+        megatron.iteration_line(
+            iteration=it,
+            train_iters=20000,
+            elapsed_ms=812.0,
+            lr=3e-4,
+            global_batch_size=16,
+            consumed_samples=16 * it,
+            losses={"lm loss": 3.0 - it * 1e-5},
+            loss_scale=65536.0,
+            grad_norm=0.5,
+            skipped=3 if it == 6100 else 0,
+            nan=2 if it == 6100 else 0,
+        )
+        for it in range(1, 10_001)
+    ]
     log = tmp_path / "megatron.log"
     log.write_text("\n".join(lines) + "\n")
     condensed, full = _both(str(log), 1 << 20)
@@ -355,9 +381,9 @@ def test_a_run_resumed_again_and_again_holds_its_last_segments_and_counts_the_re
     for key in ("records", "event_counts", "steps", "restarts", "workers", "ranks", "formats"):
         assert cov[key] == cov_full[key], key
     # The live segment is held as read: its every step, its restart event.
-    live = lambda t: t.records.filter(pl.col("segment") == segments - 1).drop("steps")  # noqa: E731
+    live = lambda t: t.records.filter(pl.col("segment") == segments - 1).drop("steps")
     assert live(condensed).equals(live(full))
-    last = lambda t: [e.to_json() for e in t.events if e.kind == "restart"][-2:]  # noqa: E731
+    last = lambda t: [e.to_json() for e in t.events if e.kind == "restart"][-2:]
     assert last(condensed) == last(full)
 
 
@@ -395,7 +421,7 @@ def test_many_ranks_share_the_records_held(tmp_path, small_bounds, ranks):
     after = max(condense.MIN_CONDENSE_AFTER, min(condense.CONDENSE_AFTER, condense.HELD_RECORDS // (4 * ranks)))
     assert per_rank.max() <= after * (3 + math.log(120 / (2 * after)))
     assert condensed.step_count == full.step_count
-    short = lambda t: t.records.filter(pl.col("step") <= 2 * after).drop("steps")  # noqa: E731
+    short = lambda t: t.records.filter(pl.col("step") <= 2 * after).drop("steps")
     assert short(condensed).equals(short(full))  # each rank's first steps as read
     judged = [api.analyze([path], condense=flag) for flag in (True, False)]
     assert judged[0].verdict == judged[1].verdict == "leak"

@@ -70,8 +70,7 @@ def user_folder(tmp_path: Path) -> tuple[Path, Path]:
     folder = tmp_path / "formats"
     (folder / "wrappers").mkdir(parents=True)
     (folder / "wrappers" / "pipes.yaml").write_text(
-        "name: pipes\nprefix: '(?P<node>[a-z]+-[a-z])\\|\\| '\nsamples:\n"
-        "  - {line: 'node-a|| step: 1', text: 'step: 1', node: node-a}\n"
+        "name: pipes\nprefix: '(?P<node>[a-z]+-[a-z])\\|\\| '\nsamples:\n  - {line: 'node-a|| step: 1', text: 'step: 1', node: node-a}\n"
     )
     source = ROOT / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
     log = tmp_path / "wrapped.log"
@@ -98,7 +97,7 @@ def test_a_user_folders_wrapper_is_read_by_every_command(user_folder):
 
 @pytest.mark.parametrize("command", [["analyze"], ["watch"], ["series"], ["plot"], ["compare", "A"], ["scan"], ["formats", "check"]])
 def test_every_reading_command_takes_the_reading_options(command):
-    help_text = runner.invoke(app, [*command[:2 if command[0] == "formats" else 1], "--help"], env={"COLUMNS": "200"}).stdout
+    help_text = runner.invoke(app, [*command[: 2 if command[0] == "formats" else 1], "--help"], env={"COLUMNS": "200"}).stdout
     for option in ("--format", "--formats-dir", "--plugins-dir", "--config"):
         assert option in help_text, (command, option)
 

@@ -14,10 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 import memlog.judge.rulekit
-from memlog.engine.api import analyze
 from memlog.cli import app
+from memlog.engine.api import analyze
 from memlog.report.schemas import report_schema
-
 from tests.synthetic import torchtitan_lines
 
 ROOT = Path(__file__).resolve().parent.parent

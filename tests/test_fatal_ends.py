@@ -60,8 +60,10 @@ Traceback (most recent call last):
     state, metrics = p_train_step(state, batch)
 jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 6442450944 bytes.
 """
-TPU = "step 10 loss 2.31\nstep 20 loss 2.20\njax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. " \
-      "Ran out of memory in memory space hbm. Used 17.25G of 15.48G hbm. Exceeded hbm capacity by 1.77G.\n"
+TPU = (
+    "step 10 loss 2.31\nstep 20 loss 2.20\njax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+    "Ran out of memory in memory space hbm. Used 17.25G of 15.48G hbm. Exceeded hbm capacity by 1.77G.\n"
+)
 TF = """Epoch 1/10
 2021-03-02 11:22:31.444555: I tensorflow/stream_executor/cuda/cuda_driver.cc:789] failed to allocate 517.50MiB (542638080 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory
 2021-03-02 11:22:32.444555: I tensorflow/stream_executor/cuda/cuda_driver.cc:789] failed to allocate 465.75MiB (488374272 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory
@@ -97,9 +99,11 @@ ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on 
 """
 
 
-@pytest.mark.parametrize(("paste", "scope"), [(JAX, "device"), (TPU, "device"), (TF, "device"), (ALLOCATOR_ABORT, "host"),
-                                              (RAY_TAIL, "host"), (RAY_DRIVER, "host")],
-                         ids=["jax", "tpu-hbm", "tensorflow", "allocator-abort", "ray-report-tail", "ray-driver-traceback"])
+@pytest.mark.parametrize(
+    ("paste", "scope"),
+    [(JAX, "device"), (TPU, "device"), (TF, "device"), (ALLOCATOR_ABORT, "host"), (RAY_TAIL, "host"), (RAY_DRIVER, "host")],
+    ids=["jax", "tpu-hbm", "tensorflow", "allocator-abort", "ray-report-tail", "ray-driver-traceback"],
+)
 def test_a_run_that_died_of_memory_is_an_oom_in_any_framework(tmp_path, paste, scope):
     code, report = judge(tmp_path, paste)
     assert code == 1 and report["verdict"] == "oom", report["verdict"]
@@ -143,9 +147,13 @@ def test_a_traceback_the_run_went_on_from_is_no_crash(tmp_path):
     """A logger's traceback mid-run (training went on) and Python's `Exception ignored in` at exit."""
     steps = [step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) for step in range(1, 40)]
     handled = ["Traceback (most recent call last):", '  File "data.py", line 3, in load', "    open(p)", "FileNotFoundError: shard 3"]
-    ignored = ["Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
-               "Traceback (most recent call last):", '  File "dataloader.py", line 1479, in __del__', "    self._shutdown_workers()",
-               "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'"]
+    ignored = [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
+        "Traceback (most recent call last):",
+        '  File "dataloader.py", line 1479, in __del__',
+        "    self._shutdown_workers()",
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+    ]
     code, report = judge(tmp_path, "\n".join(steps[:20] + handled + steps[20:] + ignored) + "\n")
     assert code == 0 and "crash" not in errors(report), report["verdict"]
 
@@ -160,8 +168,7 @@ def test_a_run_stopped_with_ctrl_c_is_interrupted_not_crashed(tmp_path):
 
 @pytest.mark.parametrize("indent", ["    ", "\t", "> ", ">     "], ids=["four-spaces", "tab", "quote", "quoted-code-block"])
 def test_an_indented_or_quoted_step_line_is_read(tmp_path, indent):
-    lines = [f"step:{i} - actor/pg_loss:0.12 - perf/max_memory_allocated_gb:{30 + i / 10:.1f} - perf/cpu_memory_used_gb:{100 + 2 * i:.1f}"
-             for i in range(1, 6)]
+    lines = [f"step:{i} - actor/pg_loss:0.12 - perf/max_memory_allocated_gb:{30 + i / 10:.1f} - perf/cpu_memory_used_gb:{100 + 2 * i:.1f}" for i in range(1, 6)]
     bare = analyze([str(_write(tmp_path / "bare.log", lines))])
     indented = analyze([str(_write(tmp_path / "indented.log", [indent + line for line in lines]))])
     assert indented.coverage["records"] == bare.coverage["records"] == 5
@@ -182,6 +189,7 @@ def _write(path: Path, lines: list[str]) -> Path:
 
 # -- any fatal end, appended to any sample log -----------------------------------------------------
 
+
 def _fatal_samples() -> list[tuple[str, str]]:
     """Every sample of the vocabulary that ends a run: not an allocator's warning (it says a run went on)."""
     return [(p.name, line) for p in CRASHES.patterns for line in p.samples if p.event != "memory_pressure"]
@@ -198,8 +206,13 @@ def test_a_fatal_end_appended_to_any_sample_is_never_calm(tmp_path, log):
     i = LOGS.index(log)
     data = log.read_bytes()
     data += b"" if data.endswith(b"\n") else b"\n"
-    for name, tail in (("unknown-exception", 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
-                                              "    main()\nValueError: shard 17 of the dataset is empty"), FATAL[i % len(FATAL)]):
+    for name, tail in (
+        (
+            "unknown-exception",
+            'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\nValueError: shard 17 of the dataset is empty',
+        ),
+        FATAL[i % len(FATAL)],
+    ):
         pasted = tmp_path / f"{name}-{log.name}"
         pasted.write_bytes(data + tail.encode() + b"\n")
         result = runner.invoke(app, ["analyze", str(pasted), "-o", "json"])
@@ -222,8 +235,12 @@ SIZED = [line for p in CRASHES.patterns for line in p.samples if any(c.isdigit()
 
 
 @settings(max_examples=60, deadline=None)
-@given(steps=st.integers(3, 12), crashes=st.lists(st.sampled_from(SIZED), min_size=1, max_size=6), seed=st.randoms(use_true_random=False),
-       prefix=st.sampled_from(["", "    ", "[rank0]: ", "gpu-a07: ", "> "]))
+@given(
+    steps=st.integers(3, 12),
+    crashes=st.lists(st.sampled_from(SIZED), min_size=1, max_size=6),
+    seed=st.randoms(use_true_random=False),
+    prefix=st.sampled_from(["", "    ", "[rank0]: ", "gpu-a07: ", "> "]),
+)
 def test_no_reading_is_taken_from_a_line_the_crash_vocabulary_read(tmp_path_factory, steps, crashes, seed, prefix):
     lines = [step_line(step, loss=9 - step / 10, reserved_gib=40.0 + step, allocated_gib=30.0) for step in range(1, steps + 1)]
     for crash in crashes:

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import fuzz_commands  # noqa: E402
+import fuzz_commands
 
 
 @pytest.mark.parametrize(("command", "budget"), [("watch", 12), ("scan", 3), ("compare", 6)])

@@ -103,8 +103,14 @@ def test_the_same_run_in_mib_and_in_gib_is_judged_alike(tmp_path, shape):
 def _see_memory_usage(path: Path, allocated_after_step: list[float]) -> Path:
     """A DeepSpeed run with see_memory_usage at every micro-step stage (memory_breakdown), the
     allocated memory of each stage offset from the step's level, as ZeRO-2 prints it."""
-    stages = (("Engine before forward", 0.0), ("Engine after forward", 3.1), ("Engine before backward", 3.1),
-              ("Engine after backward", 0.3), ("Engine before step", 0.3), ("Engine after step", 0.0))
+    stages = (
+        ("Engine before forward", 0.0),
+        ("Engine after forward", 3.1),
+        ("Engine before backward", 3.1),
+        ("Engine after backward", 0.3),
+        ("Engine before step", 0.3),
+        ("Engine after step", 0.0),
+    )
     lines = ["[2024-08-14 09:12:25,871] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.14.4, git-hash=unknown, git-branch=unknown"]
     second = 0
     for step, ma in enumerate(allocated_after_step, start=1):
@@ -113,11 +119,12 @@ def _see_memory_usage(path: Path, allocated_after_step: list[float]) -> Path:
             ts = f"2024-08-14 09:{12 + second // 60:02d}:{second % 60:02d},{(7 * second) % 1000:03d}"
             now = ma + extra
             lines.append(f"[{ts}] [INFO] [utils.py:781:see_memory_usage] {text}")
-            lines.append(f"[{ts}] [INFO] [utils.py:782:see_memory_usage] MA {now:.2f} GB         Max_MA {now + 0.4:.2f} GB         "
-                         f"CA {ma + 6.0:.2f} GB         Max_CA {math.ceil(ma + 6.0)} GB ")
+            lines.append(
+                f"[{ts}] [INFO] [utils.py:782:see_memory_usage] MA {now:.2f} GB         Max_MA {now + 0.4:.2f} GB         "
+                f"CA {ma + 6.0:.2f} GB         Max_CA {math.ceil(ma + 6.0)} GB "
+            )
             lines.append(f"[{ts}] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.1 GB, percent = 9.5%")
-        lines.append(f"[{ts}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[1e-05, 1e-05], "
-                     "mom=[(0.9, 0.999), (0.9, 0.999)]")
+        lines.append(f"[{ts}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[1e-05, 1e-05], mom=[(0.9, 0.999), (0.9, 0.999)]")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -197,9 +204,11 @@ def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
     for i in range(40):
         step = 5 * (i + 1)
         mem = 10.4 + 0.05 * i
-        lines.append(f"{step * 100 // 200:3d}%|          | {step}/200 [00:{i:02d}<10:00,  5.03s/it]"
-                     f"{{'loss': {1.5 - 0.01 * i:.4f}, 'grad_norm': 0.36, 'learning_rate': 2e-05, 'memory/max_active (GiB)': {mem:.2f}, "
-                     f"'memory/max_allocated (GiB)': {mem:.2f}, 'memory/device_reserved (GiB)': {mem + 3:.2f}, 'epoch': {0.025 * (i + 1):.3f}}}")
+        lines.append(
+            f"{step * 100 // 200:3d}%|          | {step}/200 [00:{i:02d}<10:00,  5.03s/it]"
+            f"{{'loss': {1.5 - 0.01 * i:.4f}, 'grad_norm': 0.36, 'learning_rate': 2e-05, 'memory/max_active (GiB)': {mem:.2f}, "
+            f"'memory/max_allocated (GiB)': {mem:.2f}, 'memory/device_reserved (GiB)': {mem + 3:.2f}, 'epoch': {0.025 * (i + 1):.3f}}}"
+        )
     path = tmp_path / "axolotl.log"
     path.write_text("\n".join(lines) + "\n")
     leak = fired(analyze([str(path)]))["memory-leak"]
@@ -216,8 +225,14 @@ def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
 def test_stable_memory_names_the_series_that_is_stable_beside_fragmentation(tmp_path):
     """Allocated flat, reserved +13.6 GiB: stable-memory said "Device memory is stable"; it is allocated memory."""
     steps = list(range(1, 61))
-    path = jsonl(tmp_path / "m.jsonl", steps, [31.2 + 0.01 * (i % 3) for i in steps], key="gpu_mem_alloc_gb", decimals=2,
-                 gpu_mem_reserved_gb=[36.0 + 13.6 * i / 59 for i in range(60)])
+    path = jsonl(
+        tmp_path / "m.jsonl",
+        steps,
+        [31.2 + 0.01 * (i % 3) for i in steps],
+        key="gpu_mem_alloc_gb",
+        decimals=2,
+        gpu_mem_reserved_gb=[36.0 + 13.6 * i / 59 for i in range(60)],
+    )
     found = fired(analyze([str(path)]))
     assert "fragmentation" in found
     assert found["stable-memory"].message.startswith("Allocated memory is stable"), found["stable-memory"].message
@@ -236,9 +251,11 @@ def test_stable_memory_names_a_peak_reading_as_a_peak(tmp_path):
 
 
 def _torchtune(path: Path, grad: dict[int, str], loss: dict[int, str] | None = None) -> Path:
-    lines = [f"Step {i} | loss:{(loss or {}).get(i, 2.5 - 0.01 * i)} lr:2e-05 tokens_per_second_per_gpu:2864.1 "
-             f"peak_memory_active:21.3 peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:{grad.get(i, '0.43')} "
-             for i in range(1, 31)]
+    lines = [
+        f"Step {i} | loss:{(loss or {}).get(i, 2.5 - 0.01 * i)} lr:2e-05 tokens_per_second_per_gpu:2864.1 "
+        f"peak_memory_active:21.3 peak_memory_alloc:21.3 peak_memory_reserved:24.5 grad_norm:{grad.get(i, '0.43')} "
+        for i in range(1, 31)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -276,8 +293,7 @@ def test_a_leak_in_every_segment_of_a_torchrun_restarted_run_outranks_the_crashe
     for n, (first, last) in enumerate(segments):
         for step in range(first, last + 1, 10):
             value = 62.0 + 0.04 * (step - first) + rng.gauss(0, 0.05)
-            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / H100_GIB, tps=7421,
-                                          tflops=341.26, mfu=34.5)
+            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / H100_GIB, tps=7421, tflops=341.26, mfu=34.5)
             lines.append(titan.log_line(msg, ts=f"2025-06-01 {8 + n:02d}:{step // 60 % 60:02d}:{step % 60:02d},000", rank=0))
         lines += [
             "[rank0]: Traceback (most recent call last):",
@@ -288,8 +304,10 @@ def test_a_leak_in_every_segment_of_a_torchrun_restarted_run_outranks_the_crashe
             "Of the allocated memory 75.12 GiB is allocated by PyTorch, and 1.71 GiB is reserved by PyTorch but unallocated.",
         ]
         if n < len(segments) - 1:
-            lines.append(f"[2025-06-01 {8 + n:02d}:59:03,118] torch.distributed.elastic.agent.server.api: [INFO] [default] Worker "
-                         f"group FAILED. {2 - n}/3 attempts left; will restart worker group")
+            lines.append(
+                f"[2025-06-01 {8 + n:02d}:59:03,118] torch.distributed.elastic.agent.server.api: [INFO] [default] Worker "
+                f"group FAILED. {2 - n}/3 attempts left; will restart worker group"
+            )
     path = tmp_path / "restarts.log"
     path.write_text("\n".join(lines) + "\n")
     report = analyze([str(path)])

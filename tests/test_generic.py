@@ -12,11 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from memlog.engine.api import analyze
 from memlog.cli import app
+from memlog.engine.api import analyze
 from memlog.parse.generic.fields import COUNTERS, counter_step, fields
 from memlog.parse.generic.mapping import meaning_of
-
 from tests.samples import sample_logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,21 +23,38 @@ GENERIC = [p for p in sample_logs() if p.parent.name == "generic"]
 runner = CliRunner()
 
 
-@pytest.mark.parametrize(("key", "unit", "column"), [
-    ("allocated", "MB", "mem_allocated_gib"), ("MemAllocated", "GB", "mem_allocated_gib"), ("reserved", None, "mem_reserved_gib"),
-    ("cached", None, "mem_reserved_gib"), ("memory", None, "device_mem_used_gib"), ("gpu_mem", "G", "device_mem_used_gib"),
-    ("used", "GB", "device_mem_used_gib"), ("Host RSS Memory", "MB", "host_mem_used_gib"), ("current_process_memory", "MB", "host_mem_used_gib"),
-    ("CPU memory usage", "MB", "host_mem_used_gib"), ("RAM", "GB", "host_mem_used_gib"), ("anon", "MiB", "host_mem_used_gib"),
-])
+@pytest.mark.parametrize(
+    ("key", "unit", "column"),
+    [
+        ("allocated", "MB", "mem_allocated_gib"),
+        ("MemAllocated", "GB", "mem_allocated_gib"),
+        ("reserved", None, "mem_reserved_gib"),
+        ("cached", None, "mem_reserved_gib"),
+        ("memory", None, "device_mem_used_gib"),
+        ("gpu_mem", "G", "device_mem_used_gib"),
+        ("used", "GB", "device_mem_used_gib"),
+        ("Host RSS Memory", "MB", "host_mem_used_gib"),
+        ("current_process_memory", "MB", "host_mem_used_gib"),
+        ("CPU memory usage", "MB", "host_mem_used_gib"),
+        ("RAM", "GB", "host_mem_used_gib"),
+        ("anon", "MiB", "host_mem_used_gib"),
+    ],
+)
 def test_current_memory_keys(key, unit, column):
     assert meaning_of(key, unit).column(running_max=False) == column
 
 
-@pytest.mark.parametrize(("key", "running", "column"), [
-    ("max mem", True, "mem_max_allocated_gib"), ("max mem", False, "mem_peak_allocated_gib"),
-    ("peak-gpu-memory", False, "mem_peak_allocated_gib"), ("max_mem_reserved", True, "mem_max_reserved_gib"),
-    ("MaxMemAllocated", True, "mem_max_allocated_gib"), ("max_reserved", False, "mem_peak_reserved_gib"),
-])
+@pytest.mark.parametrize(
+    ("key", "running", "column"),
+    [
+        ("max mem", True, "mem_max_allocated_gib"),
+        ("max mem", False, "mem_peak_allocated_gib"),
+        ("peak-gpu-memory", False, "mem_peak_allocated_gib"),
+        ("max_mem_reserved", True, "mem_max_reserved_gib"),
+        ("MaxMemAllocated", True, "mem_max_allocated_gib"),
+        ("max_reserved", False, "mem_peak_reserved_gib"),
+    ],
+)
 def test_peak_keys_window_decided_by_values(key, running, column):
     assert meaning_of(key, None).column(running_max=running) == column
 
@@ -53,12 +69,22 @@ def test_keys_not_read(key):
     assert meaning_of(key, "GB" if key == "swap" else None) is None or meaning_of(key, None).role not in ("memory", "loss")
 
 
-@pytest.mark.parametrize(("line", "step"), [
-    ("Epoch [3][1200/7330]\tlr: 2.0e-02, memory: 5737", 3 * 7330 + 1200), ("Epoch(train) [1][ 650/1833]  memory: 3756", 1833 + 650),
-    ("Epoch: [0]  [ 200/5000]  eta: 1:02:03  max mem: 4454", 200), ("iter: 19  total_loss: 1.2", 19), ("Iter 10: Train loss 0.98", 10),
-    ("step 00000003/00001000 | loss 7.1", 3), ("{'global_step/max_steps': '600/22156'}", 600), ("iteration 8/29 |", 8),
-    ("iter_1_after_backward: 729.48 MB", 1), ("epoch 1/10 - it 3/100 - loss 0.69", 103), ("  12  1.43 ms run", 12),
-])
+@pytest.mark.parametrize(
+    ("line", "step"),
+    [
+        ("Epoch [3][1200/7330]\tlr: 2.0e-02, memory: 5737", 3 * 7330 + 1200),
+        ("Epoch(train) [1][ 650/1833]  memory: 3756", 1833 + 650),
+        ("Epoch: [0]  [ 200/5000]  eta: 1:02:03  max mem: 4454", 200),
+        ("iter: 19  total_loss: 1.2", 19),
+        ("Iter 10: Train loss 0.98", 10),
+        ("step 00000003/00001000 | loss 7.1", 3),
+        ("{'global_step/max_steps': '600/22156'}", 600),
+        ("iteration 8/29 |", 8),
+        ("iter_1_after_backward: 729.48 MB", 1),
+        ("epoch 1/10 - it 3/100 - loss 0.69", 103),
+        ("  12  1.43 ms run", 12),
+    ],
+)
 def test_counters(line, step):
     assert next(s for i in range(len(COUNTERS)) if (s := counter_step(i, line)))[0] == step
 
@@ -82,6 +108,7 @@ def test_guess_round_trips_through_a_spec_file(log, tmp_path):
     assert plain.exit_code == loaded.exit_code == 0
     # `steps`: which row of a step stands for it; `readings`: the empty row below is one more
     drop = ("format", "steps", "readings")
+
     # Rows that read a value: a built-in pattern that matches a line without reading anything
     # (EasyR1's `{"step": N` on any JSON line) adds empty rows once the guess is a spec of its own.
     def read(output):
@@ -112,9 +139,11 @@ def test_memory_on_a_line_that_reports_swap_is_host_and_the_process_own_key_wins
     rows = []
     for i in range(1, 13):
         rows.append(f"Epoch(train)  [1][{i * 10:>3}/500]  lr: 2.0000e-02  time: 0.41  memory: {3700 + i % 3}  loss: {1.5 - i / 50:.4f}")
-        rows.append(f"Memory information available_memory: {900000 - 40 * i} MB, used_memory: {60000 + 300 * i} MB, "
-                    f"memory_utilization: 6.0 %, available_swap_memory: 8191 MB, used_swap_memory: 0 MB, "
-                    f"swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 20 * i} MB")
+        rows.append(
+            f"Memory information available_memory: {900000 - 40 * i} MB, used_memory: {60000 + 300 * i} MB, "
+            f"memory_utilization: 6.0 %, available_swap_memory: 8191 MB, used_swap_memory: 0 MB, "
+            f"swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 20 * i} MB"
+        )
     log = tmp_path / "run.log"
     log.write_text("\n".join(rows) + "\n")
     report = analyze([str(log)])
@@ -142,11 +171,14 @@ def test_a_table_whose_header_is_printed_above_each_row(tmp_path):
     `key= value` fields after a row's cells too."""
     lines = []
     for epoch in range(1, 13):
-        lines += ["", ("%11s" * 5) % ("Epoch", "GPU_mem", "box_loss", "Instances", "Size"),
-                  ("%11s" * 2 + "%11.4g" * 3) % (f"{epoch}/12", f"{4 + 0.2 * epoch:.3g}G", 1.5 - epoch / 20, 30, 640)
-                  + f": 100%|##########| 358/358 [01:44<00:00,  3.25it/s] RAM= {10 + epoch % 2 * 0.1:.1f} GB",
-                  "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%",
-                  "                   all        200        495      0.505      0.455      0.505      0.354"]
+        lines += [
+            "",
+            ("%11s" * 5) % ("Epoch", "GPU_mem", "box_loss", "Instances", "Size"),
+            ("%11s" * 2 + "%11.4g" * 3) % (f"{epoch}/12", f"{4 + 0.2 * epoch:.3g}G", 1.5 - epoch / 20, 30, 640)
+            + f": 100%|##########| 358/358 [01:44<00:00,  3.25it/s] RAM= {10 + epoch % 2 * 0.1:.1f} GB",
+            "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%",
+            "                   all        200        495      0.505      0.455      0.505      0.354",
+        ]
     log = tmp_path / "run.log"
     log.write_text("\n".join(lines) + "\n")
     report = analyze([str(log)])
@@ -170,8 +202,7 @@ FAMILY = {"allocated": ["allocated", "alloc", "mem_allocated", "memory_allocated
 def _log(rng: random.Random, leak: bool, names: dict[str, str], order: list[str], extra: int) -> str:
     lines = []
     for step in range(1, 61):
-        values = {names["allocated"]: f"{20000 + (35 * step if leak else 0) + rng.gauss(0, 3):.1f} MB",
-                  names["loss"]: f"{3 - step / 100:.3f}"}
+        values = {names["allocated"]: f"{20000 + (35 * step if leak else 0) + rng.gauss(0, 3):.1f} MB", names["loss"]: f"{3 - step / 100:.3f}"}
         values.update({f"unrelated_{i}": f"{rng.random():.3f}" for i in range(extra)})
         keys = [k for k in order if k in values] + [k for k in values if k not in order]
         lines.append(f"step {step} | " + " | ".join(f"{k}: {values[k]}" for k in keys))
@@ -179,8 +210,14 @@ def _log(rng: random.Random, leak: bool, names: dict[str, str], order: list[str]
 
 
 @settings(max_examples=12, deadline=None)
-@given(leak=st.booleans(), alloc=st.sampled_from(FAMILY["allocated"]), loss=st.sampled_from(FAMILY["loss"]),
-       swap=st.booleans(), extra=st.integers(0, 3), seed=st.integers(0, 1000))
+@given(
+    leak=st.booleans(),
+    alloc=st.sampled_from(FAMILY["allocated"]),
+    loss=st.sampled_from(FAMILY["loss"]),
+    swap=st.booleans(),
+    extra=st.integers(0, 3),
+    seed=st.integers(0, 1000),
+)
 def test_verdict_is_the_same_under_renamed_reordered_and_extra_fields(tmp_path_factory, leak, alloc, loss, swap, extra, seed):
     folder = tmp_path_factory.mktemp("prop")
     base, variant = folder / "base.log", folder / "variant.log"

@@ -23,8 +23,8 @@ from memlog.guard import guard as guard_module
 from memlog.guard.agree import Agreed
 from memlog.guard.readings import GIB, CudaReader, HostReader
 from memlog.guard.snapshot import load_snapshot
-from tests.logwriters import snapshots
 from tests.guard_readings import Clock, healthy, leaking
+from tests.logwriters import snapshots
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -308,8 +308,10 @@ def test_bad_options_are_refused():
 
 
 def test_importing_memlog_imports_no_training_framework():
-    code = ("import sys, memlog, memlog.guard, memlog.cli; "
-            "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'pytorch_lightning') if m in sys.modules))")
+    code = (
+        "import sys, memlog, memlog.guard, memlog.cli; "
+        "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'pytorch_lightning') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
@@ -317,9 +319,9 @@ def test_importing_memlog_imports_no_training_framework():
 def test_the_readme_lines_run_as_written(tmp_path):
     """The few lines README.md shows a user adding to a training script (host readings here)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Inside the run: the guard"):]
+    section = readme[readme.index("## Inside the run: the guard") :]
     start = section.index("```python\n") + len("```python\n")
-    code = section[start:section.index("\n```", start)]
+    code = section[start : section.index("\n```", start)]
     saved: list[int] = []
     namespace = {"run_dir": tmp_path, "total_steps": 120, "train_step": lambda: None, "save_checkpoint": saved.append}
     exec(compile(code, "README.md", "exec"), namespace)

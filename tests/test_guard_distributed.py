@@ -20,8 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_one_ranks_projected_oom_stops_every_rank_at_the_same_step(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    ranks = [subprocess.Popen([sys.executable, "-m", "tests.guard_ranks", str(rank), "2", str(tmp_path / "pg"), str(tmp_path)],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.guard_ranks", str(rank), "2", str(tmp_path / "pg"), str(tmp_path)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     # A safety net only: a hang would end by the process group's own timeout (60 s) well before this.
     outputs = [rank.communicate(timeout=600) for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], [err[-2000:] for _, err in outputs]

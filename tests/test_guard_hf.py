@@ -45,8 +45,16 @@ def train(tmp_path, reader, max_steps: int) -> tuple[transformers.Trainer, Memlo
     clock = Clock()
     callback = MemlogGuardCallback(reader=ticking(reader, clock), background=False, clock=clock)
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=8, save_strategy="no", report_to=[],
-        use_cpu=True, logging_steps=10_000, disable_tqdm=True, dataloader_num_workers=0, seed=0,
+        output_dir=str(tmp_path),
+        max_steps=max_steps,
+        per_device_train_batch_size=8,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        logging_steps=10_000,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
     )
     trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=Sums(), callbacks=[callback])
     trainer.train()

@@ -10,8 +10,8 @@ import os
 import pytest
 
 if os.environ.get("MEMLOG_REQUIRE_GUARD"):  # CI installs memlog[lightning]: these tests must run there
-    import torch
     import lightning.pytorch as L
+    import torch
 else:
     torch = pytest.importorskip("torch", reason="pip install 'memlog[lightning]' to test the Lightning callback")
     L = pytest.importorskip("lightning.pytorch", reason="pip install 'memlog[lightning]' to test the Lightning callback")
@@ -38,8 +38,16 @@ def train(tmp_path, reader, max_steps: int, **trainer_options) -> tuple[L.Traine
     clock = Clock()
     callback = MemlogGuard(reader=ticking(reader, clock), background=False, clock=clock)
     trainer = L.Trainer(
-        max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=str(tmp_path), callbacks=[callback], **trainer_options,
+        max_steps=max_steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        callbacks=[callback],
+        **trainer_options,
     )
     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
     trainer.fit(Tiny(), torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(-1)), batch_size=8))
@@ -66,6 +74,5 @@ def test_a_healthy_run_trains_to_its_end_with_nothing_saved(tmp_path):
 def test_accumulating_gradients_the_guard_steps_once_per_optimizer_step(tmp_path):
     steps = []
     reader = healthy()
-    _, callback = train(tmp_path, ReplayReader(lambda step: steps.append(step) or reader.read(step)), max_steps=30,
-                              accumulate_grad_batches=4)
+    _, callback = train(tmp_path, ReplayReader(lambda step: steps.append(step) or reader.read(step)), max_steps=30, accumulate_grad_batches=4)
     assert steps == list(range(1, 31)) and callback.guard.readings == 30

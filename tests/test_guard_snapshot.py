@@ -180,16 +180,19 @@ def test_the_hostile_reduce_would_run_with_a_plain_unpickler(tmp_path):
     assert marker.exists()
 
 
-@pytest.mark.parametrize("data, said", [
-    (b"not a pickle at all\n", "not a readable pickle"),
-    (pickle.dumps({"segments": [{"blocks": []}]})[:-5], "not a readable pickle"),  # cut short
-    (pickle.dumps(42), "no list of `segments`"),
-    (pickle.dumps({"device_traces": []}), "no list of `segments`"),
-    (pickle.dumps({"segments": [{"blocks": [{"state": "active_allocated", "frames": []}]}]}), "a block without a size"),
-    (pickle.dumps({"segments": [{"blocks": [{"size": 1, "state": "active_allocated", "frames": [{"filename": ["x"]}]}]}]}), "wrong type"),
-    (pickle.dumps({"segments": [{"blocks": [{"size": True, "state": "active_allocated"}]}]}), "a block without a size"),
-    (pickle.dumps({"segments": ["x"]}), "a segment without a list of blocks"),
-])
+@pytest.mark.parametrize(
+    "data, said",
+    [
+        (b"not a pickle at all\n", "not a readable pickle"),
+        (pickle.dumps({"segments": [{"blocks": []}]})[:-5], "not a readable pickle"),  # cut short
+        (pickle.dumps(42), "no list of `segments`"),
+        (pickle.dumps({"device_traces": []}), "no list of `segments`"),
+        (pickle.dumps({"segments": [{"blocks": [{"state": "active_allocated", "frames": []}]}]}), "a block without a size"),
+        (pickle.dumps({"segments": [{"blocks": [{"size": 1, "state": "active_allocated", "frames": [{"filename": ["x"]}]}]}]}), "wrong type"),
+        (pickle.dumps({"segments": [{"blocks": [{"size": True, "state": "active_allocated"}]}]}), "a block without a size"),
+        (pickle.dumps({"segments": ["x"]}), "a segment without a list of blocks"),
+    ],
+)
 def test_malformed_snapshots_are_one_line(tmp_path, data, said):
     path = tmp_path / "bad.pickle"
     path.write_bytes(data)

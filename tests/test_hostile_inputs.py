@@ -9,11 +9,10 @@ Exit codes (memlog.cli): 0 judged and nothing at or above --fail-on, 1 a finding
 
 from __future__ import annotations
 
-import math
-
 import gzip
 import io
 import json
+import math
 import os
 import random
 import re
@@ -28,11 +27,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.base import config as config_module
-from memlog.read import source as reading
-from memlog.parse.catalog import load_specs
 from memlog.cli import app
 from memlog.judge.rulekit import load_rules
-
+from memlog.parse.catalog import load_specs
+from memlog.read import source as reading
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -150,8 +148,7 @@ def test_random_binary(tmp_path):
 def test_millions_of_lines_without_records(tmp_path):
     path = write(tmp_path / "noise.log", b"epoch 3 batch 17 data loader ok\n" * 2_000_000)
     assert cannot_judge(analyze(path)) == (
-        f"memlog: error: no training-step records found in {path}: "
-        f"none of 2,000,000 lines matches a known format (tried: {tried_formats()})"
+        f"memlog: error: no training-step records found in {path}: none of 2,000,000 lines matches a known format (tried: {tried_formats()})"
     )
 
 
@@ -167,8 +164,7 @@ def test_internal_error_is_one_line_even_for_a_polars_panic(flat_log, monkeypatc
 
         monkeypatch.setattr(memlog.engine.api, "analyze", explode)
         assert cannot_judge(analyze(flat_log)) == (
-            f"memlog: error: internal error: {type(exc).__name__}: {str(exc).splitlines()[0]} "
-            "(run with --debug for a traceback)"
+            f"memlog: error: internal error: {type(exc).__name__}: {str(exc).splitlines()[0]} (run with --debug for a traceback)"
         )
 
 
@@ -187,9 +183,7 @@ def test_invalid_utf8_is_replaced_counted_and_the_rest_analysed(tmp_path, flat_l
     path = write(tmp_path / "latin1.log", b"\n".join(raw) + b"\n")
     result = analyze(path, "-o", "json")
     assert result.exit_code == code
-    assert warning_lines(result) == [
-        f"memlog: warning: {path}: 5 undecodable byte(s) replaced (first: line 4); analysed what was readable"
-    ]
+    assert warning_lines(result) == [f"memlog: warning: {path}: 5 undecodable byte(s) replaced (first: line 4); analysed what was readable"]
     report = report_of(result)
     assert report["coverage"]["records"] == clean["coverage"]["records"]
     assert report["verdict"] == clean["verdict"]
@@ -206,9 +200,7 @@ def test_nul_bytes_are_removed_counted_and_the_records_kept(tmp_path, flat_log):
     path = write(tmp_path / "crashed.log", b"\n".join(raw))
     result = analyze(path, "-o", "json")
     assert result.exit_code == code
-    assert warning_lines(result) == [
-        f"memlog: warning: {path}: 4,196 NUL byte(s) removed (first: line 8); analysed what was readable"
-    ]
+    assert warning_lines(result) == [f"memlog: warning: {path}: 4,196 NUL byte(s) removed (first: line 8); analysed what was readable"]
     report = report_of(result)
     assert report["coverage"]["records"] == clean["coverage"]["records"]
     assert (report["coverage"]["sources"][0]["nul_bytes"], report["coverage"]["sources"][0]["first_nul_line"]) == (4196, 8)
@@ -290,17 +282,18 @@ def test_gzip_whose_checksum_fails_says_the_damage_cannot_be_placed(tmp_path):
     path = write(tmp_path / "crc.log.gz", bytes(damaged))
     result = analyze(path, "-o", "json", "--fail-on", "never")
     [warning] = warning_lines(result)
-    assert warning == (f"memlog: warning: {path}: compressed stream is truncated or corrupt (Error -3 while decompressing data: "
-                       f"incorrect data check): read to the end (line {len(lines):,}) but the checksum fails, so some of the "
-                       "text is corrupt and where cannot be told; analysed what was readable")
+    assert warning == (
+        f"memlog: warning: {path}: compressed stream is truncated or corrupt (Error -3 while decompressing data: "
+        f"incorrect data check): read to the end (line {len(lines):,}) but the checksum fails, so some of the "
+        "text is corrupt and where cannot be told; analysed what was readable"
+    )
     assert report_of(result)["coverage"]["sources"][0]["first_damaged_line"] is None
 
 
 def test_concatenated_gzip_members_and_zero_padding_are_read(tmp_path):
     lines = flat_lines(memory=FLAT_GIB * 4)
     half = len(lines) // 2
-    data = (gzip.compress(("\n".join(lines[:half]) + "\n").encode()) + gzip.compress(("\n".join(lines[half:]) + "\n").encode())
-            + b"\0" * 512)
+    data = gzip.compress(("\n".join(lines[:half]) + "\n").encode()) + gzip.compress(("\n".join(lines[half:]) + "\n").encode()) + b"\0" * 512
     result = analyze(write(tmp_path / "appended.log.gz", data), "-o", "json", "--fail-on", "never")
     assert result.exit_code == 0 and result.stderr == "", result.stderr
     assert report_of(result)["coverage"]["sources"][0]["lines"] == len(lines)
@@ -357,9 +350,7 @@ def test_long_line_without_newline_is_cut_and_counted(tmp_path, flat_log):
     path = write(tmp_path / "long.log", flat_log.read_bytes() + b"x" * (3 * reading.MAX_LINE_BYTES))
     result = analyze(path, "-o", "json")
     assert result.exit_code == code
-    assert warning_lines(result) == [
-        f"memlog: warning: {path}: 1 over-long line(s) cut (first: line 14); analysed what was readable"
-    ]
+    assert warning_lines(result) == [f"memlog: warning: {path}: 1 over-long line(s) cut (first: line 14); analysed what was readable"]
     source = report_of(result)["coverage"]["sources"][0]
     assert (source["truncated_lines"], source["first_truncated_line"], source["lines"]) == (1, 14, 14)
 
@@ -379,9 +370,7 @@ PEAK_RSS_CHILD = textwrap.dedent(
 
 def run_measured(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, int]:
     """`memlog analyze ARGS` in a fresh interpreter: the result and its peak RSS in KiB."""
-    proc = subprocess.run(
-        [sys.executable, "-c", PEAK_RSS_CHILD, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
-    )
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_CHILD, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
     peak = re.search(r"peak_rss_kib (\d+)", proc.stderr)
     assert peak, proc.stderr
     return proc, int(peak.group(1))
@@ -802,8 +791,11 @@ def test_group_names_read_together_are_those_read_one_by_one():
 
     specs = load_specs().values()
     wrappers = builtin_wrappers().values()
-    every = sorted({r for spec in specs for p in spec.patterns for r in (p.regex, *p.fields)} | {p for spec in specs for p in spec.logger_prefixes}
-                   | {r for w in wrappers for r in (w.prefix, w.suffix, w.marker and w.marker["regex"]) if r})
+    every = sorted(
+        {r for spec in specs for p in spec.patterns for r in (p.regex, *p.fields)}
+        | {p for spec in specs for p in spec.logger_prefixes}
+        | {r for w in wrappers for r in (w.prefix, w.suffix, w.marker and w.marker["regex"]) if r}
+    )
     one_by_one = {}
     for regex_ in every:
         regexes._GROUP_NAMES.clear()
@@ -829,9 +821,7 @@ def test_group_names_read_together_are_those_read_one_by_one():
 def test_spec_wrong_shapes(tmp_path, flat_log, body, message):
     line, spec = spec_error(flat_log, tmp_path, ("name: mine\n" if not body.startswith("name:") else "") + body + "\n")
     if message is None:
-        assert line.startswith(f"memlog: error: {spec.name}: logger prefix ") or line.startswith(
-            f"memlog: error: {spec}: cannot read format spec ("
-        ), line
+        assert line.startswith((f"memlog: error: {spec.name}: logger prefix ", f"memlog: error: {spec}: cannot read format spec (")), line
     else:
         assert line == "memlog: error: " + message.format(spec=spec)
 
@@ -877,9 +867,24 @@ def test_spec_pathological_regex_runs_in_linear_time(tmp_path):
 
 def test_fuzz_small_budget_finds_no_crash_or_hang(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "fuzz.py"), "--budget", "150", "--workers", "2", "--seed", "1",
-         "--timeout", "30", "--save", str(tmp_path / "found")],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "fuzz.py"),
+            "--budget",
+            "150",
+            "--workers",
+            "2",
+            "--seed",
+            "1",
+            "--timeout",
+            "30",
+            "--save",
+            str(tmp_path / "found"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     figures = dict(re.findall(r"^(\w[\w ]*\w): +(\S+)", proc.stdout, re.MULTILINE))
@@ -934,8 +939,7 @@ def test_a_fifo_is_read_once_and_never_hangs(tmp_path, output):
     log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
     writer = threading.Thread(target=lambda: fifo.write_bytes(log.read_bytes()), daemon=True)
     writer.start()
-    result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(fifo), "-o", output],
-                            capture_output=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(fifo), "-o", output], capture_output=True, timeout=120)
     assert result.returncode == 1, result.stderr
 
 
@@ -953,8 +957,13 @@ def test_a_fifo_and_stdin_quote_the_same_evidence_lines_as_the_file(tmp_path):
     private_tmp.mkdir()
 
     def quoted(args, **kw):
-        result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, "-o", "markdown"],
-                                capture_output=True, timeout=120, env={**os.environ, "TMPDIR": str(private_tmp)}, **kw)
+        result = subprocess.run(
+            [sys.executable, "-m", "memlog", "analyze", *args, "-o", "markdown"],
+            capture_output=True,
+            timeout=120,
+            env={**os.environ, "TMPDIR": str(private_tmp)},
+            **kw,
+        )
         assert result.returncode == 1, result.stderr
         return [line for line in result.stdout.decode().splitlines() if "step:" in line]
 
@@ -975,15 +984,15 @@ def test_yaml_bombs_and_endless_configs_fail_in_one_line(tmp_path):
 
     log = Path(__file__).resolve().parent.parent / "sample_logs" / "torchtitan" / "fr5_two_points.log"
     bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("rules:\n  memory-leak: &a {x: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n"
-                    + "".join(f"k{i}: &k{i} [*{'a' if i == 0 else f'k{i - 1}'}, *{'a' if i == 0 else f'k{i - 1}'}]\n" for i in range(150)))
+    bomb.write_text(
+        "rules:\n  memory-leak: &a {x: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n"
+        + "".join(f"k{i}: &k{i} [*{'a' if i == 0 else f'k{i - 1}'}, *{'a' if i == 0 else f'k{i - 1}'}]\n" for i in range(150))
+    )
     specs = tmp_path / "formats"
     specs.mkdir()
     (specs / "big.yaml").write_text("name: big\n" + "#" * (2 * 1024 * 1024) + "\n")
-    for args, why in ((["--config", "/dev/zero"], "is a device"), (["--config", str(bomb)], "aliases"),
-                      (["--formats-dir", str(specs)], "larger than")):
-        result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, str(log)], capture_output=True,
-                                text=True, timeout=60)
+    for args, why in ((["--config", "/dev/zero"], "is a device"), (["--config", str(bomb)], "aliases"), (["--formats-dir", str(specs)], "larger than")):
+        result = subprocess.run([sys.executable, "-m", "memlog", "analyze", *args, str(log)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and why in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
 
@@ -1020,20 +1029,27 @@ def test_stdin_closed_or_a_directory_is_one_line(tmp_path):
     folder = tmp_path / "logs"
     folder.mkdir()
     for command in ("analyze", "watch"):
-        closed = subprocess.run(["sh", "-c", f'exec "$0" -m memlog {command} - <&-', sys.executable],
-                                capture_output=True, text=True, timeout=60, cwd=REPO)
+        closed = subprocess.run(["sh", "-c", f'exec "$0" -m memlog {command} - <&-', sys.executable], capture_output=True, text=True, timeout=60, cwd=REPO)
         assert (closed.returncode, closed.stdout) == (2, ""), closed.stderr
-        assert closed.stderr.splitlines() == [
-            "memlog: error: <stdin>: standard input is closed; pipe or redirect a log into it, or name the file"]
+        assert closed.stderr.splitlines() == ["memlog: error: <stdin>: standard input is closed; pipe or redirect a log into it, or name the file"]
     rebound = subprocess.run(
-        [sys.executable, "-c", "import os, sys; os.dup2(os.open(sys.argv[1], os.O_RDONLY), 0); "
-         "sys.argv = ['memlog', 'analyze', '-']; from memlog.cli import main; main()", str(folder)],
-        capture_output=True, text=True, timeout=60, cwd=REPO, stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; os.dup2(os.open(sys.argv[1], os.O_RDONLY), 0); sys.argv = ['memlog', 'analyze', '-']; from memlog.cli import main; main()",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     assert (rebound.returncode, rebound.stdout) == (2, ""), rebound.stderr
-    assert rebound.stderr.splitlines() == [
-        "memlog: error: <stdin>: is a directory, not a log file; name the directory as an argument to read its logs"]
-    shell = subprocess.run(["sh", "-c", 'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)],
-                           capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert rebound.stderr.splitlines() == ["memlog: error: <stdin>: is a directory, not a log file; name the directory as an argument to read its logs"]
+    shell = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m memlog analyze - < "$1"', sys.executable, str(folder)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     assert shell.stdout == ""
     if shell.returncode != 2:  # today's CPython: refused before memlog runs (documented in the README)
         assert shell.returncode == 1 and "init_sys_streams: <stdin> is a directory" in shell.stderr, shell.stderr
@@ -1045,13 +1061,11 @@ def test_closed_stdout_or_stderr_is_not_an_internal_error():
     log = REPO / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
 
     def run(args, redirect):
-        return subprocess.run(["sh", "-c", f'exec "$0" -m memlog {args} {redirect}', sys.executable],
-                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        return subprocess.run(["sh", "-c", f'exec "$0" -m memlog {args} {redirect}', sys.executable], capture_output=True, text=True, timeout=120, cwd=REPO)
 
     no_stdout = run(f"analyze {log}", ">&-")
     assert no_stdout.returncode == 2
-    assert no_stdout.stderr.splitlines() == [
-        "memlog: error: standard output is closed: there is nowhere to write to (redirect it to a file instead)"]
+    assert no_stdout.stderr.splitlines() == ["memlog: error: standard output is closed: there is nowhere to write to (redirect it to a file instead)"]
     assert run(f"analyze {log}", "2>&- >/dev/null").returncode == 1  # the leak: the verdict's own code
     assert run("analyze /nonexistent.log", "2>&-").returncode == 2
     assert run(f"analyze {log}", ">&- 2>&-").returncode == 2
@@ -1070,9 +1084,19 @@ def test_finite_extremes_render_in_every_mode(tmp_path, extreme):
     assert "Not drawn: values from" in result.stdout or extreme == "1e154"
 
 
-@pytest.mark.parametrize("low, high", [(1e300, 1e300), (0.0, 5e-324), (-1.7e308, 1.7e308), (2.5, 2.5), (30.0, 31.0),
-                                       (1.7976931348623157e308, 1.7976931348623157e308),
-                                       (-1.7976931348623157e308, 1.7976931348623157e308), (-1.7e308, -1.7e308)])
+@pytest.mark.parametrize(
+    "low, high",
+    [
+        (1e300, 1e300),
+        (0.0, 5e-324),
+        (-1.7e308, 1.7e308),
+        (2.5, 2.5),
+        (30.0, 31.0),
+        (1.7976931348623157e308, 1.7976931348623157e308),
+        (-1.7976931348623157e308, 1.7976931348623157e308),
+        (-1.7e308, -1.7e308),
+    ],
+)
 def test_html_value_ticks_cover_any_finite_range(low, high):
     """Found by scripts/fuzz.py: a loss of 1e300 at every step (1e300 - 1 == 1e300) and readings
     5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span; a flat
@@ -1120,7 +1144,10 @@ def test_fuzz_findings_near_the_float_limits(tmp_path, flat_log):
             result = analyze(log, *extra, "-o", output, "--fail-on", "never", *(["--chart"] if output == "text" else []))
             assert result.exit_code == 0 and result.stderr == "", (output, log.name, result.stderr)
     # fuzz input 7700 as found (DeepSpeed lines, a step of 2**53): its HTML chart divided by zero
-    found = write(tmp_path / "found.log", b'[2024-08-14 09:12:39,213] [INFO] [utils.py:789:see_eemori_usage] CPU Virtual Memory:  used =096.06 GB, Percent = 9.5%\n[2024-08-14 09:12:39,618] [INF\xcf] [logging.py:96:log_dirt] [Rank 0] step=9007199254740992, skipped=0, lr=[4.000000000000001e-06, 4.000000000000001e-06], mom=[(0.9, 0.999), (0.9, 0.999)]\n[2024-08-14 09:12:39,622] [INFO] [utids.py:781:see_memory_usagg] Engine after steq\n[2024-08-14 09:12:39,623] [INFO] [utils.py:782:see_memosy_usage] MA 23.53 GB         Max_MA 24.73 GB         CA 37.96 GB   "     Max_CA 38 GB \n[2024-08-14 09:12:39,624] _INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.19 GB, percent = 9.5%\n')
+    found = write(
+        tmp_path / "found.log",
+        b'[2024-08-14 09:12:39,213] [INFO] [utils.py:789:see_eemori_usage] CPU Virtual Memory:  used =096.06 GB, Percent = 9.5%\n[2024-08-14 09:12:39,618] [INF\xcf] [logging.py:96:log_dirt] [Rank 0] step=9007199254740992, skipped=0, lr=[4.000000000000001e-06, 4.000000000000001e-06], mom=[(0.9, 0.999), (0.9, 0.999)]\n[2024-08-14 09:12:39,622] [INFO] [utids.py:781:see_memory_usagg] Engine after steq\n[2024-08-14 09:12:39,623] [INFO] [utils.py:782:see_memosy_usage] MA 23.53 GB         Max_MA 24.73 GB         CA 37.96 GB   "     Max_CA 38 GB \n[2024-08-14 09:12:39,624] _INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 96.19 GB, percent = 9.5%\n',
+    )
     result = analyze(found, "-o", "html", "--fail-on", "never")
     assert result.exit_code == 0 and "Not drawn" in result.stdout, result.stderr
     cfg = write(tmp_path / "memlog.yaml", "rules:\n  corrupt-readings: {min_readings: 0}\n")  # now refused: a count is at least 1

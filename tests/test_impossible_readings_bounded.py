@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from memlog.base.limits import MAX_EVENTS_PER_KIND
 from memlog.cli import app
 from memlog.tables.series import build_series
-
 from tests.synthetic import titan_log
 from tests.test_series_binning import _records
 

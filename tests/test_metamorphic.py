@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memlog.read import hardwrap
 from memlog.engine.api import analyze
+from memlog.read import hardwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = sorted(p for p in (ROOT / "sample_logs").rglob("*.log"))
@@ -67,8 +67,10 @@ def _params(logs: list[Path]) -> list:
 @pytest.mark.parametrize("log", _params(LOGS))
 def test_a_launcher_prefix_changes_nothing(tmp_path, bare, log):
     if hardwrap.wrap_of(log.read_bytes()) is not None:
-        pytest.skip("a hard-wrapped paste: a launcher's prefix comes before the terminal wraps a line, so "
-                    "prefixing every wrapped piece makes a log no launcher writes (wrapping: the test below)")
+        pytest.skip(
+            "a hard-wrapped paste: a launcher's prefix comes before the terminal wraps a line, so "
+            "prefixing every wrapped piece makes a log no launcher writes (wrapping: the test below)"
+        )
     # A launcher labels each line it relays, up to its `\n`: a progress bar's `\r` inside one is not a
     # line of its own to it (the pieces after it keep no label but the line's: unwrap.with_line_prefixes).
     lines = log.read_bytes().split(b"\n")

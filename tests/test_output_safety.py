@@ -21,7 +21,6 @@ import typer.main
 from typer.testing import CliRunner
 
 from memlog.cli import app
-
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -254,13 +253,20 @@ def test_no_workflow_command_survives_in_text_json_github_or_stderr(tmp_path):
 
     assert no_workflow_commands("a\n  ::add-mask::x ##[error]y") == "a\n  : :add-mask::x # #[error]y"
     name = tmp_path / "::warning::run ##[error]x.log"
-    name.write_text("".join(
-        f"(WorkerDict ##[error]x ::add-mask::secret pid=4242) step:{i} - actor/pg_loss:0.5 - "
-        f"perf/max_memory_allocated_gb:{30 + 0.001 * i:.3f}\n" for i in range(1, 30)))
+    name.write_text(
+        "".join(
+            f"(WorkerDict ##[error]x ::add-mask::secret pid=4242) step:{i} - actor/pg_loss:0.5 - perf/max_memory_allocated_gb:{30 + 0.001 * i:.3f}\n"
+            for i in range(1, 30)
+        )
+    )
     for output in ("text", "json", "github", "markdown"):
         for width in ("60", "200"):
-            result = subprocess.run([sys.executable, "-m", "memlog", "analyze", str(name), "-o", output],
-                                    capture_output=True, text=True, env={"COLUMNS": width, "PATH": "/usr/bin:/bin"})
+            result = subprocess.run(
+                [sys.executable, "-m", "memlog", "analyze", str(name), "-o", output],
+                capture_output=True,
+                text=True,
+                env={"COLUMNS": width, "PATH": "/usr/bin:/bin"},
+            )
             assert result.returncode in (0, 1), result.stderr
             for line in (result.stdout + result.stderr).splitlines():
                 assert "##[" not in line, (output, line)
@@ -282,8 +288,7 @@ def test_a_file_name_that_is_not_utf8_gives_valid_documents_on_a_strict_stdout(t
         out.write(log.read_bytes())
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
     for output in ("text", "json", "sarif", "junit", "markdown", "github", "html"):
-        result = subprocess.run([os.fsencode(sys.executable), b"-m", b"memlog", b"analyze", name, b"-o", output.encode()],
-                                capture_output=True, env=env)
+        result = subprocess.run([os.fsencode(sys.executable), b"-m", b"memlog", b"analyze", name, b"-o", output.encode()], capture_output=True, env=env)
         assert result.returncode == 1, (output, result.stderr)
         text = result.stdout.decode("utf-8")  # strictly valid UTF-8
         assert "\ufffd" in text or output == "github", output
@@ -300,8 +305,7 @@ def hostile_spec_folder(tmp_path: Path) -> Path:
     spec = {
         "name": evil,
         "title": "Title " + evil,
-        "records": [{"name": "r", "literal": "train_step=",
-                     "regex": r"^train_step=(?P<step>\d+) mem=(?P<mem_allocated_gib>\d+(?:\.\d+)?)GiB"}],
+        "records": [{"name": "r", "literal": "train_step=", "regex": r"^train_step=(?P<step>\d+) mem=(?P<mem_allocated_gib>\d+(?:\.\d+)?)GiB"}],
     }
     (folder / "evil.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return folder

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from memlog.render.safety import no_workflow_commands, safe, safe_json
-
 from tests import fleet_tree
 from tests.synthetic import titan_log
 
@@ -35,8 +34,7 @@ def runner_reads_a_command(line: str) -> bool:
 def memlog(*args: bytes | str) -> subprocess.CompletedProcess:
     """memlog in a child whose stdout is strictly UTF-8: the bytes it writes are checked as they are."""
     argv = [os.fsencode(sys.executable), b"-m", b"memlog", *(os.fsencode(a) if isinstance(a, str) else a for a in args)]
-    return subprocess.run(argv, capture_output=True, cwd=REPO, timeout=300,
-                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict", "COLUMNS": "200"})
+    return subprocess.run(argv, capture_output=True, cwd=REPO, timeout=300, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict", "COLUMNS": "200"})
 
 
 @pytest.mark.parametrize("blank", BLANKS)
@@ -58,8 +56,7 @@ def test_lone_surrogates_become_replacement_characters():
 def odd_names(tmp_path_factory) -> Path:
     """Runs whose names are not UTF-8 or start with a Unicode blank and a workflow command."""
     folder = tmp_path_factory.mktemp("odd")
-    raw = [b"run\xff\xfe.log"] + [(blank + command + ".log").encode() for blank, command in
-                                  zip(BLANKS, ["::add-mask::secret", "::error::boom"] * len(BLANKS))]
+    raw = [b"run\xff\xfe.log"] + [(blank + command + ".log").encode() for blank, command in zip(BLANKS, ["::add-mask::secret", "::error::boom"] * len(BLANKS))]
     for name in raw:
         titan_log(Path(os.fsdecode(os.path.join(os.fsencode(folder), name))), {0: fleet_tree.LEAK}, fleet_tree.STEPS)
     return folder
@@ -100,8 +97,10 @@ def test_compare_output_is_utf8_and_starts_no_workflow_command(odd_names, output
 
 def test_the_verdict_line_comes_first_for_every_command_in_github_mode(odd_names, tmp_path):
     log = odd_names / (BLANKS[1] + "::error::boom.log")
-    firsts = [memlog(*args, "-o", "github").stdout.decode("utf-8").splitlines()[0]
-              for args in (["analyze", str(log)], ["scan", str(log), "--jobs", "1"], ["compare", str(log), str(log)])]
+    firsts = [
+        memlog(*args, "-o", "github").stdout.decode("utf-8").splitlines()[0]
+        for args in (["analyze", str(log)], ["scan", str(log), "--jobs", "1"], ["compare", str(log), str(log)])
+    ]
     assert all(first.startswith("memlog verdict: ") for first in firsts), firsts
 
 

@@ -8,12 +8,12 @@ import time
 import polars as pl
 import pytest
 
+from memlog.base.parallel import ordered_map
 from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
-from tests.logwriters import torchtitan as titan
-from memlog.base.parallel import ordered_map
 from memlog.parse.chunks import ChunkParser
 from memlog.read.source import Source, read_pieces, to_frame
+from tests.logwriters import torchtitan as titan
 from tests.samples import sample_logs
 
 SAMPLES = [str(p) for p in sample_logs()]
@@ -75,9 +75,15 @@ def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwra
     blocks crossing chunks (rows a block carries into the next chunk are unwrapped then) and a line
     another rank glued into (two rows of one line)."""
     glued = tmp_path / "easyr1_glued.log"
-    block = ["(Runner pid=7) Step {step}", "(Runner pid=7) actor:", "(Runner pid=7)   pg_loss: -0.01",
-             "(Runner pid=7) perf:", "(Runner pid=7)   max_memory_allocated_gb: {mem}",
-             "(Runner pid=7)   max_memory_reserved_gb: {mem}", "(Runner pid=7)   cpu_memory_used_gb: 12.5"]
+    block = [
+        "(Runner pid=7) Step {step}",
+        "(Runner pid=7) actor:",
+        "(Runner pid=7)   pg_loss: -0.01",
+        "(Runner pid=7) perf:",
+        "(Runner pid=7)   max_memory_allocated_gb: {mem}",
+        "(Runner pid=7)   max_memory_reserved_gb: {mem}",
+        "(Runner pid=7)   cpu_memory_used_gb: 12.5",
+    ]
     lines = []
     for step in range(1, 40):
         # The glued line inside the block, where its two rows must not read as a gap in the block.
@@ -105,6 +111,7 @@ def test_rows_unwrapped_for_block_parsers_in_the_scan_are_those_they_would_unwra
 def _same_frames(mine: list, theirs: list) -> bool:
     """A scan's frames (events with continuation lines are (frame, continuation) pairs) equal, NaN
     (a loss the log printed as nan) equal to NaN."""
+
     def frame(item):
         return item[0] if isinstance(item, tuple) else item
 
@@ -126,7 +133,7 @@ def test_chunks_scanned_together_scan_as_each_alone(monkeypatch, max_rows):
     for sample in SAMPLES:
         chunks = [to_frame(piece) for piece in read_pieces(Source(sample), 4096)]
         for first in range(0, len(chunks), 3):
-            group = chunks[first:first + 3]
+            group = chunks[first : first + 3]
             for alone, together in zip([parser.scan(chunk) for chunk in group], parser.scan_together(group)):
                 assert alone.lines.equals(together.lines) and alone.candidates.equals(together.candidates)
                 for name in ("unwrapped", "markers"):
@@ -144,8 +151,12 @@ def test_chunks_scanned_together_scan_as_each_alone(monkeypatch, max_rows):
 
 def test_read_stats_keep_the_first_damaged_line_in_file_order(tmp_path, monkeypatch):
     log = tmp_path / "damaged.log"
-    good = [titan.log_line(titan.step_line_2025_03(step=i, loss=2.0, mem_gib=3.18, mem_pct=1.7, tps=1000, tflops=47.9, mfu=4.84),
-                           ts="2025-06-01 08:00:00,000", rank=0) for i in range(1, 400)]
+    good = [
+        titan.log_line(
+            titan.step_line_2025_03(step=i, loss=2.0, mem_gib=3.18, mem_pct=1.7, tps=1000, tflops=47.9, mfu=4.84), ts="2025-06-01 08:00:00,000", rank=0
+        )
+        for i in range(1, 400)
+    ]
     body = "".join(line + "\n" for line in good).encode()
     # Bad bytes and NULs early and late: the report must name the early line whichever chunk ends first.
     log.write_bytes(b"\xff\n" + body + b"\0\0\n" + body + b"\xfe\0\n")

@@ -26,17 +26,17 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.engine.api import parse_sources, select_specs
 from memlog.parse.catalog import load_specs
-from memlog.base.columns import ALL_VALUE_COLUMNS
+from memlog.parse.chunks import parse_line
 from memlog.parse.formats import FormatSpec, all_logger_prefixes
+from memlog.parse.unwrap import INTERLEAVED, Unwrapper, split_interleaved
+from memlog.read.source import Source, compression_of, read_chunks
 from tests.logwriters import ray
 from tests.logwriters.python import asctime
 from tests.logwriters.pytorch import torchrun_prefix
 from tests.logwriters.torchtitan import logger_prefix
-from memlog.parse.chunks import parse_line
-from memlog.read.source import Source, compression_of, read_chunks
-from memlog.parse.unwrap import INTERLEAVED, Unwrapper, split_interleaved
 
 SPECS = load_specs()
 UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -44,15 +44,15 @@ VALUE_FIELDS = frozenset(ALL_VALUE_COLUMNS) | {"step"}
 # Derandomized: CI sees the same examples each run; MEMLOG_PROPERTY_EXAMPLES=N explores N fresh ones
 # (as tests/test_verdict_properties.py), so a chance find is a finding, not a red CI.
 _EXPLORE = int(os.environ.get("MEMLOG_PROPERTY_EXAMPLES", "0"))
-FAST = settings(max_examples=_EXPLORE or 60, deadline=None, derandomize=not _EXPLORE,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=_EXPLORE or 60, deadline=None, derandomize=not _EXPLORE, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Bytes that stress a reader: newlines, CRs, NULs, gzip magic, invalid UTF-8, escapes.
 hostile_bytes = st.lists(
     st.one_of(
         st.binary(max_size=64),
-        st.sampled_from([b"\n", b"\r", b"\r\n", b"\0" * 17, b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\xfd7zXZ\x00", b"\xff\xfe", b"\xe2\x82",
-                         b"\x1b[2J", b"step: 1 "]),
+        st.sampled_from(
+            [b"\n", b"\r", b"\r\n", b"\0" * 17, b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\xfd7zXZ\x00", b"\xff\xfe", b"\xe2\x82", b"\x1b[2J", b"step: 1 "]
+        ),
     ),
     max_size=40,
 ).map(b"".join)
@@ -169,7 +169,8 @@ SGR = st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b[38;2;54;234;195m", "\x1b[1;3
     body=st.text(BODY_CHARS, min_size=1, max_size=80).filter(lambda b: not b[0].isspace() and b[0] != ">"),
     colours=st.lists(st.tuples(st.integers(0, 80), SGR), max_size=4),
     rank=st.none() | st.integers(0, 4095),
-    actor_pid_ip=st.none() | st.tuples(st.from_regex(r"[A-Z][A-Za-z]{0,20}", fullmatch=True) | st.none(), st.integers(1, 4_000_000), st.ip_addresses(v=4).map(str)),
+    actor_pid_ip=st.none()
+    | st.tuples(st.from_regex(r"[A-Z][A-Za-z]{0,20}", fullmatch=True) | st.none(), st.integers(1, 4_000_000), st.ip_addresses(v=4).map(str)),
     titan_ts=st.none() | st.datetimes(datetime(1970, 1, 1), datetime(2999, 12, 31)).map(asctime),
 )
 def test_prefixes_unwrap_to_the_body_and_the_values_that_made_them(body, colours, rank, actor_pid_ip, titan_ts):

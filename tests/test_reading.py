@@ -145,8 +145,10 @@ def test_lines_that_merely_share_the_longest_length_are_not_joined(tmp_path):
     constant = [f"2025-06-01 10:00:{i % 60:02d} | INFO | step {i:08d}/00001000 | loss {1 + i / 1e3:.4f} | peak-gpu-memory 57.26 GB" for i in range(300)]
     pairs = []
     for i in range(1, 100):
-        pairs += [f"Epoch(train) [1][{i:>3}/500]  lr: 2.0000e-02  memory: {3700 + i % 3}  loss: {1.5 - i / 500:.4f}",
-                  f"Memory information used_memory: {60000 + 300 * i:06d} MB, swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 2 * i:06d} MB"]
+        pairs += [
+            f"Epoch(train) [1][{i:>3}/500]  lr: 2.0000e-02  memory: {3700 + i % 3}  loss: {1.5 - i / 500:.4f}",
+            f"Memory information used_memory: {60000 + 300 * i:06d} MB, swap_memory_utilization: 0.0 %, current_process_memory: {10000 + 2 * i:06d} MB",
+        ]
     for name, lines in (("constant", constant), ("pairs", ["Checkpoints will be saved to /work_dirs.", *pairs])):
         log = tmp_path / f"{name}.log"
         log.write_text("\n".join(lines) + "\n")
@@ -156,8 +158,27 @@ def test_lines_that_merely_share_the_longest_length_are_not_joined(tmp_path):
 # Bytes the two ways of splitting a piece could read differently: line ends, CR, NUL, quotes and
 # separators a CSV reader knows, a byte-order mark, U+FFFD printed, invalid and multi-byte UTF-8,
 # the magic bytes of gzip, zlib and zstd (polars' reader decompresses what starts with them).
-_AWKWARD = [b"a", b"\n", b"\r", b"\0", b'"', b",", b"\t", b" ", b"#", b"\xef\xbb\xbf", b"\xef\xbf\xbd",
-            b"\xff", b"\xc3", b"\xc3\xa9", b"\xe2\x96\x88", b"\x1f\x8b", b"x\x01", b"x\x9c", b"(\xb5/\xfd"]
+_AWKWARD = [
+    b"a",
+    b"\n",
+    b"\r",
+    b"\0",
+    b'"',
+    b",",
+    b"\t",
+    b" ",
+    b"#",
+    b"\xef\xbb\xbf",
+    b"\xef\xbf\xbd",
+    b"\xff",
+    b"\xc3",
+    b"\xc3\xa9",
+    b"\xe2\x96\x88",
+    b"\x1f\x8b",
+    b"x\x01",
+    b"x\x9c",
+    b"(\xb5/\xfd",
+]
 
 
 @settings(max_examples=400, deadline=None)
@@ -182,7 +203,7 @@ def test_polars_split_is_taken_for_utf8_text():
     """The fast path is the one valid UTF-8 (with CRs, quotes, empty lines) takes."""
     data = 'a,"b\r\n\n\r\n é █ \ufffd\n'.encode()
     split = reading._split_utf8(data, data.count(b"\n"))
-    assert split is not None and split.to_list() == ["a,\"b", "", "", " é █ \ufffd"]
+    assert split is not None and split.to_list() == ['a,"b', "", "", " é █ \ufffd"]
     assert reading._split_utf8(b"\xff\n", 1) is None and reading._split_utf8(b"\xef\xbb\xbfx\n", 1) is None
     assert reading._split_utf8(b"x\x01 not zlib\n", 1) is None  # polars would take it for zlib
 

@@ -41,6 +41,7 @@ def test_the_stage_map_follows_the_structure_test():
 
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     headings = re.findall(r"^### \d+\. (.+)$", text, re.M)
+
     def shown(stage: str) -> str:  # a stage folder, or a module file of the command line
         name = stage.split(".", 1)[1]
         return name if (ROOT / "memlog" / name).is_dir() else f"{name}.py"
@@ -50,8 +51,11 @@ def test_the_stage_map_follows_the_structure_test():
 
 def test_every_path_the_docs_cite_exists():
     """A backquoted repository path in README.md, CONTRIBUTING.md, CHANGELOG.md or docs/ names a file or folder that is there."""
-    pages = [ROOT / "README.md", *(ROOT / name for name in ("CONTRIBUTING.md", "CHANGELOG.md") if (ROOT / name).exists()),
-             *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [
+        ROOT / "README.md",
+        *(ROOT / name for name in ("CONTRIBUTING.md", "CHANGELOG.md") if (ROOT / name).exists()),
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
     missing = []
     for page in pages:
         for path in re.findall(r"`((?:memlog|parsers|rules|tests|scripts|benchmarks|docs|sample_logs)/[\w./*-]*)`", page.read_text(encoding="utf-8")):

@@ -15,8 +15,10 @@ from memlog.engine import formatcheck
 runner = CliRunner()
 # The catastrophic part first, a long tail after it: each of the hundreds of prefixes that still
 # hold the repeat and the `b` after it backtracked until its own timeout.
-EVIL = (r"step (?P<step>\d+) (?:a|aa)+b memory (?P<mem_allocated_gib>[\d.]+) GiB"
-        r" of the device in use at this point of the training run")
+EVIL = (
+    r"step (?P<step>\d+) (?:a|aa)+b memory (?P<mem_allocated_gib>[\d.]+) GiB"
+    r" of the device in use at this point of the training run"
+)
 SPEC = f"""name: evil
 records:
   - name: r

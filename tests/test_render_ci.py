@@ -15,7 +15,6 @@ from memlog.cli import app
 from memlog.render.github import escape_data, escape_property, render_github
 from memlog.render.junit import render_junit
 from memlog.render.sarif import render_sarif
-
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
@@ -148,6 +147,6 @@ def test_junit_follows_fail_on():
 
 def test_junit_survives_control_characters():
     report = sample_report(TORCHTITAN_LEAK)
-    report = type(report)(**{**report.__dict__})
+    report = type(report)(**report.__dict__)
     report.findings = [type(f)(**{**f.__dict__, "message": "bad \x00\x1b[31m \ufffe text"}) for f in report.findings]
     ET.fromstring(render_junit(report))  # parses: nothing XML 1.0 forbids got through

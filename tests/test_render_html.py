@@ -16,13 +16,12 @@ from typer.testing import CliRunner
 from memlog.cli import app
 from memlog.render.html import render_html
 from memlog.report.report import SeriesView
-
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
 SCRIPT = "<script>alert(1)</script>"
-HOSTILE = f'{SCRIPT} "quoted" \'single\' <img src=https://evil.example/x.png onerror=alert(2)> </svg></pre> ]]> <!-- & &amp;'
+HOSTILE = f"{SCRIPT} \"quoted\" 'single' <img src=https://evil.example/x.png onerror=alert(2)> </svg></pre> ]]> <!-- & &amp;"
 FETCHING_ATTRIBUTES = {"src", "href", "srcset", "poster", "data", "action", "formaction", "xlink:href", "background", "ping"}
 
 
@@ -54,7 +53,7 @@ def elements(page: str) -> Elements:
 def assert_valid_and_self_contained(page: str) -> None:
     """Parses as HTML5 without a single parse error (html5lib, strict), has no script, and names
     nothing to fetch: no src, every href a link inside the page, no url() in CSS but data:."""
-    assert page.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en">')
     html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(page)
     found = elements(page)
     tags = [tag for tag, _ in found.tags]
@@ -119,7 +118,7 @@ def test_hostile_log_text_is_escaped_everywhere():
     report.findings[0].message = HOSTILE
     report.findings[0].hints = [HOSTILE]
     report.findings[0].evidence = {**report.findings[0].evidence, "observed": {"worker": HOSTILE}}
-    report.log_lines = {key: HOSTILE for key in report.log_lines}
+    report.log_lines = dict.fromkeys(report.log_lines, HOSTILE)
     report.command = f"memlog analyze '{HOSTILE}' -o html"
     page = render_html(report)
     assert_valid_and_self_contained(page)
@@ -149,9 +148,7 @@ def test_the_page_is_deterministic():
 
 def test_many_workers_are_chosen_and_counted():
     report = copy.copy(sample_report(TORCHTITAN_LEAK))
-    report.series = [
-        SeriesView("device", f"rank{r}", r, "mem_peak_reserved_gib", [1.0, 2.0, 3.0], [20.0 + r, 20.5 + r, 21.0 + r]) for r in range(40)
-    ]
+    report.series = [SeriesView("device", f"rank{r}", r, "mem_peak_reserved_gib", [1.0, 2.0, 3.0], [20.0 + r, 20.5 + r, 21.0 + r]) for r in range(40)]
     page = render_html(report)
     assert_valid_and_self_contained(page)
     # ranks 0-3 (named by the findings), then the lowest, median and highest of the other 36

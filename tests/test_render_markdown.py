@@ -9,12 +9,11 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.report.excerpt import attach_log_lines
-from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
+from memlog.engine.api import analyze
 from memlog.judge.rulekit import Finding
-
+from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
+from memlog.report.excerpt import attach_log_lines
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
@@ -113,7 +112,14 @@ def test_code_block_fence_is_longer_than_any_backtick_run():
 def test_huge_reports_stay_under_the_limit():
     report = copy.copy(sample_report(TORCHTITAN_LEAK))
     report.findings = [
-        Finding("memory-leak", "error", "x" * 5000 + " @octocat", {"observed": {f"k{i}": i for i in range(200)}}, ["h" * 2000] * 5, lines=[("a.log", n) for n in range(1, 5)])
+        Finding(
+            "memory-leak",
+            "error",
+            "x" * 5000 + " @octocat",
+            {"observed": {f"k{i}": i for i in range(200)}},
+            ["h" * 2000] * 5,
+            lines=[("a.log", n) for n in range(1, 5)],
+        )
         for _ in range(500)
     ]
     report.log_lines = {("a.log", n): "y" * 300 for n in range(1, 41)}

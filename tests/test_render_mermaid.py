@@ -14,7 +14,6 @@ from memlog.engine.api import analyze
 from memlog.render.markdown import LIMIT, render_markdown
 from memlog.render.mermaid import MAX_LINES, MAX_POINTS, chart_data, fill, mermaid_text, render_mermaid, step_grid
 from memlog.report.report import SeriesView
-
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 from tests.test_render_markdown import assert_inert

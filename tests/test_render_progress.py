@@ -13,7 +13,6 @@ from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
 from memlog.render import progress as progress_module
 from memlog.render.progress import Progress
-
 from tests.render_samples import ROOT, TORCHTITAN_LEAK
 
 

@@ -14,9 +14,8 @@ from typer.testing import CliRunner
 from memlog.cli import app
 from memlog.commands.common import ascii_only, colour
 from memlog.render.chart import _finite_points, _nice_ticks, render_chart
-from memlog.report.report import SeriesView
 from memlog.render.text import render_text
-
+from memlog.report.report import SeriesView
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 
 runner = CliRunner()
@@ -115,9 +114,7 @@ def test_a_chart_renders_in_a_non_tty_run_and_no_chart_drops_it():
 
 
 def _imports_plotext(*args: str) -> bool:
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "memlog.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False
-    )
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "memlog.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False)
     return "plotext" in result.stderr
 
 

@@ -14,14 +14,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from memlog.engine.api import analyze
 from memlog.cli import app
-from memlog.report.excerpt import attach_log_lines
+from memlog.engine.api import analyze
 from memlog.render.markdown import render_markdown
 from memlog.render.text import render_text
-from tests.synthetic import torchtitan_lines
-
+from memlog.report.excerpt import attach_log_lines
 from tests.samples import sample_logs
+from tests.synthetic import torchtitan_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = [p.relative_to(ROOT).as_posix() for p in sample_logs()]
@@ -29,7 +28,7 @@ runner = CliRunner()
 ENV = {"NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _report(relative: str):
     """A sample judged as a reader runs it: from the repository root, its path as typed."""
     cwd = os.getcwd()
@@ -83,7 +82,7 @@ def test_a_path_is_never_wrapped_at_its_hyphens(tmp_path):
 LEAKERS = (13, 50)  # node01/rank5 and node06/rank2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cluster(tmp: str):
     """64 ranks (8 nodes x 8 ranks, a pdsh-style node prefix), two of them leaking on different nodes."""
     memory = {r: [30 + (r % 7) * 0.3 + (0.15 * i if r in LEAKERS else 0.01 * ((i * 7 + r) % 5)) for i in range(60)] for r in range(64)}
@@ -91,7 +90,7 @@ def _cluster(tmp: str):
     for line in torchtitan_lines(memory, capacity=79.1):
         match = re.match(r"\[rank(\d+)\]:", line)
         rank = int(match.group(1))
-        out.append(f"gpu-node-{rank // 8:02d}: [rank{rank % 8}]:{line[match.end():]}")
+        out.append(f"gpu-node-{rank // 8:02d}: [rank{rank % 8}]:{line[match.end() :]}")
     path = Path(tmp) / "cluster.log"
     path.write_text("\n".join(out) + "\n")
     report = analyze([str(path)])
@@ -179,8 +178,7 @@ def test_hints_name_findings_not_positions():
 
 
 def _memlog(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memlog", *args], capture_output=True, text=True, cwd=cwd or ROOT,
-                          env={**os.environ, **ENV}, timeout=120)
+    return subprocess.run([sys.executable, "-m", "memlog", *args], capture_output=True, text=True, cwd=cwd or ROOT, env={**os.environ, **ENV}, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,7 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                 docstrings.add(id(first.value))
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
 
 
 # The event vocabulary declares kinds whose names rules share (an `oom` event, the `oom` rule).
@@ -115,10 +114,28 @@ def test_the_headline_is_the_highest_declared_verdict_whatever_the_finding_order
 
 
 def test_the_finding_helper_carries_the_boilerplate():
-    rule = Rule("demo-rule", "warning", "s", "e", "n", (Threshold("k", 3, "x", "d"),), check=lambda ctx, t: [],
-                verdict=Verdict("demo", 5, "DEMO: d"), decides=True, marks="placeholder")
-    f = rule.finding({"k": 4}, "msg", subject="device", series=["rank1", "rank0"], ranks=[1, None, 0, 1],
-                     observed={"a": 1}, evidence={"metric": "m", "series": [1], "extra": 2}, lines=[("f", 9), ("f", 2)])
+    rule = Rule(
+        "demo-rule",
+        "warning",
+        "s",
+        "e",
+        "n",
+        (Threshold("k", 3, "x", "d"),),
+        check=lambda ctx, t: [],
+        verdict=Verdict("demo", 5, "DEMO: d"),
+        decides=True,
+        marks="placeholder",
+    )
+    f = rule.finding(
+        {"k": 4},
+        "msg",
+        subject="device",
+        series=["rank1", "rank0"],
+        ranks=[1, None, 0, 1],
+        observed={"a": 1},
+        evidence={"metric": "m", "series": [1], "extra": 2},
+        lines=[("f", 9), ("f", 2)],
+    )
     assert (f.rule, f.severity, f.verdict.name, f.decides, f.marks) == ("demo-rule", "warning", "demo", True, "placeholder")
     assert list(f.evidence) == ["metric", "observed", "thresholds", "extra", "ranks", "series"]
     assert f.evidence["thresholds"] == {"k": 4} and f.evidence["ranks"] == [0, 1]
@@ -163,8 +180,8 @@ def test_a_threshold_outside_what_its_unit_allows_is_one_config_error(rule: Rule
 def test_every_rule_judges_every_example_with_thresholds_at_their_bounds(tmp_path):
     """Whatever a config sets within the bounds, judging never fails: every rule's example runs
     judged with every threshold at its lowest allowed value, then at its highest (or a huge one)."""
-    from memlog.engine.api import analyze
     from memlog.base.config import Config
+    from memlog.engine.api import analyze
     from tests.scenarios import FORMATS_DIR, example_log
 
     def extreme(t: Threshold, end: int):

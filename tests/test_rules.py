@@ -9,7 +9,6 @@ import pytest
 
 from memlog.engine.api import analyze
 from memlog.judge.rulekit import load_rules
-
 from tests.synthetic import torchtitan_lines
 
 
@@ -118,7 +117,9 @@ class TestPipelineSentinel:
 class TestOom:
     def test_fires_with_step_and_rank(self, tmp_path):
         lines = torchtitan_lines({0: [21 + 9.5 * i for i in range(6)]})
-        lines.append("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free.")
+        lines.append(
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free."
+        )
         path = tmp_path / "oom.log"
         path.write_text("\n".join(lines) + "\n")
         report = analyze([str(path)])
@@ -148,7 +149,6 @@ def test_restart_segments_are_judged_separately(tmp_path):
 # -- every rule file's worked examples, run as tests -----------------------------------------------
 
 from memlog.judge.rulekit import Example  # noqa: E402
-
 from tests.scenarios import FORMATS_DIR, SECONDS_PER_STEP, example_log  # noqa: E402
 
 EXAMPLES = [(rule.id, i, e) for rule in load_rules() for i, e in enumerate(rule.examples) if isinstance(e, Example)]
@@ -165,7 +165,8 @@ def test_every_rule_has_firing_and_silent_examples():
     for rule in load_rules():
         assert {e.fires for e in rule.examples if isinstance(e, Example)} == {True, False}, rule.id
         assert rule.thresholds or rule.id in ("oom", "crash", "keyboard-interrupt", "unread-values"), (
-            f"{rule.id}: no named thresholds (only rules reading an event or the reader's report have none)")
+            f"{rule.id}: no named thresholds (only rules reading an event or the reader's report have none)"
+        )
         for threshold in rule.thresholds:
             assert threshold.description and threshold.unit is not None
 
@@ -185,8 +186,10 @@ def series_example(text="", fires=True, **columns_by_name) -> Example:
 class TestFragmentation:
     def test_reserved_rising_with_flat_allocated_is_not_a_leak(self, tmp_path):
         steps = list(range(1, 61))
-        ex = series_example(columns={"mem_allocated_gib": {0: [24.3 + 0.01 * (i % 3) for i in range(60)]},
-                                     "mem_reserved_gib": {0: [30.0 + 0.15 * i for i in range(60)]}}, steps=steps)
+        ex = series_example(
+            columns={"mem_allocated_gib": {0: [24.3 + 0.01 * (i % 3) for i in range(60)]}, "mem_reserved_gib": {0: [30.0 + 0.15 * i for i in range(60)]}},
+            steps=steps,
+        )
         report, fired = judge(tmp_path, ex)
         assert "memory-leak" not in fired and report.verdict == "fragmentation"
         finding = fired["fragmentation"]
@@ -195,14 +198,15 @@ class TestFragmentation:
         assert finding.evidence["observed"]["reserved_growth_gib"] == pytest.approx(0.15 * 59, rel=0.05)
 
     def test_running_maxima_pair(self, tmp_path):
-        ex = series_example(columns={"mem_max_allocated_gib": {0: [24.3] * 40},
-                                     "mem_max_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}})
+        ex = series_example(columns={"mem_max_allocated_gib": {0: [24.3] * 40}, "mem_max_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}})
         _, fired = judge(tmp_path, ex)
         assert "fragmentation" in fired and "memory-leak" not in fired
 
     def test_known_bad_deepspeed_version_is_named(self, tmp_path):
-        ex = series_example(columns={"mem_allocated_gib": {0: [24.3] * 40}, "mem_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}},
-                            lines=("[rank0]:[titan] 2025-06-01 08:00:00,000 - root - INFO - running framework DeepSpeed 0.16.0",))
+        ex = series_example(
+            columns={"mem_allocated_gib": {0: [24.3] * 40}, "mem_reserved_gib": {0: [30.0 + 0.2 * i for i in range(40)]}},
+            lines=("[rank0]:[titan] 2025-06-01 08:00:00,000 - root - INFO - running framework DeepSpeed 0.16.0",),
+        )
         _, fired = judge(tmp_path, ex)
         assert "DeepSpeed 0.16.0" in fired["fragmentation"].hints[0]
 
@@ -221,9 +225,11 @@ class TestLeakNumbersAndHints:
         assert ev["series"][0]["points"] == 200
 
     def test_host_leak_with_flat_device_projects_to_the_node_total(self, tmp_path):
-        ex = series_example(memory={0: [30.0 + 0.01 * (i % 2) for i in range(30)]},
-                            columns={"host_mem_used_gib": {0: [400.0 + 2.0 * i for i in range(30)]}},
-                            lines=("[rank0]:[titan] 2025-06-01 08:05:00,000 - root - INFO - node memory: 458.0 / 937.5 GiB",))
+        ex = series_example(
+            memory={0: [30.0 + 0.01 * (i % 2) for i in range(30)]},
+            columns={"host_mem_used_gib": {0: [400.0 + 2.0 * i for i in range(30)]}},
+            lines=("[rank0]:[titan] 2025-06-01 08:05:00,000 - root - INFO - node memory: 458.0 / 937.5 GiB",),
+        )
         report, fired = judge(tmp_path, ex)
         leak = fired["memory-leak"]
         assert report.verdict == "leak" and leak.subject == "host"
@@ -334,9 +340,19 @@ def _megatron_lines(spec: dict[int, dict]) -> tuple[str, ...]:
     from tests.logwriters import megatron
 
     return tuple(
-        megatron.iteration_line(iteration=it, train_iters=10000, elapsed_ms=900.0, lr=3e-4, global_batch_size=64,
-                                consumed_samples=64 * it, losses={} if v.get("loss") is None else {"lm loss": v["loss"]},
-                                loss_scale=65536.0, grad_norm=v.get("grad", 0.5), skipped=v.get("skipped", 0), nan=v.get("nan", 0))
+        megatron.iteration_line(
+            iteration=it,
+            train_iters=10000,
+            elapsed_ms=900.0,
+            lr=3e-4,
+            global_batch_size=64,
+            consumed_samples=64 * it,
+            losses={} if v.get("loss") is None else {"lm loss": v["loss"]},
+            loss_scale=65536.0,
+            grad_norm=v.get("grad", 0.5),
+            skipped=v.get("skipped", 0),
+            nan=v.get("nan", 0),
+        )
         for it, v in spec.items()
     )
 
@@ -348,8 +364,7 @@ def test_nan_loss_reads_megatrons_nan_counts_and_its_vanished_losses(tmp_path):
     counted = {100: {"loss": 3.1}, 200: {"loss": 3.0, "skipped": 4, "nan": 3}, 300: {"loss": 2.9}, 400: {"loss": 2.8}}
     _, fired = judge(tmp_path, series_example(memory={0: [23.4] * 10}, lines=_megatron_lines(counted)), "counted.log")
     finding = fired["nan-loss"]
-    assert finding.evidence["observed"] == {"non_finite_steps": 1, "first_step": 200, "series_diverged": 0,
-                                            "nan_iterations": 3, "skipped_iterations": 4}
+    assert finding.evidence["observed"] == {"non_finite_steps": 1, "first_step": 200, "series_diverged": 0, "nan_iterations": 3, "skipped_iterations": 4}
     assert "counts 3 iterations with a NaN or infinite loss" in finding.message and "intermittent" in finding.message
     assert finding.series == ["main"] and finding.severity == "warning"
     vanished = {100: {"loss": 3.1}, 200: {"loss": 3.0}, 300: {"grad": float("nan")}, 400: {"grad": float("nan")}}
@@ -380,19 +395,23 @@ def test_a_trend_below_the_leak_thresholds_is_described_not_hidden(tmp_path):
     assert "it rises 0.99 GiB (fitted) from step 1 to 100" in finding.message and "less than the leak thresholds" in finding.message
 
 
-OOM_TEXT = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 0 has a total capacity of "
-            "79.11 GiB of which 2.31 GiB is free.")
+OOM_TEXT = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.50 GiB. GPU 0 has a total capacity of 79.11 GiB of which 2.31 GiB is free."
 
 
-@pytest.mark.parametrize("labels, workers", [
-    (("gpu-a07: ", "gpu-a08: "), ["gpu-a07/main", "gpu-a08/main"]),  # two nodes under pdsh
-    (("(WorkerDict pid=3611, ip=10.0.0.2) ", "(WorkerDict pid=3611, ip=10.0.0.3) "),  # one pid on two nodes
-     ["WorkerDict pid=3611, ip=10.0.0.2", "WorkerDict pid=3611, ip=10.0.0.3"]),
-    (("(WorkerDict pid=3611) ", "(WorkerDict pid=3650) "), ["WorkerDict pid=3611", "WorkerDict pid=3650"]),  # two local actors
-    (("[rank0]: ", ""), ["rank0"]),  # torchrun's failure summary repeats rank 0's error: one OOM
-    (("gpu-a07: [rank0]: ", "gpu-a07: "), ["gpu-a07/rank0"]),  # ... on the node it came from
-    (("(WorkerDict pid=3611, ip=10.0.0.2) ", ""), ["WorkerDict pid=3611, ip=10.0.0.2"]),  # the driver's re-raise
-])
+@pytest.mark.parametrize(
+    "labels, workers",
+    [
+        (("gpu-a07: ", "gpu-a08: "), ["gpu-a07/main", "gpu-a08/main"]),  # two nodes under pdsh
+        (
+            ("(WorkerDict pid=3611, ip=10.0.0.2) ", "(WorkerDict pid=3611, ip=10.0.0.3) "),  # one pid on two nodes
+            ["WorkerDict pid=3611, ip=10.0.0.2", "WorkerDict pid=3611, ip=10.0.0.3"],
+        ),
+        (("(WorkerDict pid=3611) ", "(WorkerDict pid=3650) "), ["WorkerDict pid=3611", "WorkerDict pid=3650"]),  # two local actors
+        (("[rank0]: ", ""), ["rank0"]),  # torchrun's failure summary repeats rank 0's error: one OOM
+        (("gpu-a07: [rank0]: ", "gpu-a07: "), ["gpu-a07/rank0"]),  # ... on the node it came from
+        (("(WorkerDict pid=3611, ip=10.0.0.2) ", ""), ["WorkerDict pid=3611, ip=10.0.0.2"]),  # the driver's re-raise
+    ],
+)
 def test_identical_oom_lines_of_two_processes_are_two_and_a_summary_is_none(tmp_path, labels, workers):
     log = tmp_path / "crash.log"
     log.write_text("".join(f"{label}{OOM_TEXT}\n" for label in labels))
@@ -400,17 +419,29 @@ def test_identical_oom_lines_of_two_processes_are_two_and_a_summary_is_none(tmp_
     assert sorted(oom.series) == workers
 
 
-@pytest.mark.parametrize("paste, memory", [
-    ("ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this task. Check "
-     "python-core-worker-*.log files for more information.", "unknown"),
-    ("srun: error: gpu-b14: task 12: Killed\nsrun: error: gpu-b14: tasks 8-11,13-15: Exited with exit code 1", "likely"),
-    ("[rank3]:[E304 11:32:40.551908231 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat "
-     "monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2", "no"),
-    ("(raylet) Worker unexpectedly exits with a connection error code 2. There are some potential root causes. (1) The "
-     "process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker "
-     "is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n"
-     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", "likely"),
-])
+@pytest.mark.parametrize(
+    "paste, memory",
+    [
+        (
+            "ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this task. Check "
+            "python-core-worker-*.log files for more information.",
+            "unknown",
+        ),
+        ("srun: error: gpu-b14: task 12: Killed\nsrun: error: gpu-b14: tasks 8-11,13-15: Exited with exit code 1", "likely"),
+        (
+            "[rank3]:[E304 11:32:40.551908231 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID 0(default_pg) Rank 3] Heartbeat "
+            "monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2",
+            "no",
+        ),
+        (
+            "(raylet) Worker unexpectedly exits with a connection error code 2. There are some potential root causes. (1) The "
+            "process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker "
+            "is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n"
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "likely",
+        ),
+    ],
+)
 def test_a_crash_pasted_alone_is_judged_a_crash(tmp_path, paste, memory):
     """The crash messages users paste on their own (launchers-and-crashes.md, log-formats.md §3.5) are
     a crash, whether memory may be involved is said, and the headline claims nothing about memory."""
@@ -454,7 +485,7 @@ def test_two_unlabelled_nodes_copies_are_followed_where_their_readings_cross(tmp
     leak, flat = noisy([30.0 + 0.05 * i for i in range(n)], 0.005, seed=1), noisy([34.0] * n, 0.005, seed=2)
     lines = torchtitan_lines({0: leak, 1: flat})
     if order != "leak first":
-        pairs = [lines[k:k + 2] for k in range(0, len(lines), 2)]
+        pairs = [lines[k : k + 2] for k in range(0, len(lines), 2)]
         lines = [line for i, pair in enumerate(pairs) for line in (pair[::-1] if order == "flat first" or i % 2 else pair)]
     path = tmp_path / "two_nodes.log"
     path.write_text("\n".join(line.replace("[rank1]:", "[rank0]:") for line in lines) + "\n")
@@ -469,7 +500,7 @@ def test_the_real_loss_of_unlabelled_ranks_is_found_among_their_copies(tmp_path)
     copies that print the real loss are named, not a LOG_RANK to set (no rank filter is at work)."""
     n = 60
     memory = {r: noisy([40.0 if r < 4 else 30.0] * n, 0.02, seed=r) for r in range(8)}
-    lines = torchtitan_lines(memory, loss_by_rank={r: -1.0 for r in range(4)})
+    lines = torchtitan_lines(memory, loss_by_rank=dict.fromkeys(range(4), -1.0))
     path = tmp_path / "unlabelled.log"
     path.write_text("\n".join(re.sub(r"^\[rank\d+\]:", "", line) for line in lines) + "\n")
     message = {f.rule: f for f in analyze([str(path)]).findings}["pp-sentinel-loss"].message

@@ -45,9 +45,7 @@ def physical_lines(text: str) -> list[str]:
 def test_committed_log_matches_generator(sample):
     path = SAMPLE_LOGS / sample.path
     assert path.exists(), f"{path} missing: run `python -m tests.samplegen`"
-    assert path.read_bytes() == sample.text.encode("utf-8"), (
-        f"{path} differs from the generator: run `python -m tests.samplegen`"
-    )
+    assert path.read_bytes() == sample.text.encode("utf-8"), f"{path} differs from the generator: run `python -m tests.samplegen`"
 
 
 def hand_written() -> list[str]:
@@ -116,14 +114,16 @@ def test_records_agree_with_the_text_in_order(sample):
         m = step_re.search(plain)
         if m:
             rank = RANK_PREFIX.match(plain)
-            parsed.append({
-                "rank": int(rank.group(1)) if rank else None,
-                "step": int(m.group(2)),
-                "kind": "validate" if m.group(1) else "train",
-                "loss": float(m.group(3)),
-                "mem_peak_reserved_gib": float(m.group(4)),
-                "mem_peak_reserved_pct": float(m.group(5)),
-            })
+            parsed.append(
+                {
+                    "rank": int(rank.group(1)) if rank else None,
+                    "step": int(m.group(2)),
+                    "kind": "validate" if m.group(1) else "train",
+                    "loss": float(m.group(3)),
+                    "mem_peak_reserved_gib": float(m.group(4)),
+                    "mem_peak_reserved_pct": float(m.group(5)),
+                }
+            )
     records = [{k: r[k] for k in parsed[0]} for r in sample.truth.records]
     assert records == parsed
 
@@ -152,8 +152,7 @@ def test_events_point_at_their_lines(sample):
 
 
 def test_only_known_event_kinds_and_record_keys():
-    allowed = {"rank", "step", "kind", "loss", "grad_norm", "mem_peak_reserved_gib",
-               "mem_peak_reserved_pct", "tps", "tflops", "mfu_pct"}
+    allowed = {"rank", "step", "kind", "loss", "grad_norm", "mem_peak_reserved_gib", "mem_peak_reserved_pct", "tps", "tflops", "mfu_pct"}
     for sample in TITAN:
         for r in sample.truth.records:
             assert set(r) <= allowed, r
@@ -185,8 +184,7 @@ def test_fr2_every_tenth_step_on_rank0_in_2024_format():
     s = _sample("fr2_logfreq_creep")
     assert [r["step"] for r in s.truth.records] == [1] + list(range(10, 1001, 10))
     assert {r["rank"] for r in s.truth.records} == {0}
-    assert set(s.truth.records[0]) == {"rank", "step", "kind", "loss", "mem_peak_reserved_gib",
-                                       "mem_peak_reserved_pct", "tps", "mfu_pct"}
+    assert set(s.truth.records[0]) == {"rank", "step", "kind", "loss", "mem_peak_reserved_gib", "mem_peak_reserved_pct", "tps", "mfu_pct"}
     mem = [r["mem_peak_reserved_gib"] for r in s.truth.records]
     assert 33.9 < mem[0] < 34.3 and 41.6 < mem[1] < 42.0 and 44.4 < mem[-1] < 45.0
     assert "[titan]" not in s.text
@@ -205,8 +203,7 @@ def test_fr5_plateau_stages_and_validation():
 
 def test_fr5_two_points_warns_about_rank4():
     s = _sample("fr5_two_points")
-    assert [(r["rank"], r["step"], r["loss"], r["mem_peak_reserved_gib"]) for r in s.truth.records] == [
-        (0, 1, -1.0, 19.5), (0, 10, -1.0, 33.8)]
+    assert [(r["rank"], r["step"], r["loss"], r["mem_peak_reserved_gib"]) for r in s.truth.records] == [(0, 1, -1.0, 19.5), (0, 10, -1.0, 33.8)]
     assert [ev["loss_rank"] for ev in s.truth.events if ev["kind"] == "pp_loss_not_visible"] == [4]
 
 

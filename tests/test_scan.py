@@ -14,9 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.scan.runs import find_runs
 from memlog.scan.on_ray import ray_option_args
-
+from memlog.scan.runs import find_runs
 from tests import fleet_tree
 from tests.synthetic import titan_log
 
@@ -153,7 +152,7 @@ def test_markdown_summary_to_paste(tree):
 
 
 def test_csv_is_valid_and_inert(tmp_path):
-    names = ["=HYPERLINK(\"x\",\"y\").log", "+1.log", "-2.log", "@SUM(A1).log", "a,b \"c\".log", "esc\x1b[31m.log"]
+    names = ['=HYPERLINK("x","y").log', "+1.log", "-2.log", "@SUM(A1).log", 'a,b "c".log', "esc\x1b[31m.log"]
     for name in names:
         titan_log(tmp_path / name, {0: fleet_tree.LEAK}, fleet_tree.STEPS)
     text = runner.invoke(app, ["scan", str(tmp_path), "-o", "csv", "--jobs", "1"]).stdout
@@ -166,7 +165,7 @@ def test_csv_is_valid_and_inert(tmp_path):
         for cell in row:
             assert not cell.startswith(("=", "+", "-", "@")), cell
     runs = {row[0] for row in body}
-    assert "'=HYPERLINK(\"x\",\"y\").log" in runs and "a,b \"c\".log" in runs and "'-2.log" in runs
+    assert '\'=HYPERLINK("x","y").log' in runs and 'a,b "c".log' in runs and "'-2.log" in runs
     assert {row[1] for row in body} == {"leak"}
 
 
@@ -261,12 +260,15 @@ def test_stdin_is_not_a_fleet():
     assert result.exit_code == 2 and "memlog analyze -" in result.stderr
 
 
-@pytest.mark.parametrize("names", [
-    ["lora-rank8", "lora-rank16", "lora-rank64"],  # a LoRA sweep: the rank is a hyperparameter
-    ["baseline", "lr-3e-5", "node2-repro"],  # one experiment names a node count
-    ["gpu-sweep-a", "gpu-sweep-b"],
-    ["exp_rank4_lr1e-4", "exp_rank16_lr1e-4"],
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["lora-rank8", "lora-rank16", "lora-rank64"],  # a LoRA sweep: the rank is a hyperparameter
+        ["baseline", "lr-3e-5", "node2-repro"],  # one experiment names a node count
+        ["gpu-sweep-a", "gpu-sweep-b"],
+        ["exp_rank4_lr1e-4", "exp_rank16_lr1e-4"],
+    ],
+)
 def test_runs_named_with_rank_or_node_are_not_merged(tmp_path, names):
     """A fleet tool that merges runs is wrong silently: sibling runs whose names happen to hold
     "rank" or "node" are one row each, and the leaking one is named."""
@@ -281,12 +283,15 @@ def test_runs_named_with_rank_or_node_are_not_merged(tmp_path, names):
     assert {row["run"].split("/")[0] for row in rows if row["verdict"] == "leak"} == {names[1]}
 
 
-@pytest.mark.parametrize("names", [
-    ["rank0.log", "rank1.log", "rank2.log", "rank3.log"],
-    ["20250304_rank1.log", "20250304_rank2.log"],
-    ["node01", "node02"],
-    ["worker_0.out", "worker_1.out", "worker_3.out"],  # a rank whose file is missing
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["rank0.log", "rank1.log", "rank2.log", "rank3.log"],
+        ["20250304_rank1.log", "20250304_rank2.log"],
+        ["node01", "node02"],
+        ["worker_0.out", "worker_1.out", "worker_3.out"],  # a rank whose file is missing
+    ],
+)
 def test_files_numbering_the_workers_of_a_job_are_one_run(tmp_path, names):
     job = tmp_path / "job"
     job.mkdir()

@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-
 from tests import fleet_tree
 
 if os.environ.get("MEMLOG_REQUIRE_RAY"):  # CI installs Ray (the test extra): these tests must run there

@@ -17,8 +17,7 @@ import pytest
 from tests.scenarios import ALL, TARGET_LEAK_MIN_STEPS, TARGET_LEAK_PCT_PER_100_STEPS, judge_all, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
-NEVER_A_LEAK = {"stable", "plateau", "plateau-short", "sawtooth-flat", "ratchets", "restart", "pp-stages",
-                "fragmentation", "corrupt", "nan-loss", "too-few"}
+NEVER_A_LEAK = {"stable", "plateau", "plateau-short", "sawtooth-flat", "ratchets", "restart", "pp-stages", "fragmentation", "corrupt", "nan-loss", "too-few"}
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +47,9 @@ def test_no_leak_on_plateau_stable_or_flat_floor_sawtooth(outcomes):
 
 def test_every_leak_at_the_target_rate_is_found(outcomes):
     targets = [
-        o for o in outcomes
-        if (o.scenario.expect.leak_pct_per_100_steps or 0) >= TARGET_LEAK_PCT_PER_100_STEPS
-        and (o.scenario.expect.leak_steps or 0) >= TARGET_LEAK_MIN_STEPS
+        o
+        for o in outcomes
+        if (o.scenario.expect.leak_pct_per_100_steps or 0) >= TARGET_LEAK_PCT_PER_100_STEPS and (o.scenario.expect.leak_steps or 0) >= TARGET_LEAK_MIN_STEPS
     ]
     assert len(targets) >= 40
     assert [o.scenario.name for o in targets if "memory-leak" not in o.fired] == []
@@ -70,7 +69,10 @@ def test_expected_findings_ranks_and_patterns(outcomes):
 def test_the_evaluation_script_prints_the_confusion_matrix():
     result = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "evaluate_rules.py"), "--only", "line-leak/current", "--workers", "1"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     assert "| expected \\ found | leak |" in result.stdout

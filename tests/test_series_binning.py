@@ -11,11 +11,21 @@ from memlog.tables.series import MAX_SERIES_POINTS, build_series
 
 def _records(values: list[float], worker: str = "rank0") -> pl.DataFrame:
     n = len(values)
-    return pl.DataFrame({
-        "source": ["x.log"] * n, "worker": [worker] * n, "segment": [0] * n, "rank": [0] * n,
-        "kind": ["train"] * n, "step": list(range(1, n + 1)), "line_no": [10 + i for i in range(n)],
-        "ts": [None] * n, "mem_allocated_gib": values, "loss": values,
-    }, schema_overrides={"ts": pl.String})
+    return pl.DataFrame(
+        {
+            "source": ["x.log"] * n,
+            "worker": [worker] * n,
+            "segment": [0] * n,
+            "rank": [0] * n,
+            "kind": ["train"] * n,
+            "step": list(range(1, n + 1)),
+            "line_no": [10 + i for i in range(n)],
+            "ts": [None] * n,
+            "mem_allocated_gib": values,
+            "loss": values,
+        },
+        schema_overrides={"ts": pl.String},
+    )
 
 
 def test_short_series_is_every_point():
@@ -40,7 +50,9 @@ def test_long_series_is_binned_with_exact_ends_and_median_bins():
     step = series.steps[i]
     previous = series.steps[i - 1]
     inside = values[previous:step]
-    assert series.values[i] == sorted(inside)[len(inside) // 2] or math.isclose(series.values[i], (sorted(inside)[len(inside) // 2 - 1] + sorted(inside)[len(inside) // 2]) / 2)
+    assert series.values[i] == sorted(inside)[len(inside) // 2] or math.isclose(
+        series.values[i], (sorted(inside)[len(inside) // 2 - 1] + sorted(inside)[len(inside) // 2]) / 2
+    )
 
 
 def test_a_nan_loss_survives_binning():

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.tables.series import MAX_EXTREMES, MAX_SERIES_POINTS, build_series
-
 from tests.synthetic import titan_log
 from tests.test_series_binning import _records
 

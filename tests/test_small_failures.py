@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.read import source as reading
-
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -28,13 +27,11 @@ def flat_log(path: Path) -> Path:
 
 
 def memlog(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memlog", *args], stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          cwd=REPO, timeout=300)
+    return subprocess.run([sys.executable, "-m", "memlog", *args], stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=300)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("command", [["analyze"], ["analyze", "-o", "html"], ["scan", "--jobs", "1", "-o", "json"],
-                                     ["compare", "LOG"], ["series"]])
+@pytest.mark.parametrize("command", [["analyze"], ["analyze", "-o", "html"], ["scan", "--jobs", "1", "-o", "json"], ["compare", "LOG"], ["series"]])
 def test_a_full_disk_on_stdout_is_one_line(tmp_path, command):
     log = str(flat_log(tmp_path / "flat.log"))
     args = [log if a == "LOG" else a for a in command]
@@ -62,7 +59,8 @@ def test_a_file_of_nul_bytes_gets_one_message_whatever_its_size(tmp_path, size):
     result = runner.invoke(app, ["analyze", str(path)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"memlog: error: no training-step records found in {path}: all {size:,} bytes are NUL (a zeroed or preallocated file, not a log)"]
+        f"memlog: error: no training-step records found in {path}: all {size:,} bytes are NUL (a zeroed or preallocated file, not a log)"
+    ]
 
 
 def test_nul_bytes_dropped_with_an_over_long_line_are_counted(tmp_path):

@@ -371,10 +371,7 @@ def test_knee_long_series_is_linear_time():
 def _saw(n: int, period: int, amp: float, floor_rise: float, noise: float, seed: int = 0):
     rng = random.Random(seed)
     x = list(range(n))
-    y = [
-        30.0 + amp * (i % period) / (period - 1) + floor_rise * (i // period) + rng.gauss(0.0, noise)
-        for i in x
-    ]
+    y = [30.0 + amp * (i % period) / (period - 1) + floor_rise * (i // period) + rng.gauss(0.0, noise) for i in x]
     return x, y
 
 

@@ -446,9 +446,7 @@ def segment_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(r @ r), float(coef[1])
 
 
-def knee_scores(
-    x: np.ndarray, y: np.ndarray, min_left: int = 1, min_right: int = 3
-) -> dict[int, float]:
+def knee_scores(x: np.ndarray, y: np.ndarray, min_left: int = 1, min_right: int = 3) -> dict[int, float]:
     """find_knee's score for every allowed split, by brute force (index -> score)."""
     n = len(y)
     out = {}

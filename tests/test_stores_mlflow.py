@@ -25,7 +25,7 @@ if os.environ.get("MEMLOG_REQUIRE_STORES"):
 else:
     pytest.importorskip("mlflow")
 
-from mlflow.tracking import MlflowClient  # noqa: E402
+from mlflow.tracking import MlflowClient
 
 runner = CliRunner()
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 writes MLflow 2's file store only when asked
@@ -46,8 +46,11 @@ def log_run(uri: str, name: str, memory: list[float]) -> str:
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("train") or client.get_experiment(client.create_experiment("train"))
     run = client.create_run(experiment.experiment_id, run_name=name)
-    metrics = [Metric(key, value, 1_700_000_000_000 + 1000 * step, step) for step, gib in enumerate(memory, start=1)
-               for key, value in (("train/loss", 10.0 - 0.01 * step), ("memory/max_reserved_gib", gib))]
+    metrics = [
+        Metric(key, value, 1_700_000_000_000 + 1000 * step, step)
+        for step, gib in enumerate(memory, start=1)
+        for key, value in (("train/loss", 10.0 - 0.01 * step), ("memory/max_reserved_gib", gib))
+    ]
     for i in range(0, len(metrics), 1000):
         client.log_batch(run.info.run_id, metrics=metrics[i : i + 1000])
     client.set_terminated(run.info.run_id)
@@ -91,9 +94,26 @@ def free_port() -> int:
 
 def test_a_tracking_server_by_uri_and_run_id(tmp_path):
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--default-artifact-root", str(tmp_path / "art")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--default-artifact-root",
+            str(tmp_path / "art"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(600):  # until it answers (each try waits on the socket, not on a clock)
             try:

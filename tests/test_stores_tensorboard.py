@@ -20,9 +20,9 @@ if os.environ.get("MEMLOG_REQUIRE_STORES"):
 else:
     pytest.importorskip("tensorboard")
 
-from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: E402
-from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: E402
-from tensorboard.util import tensor_util  # noqa: E402
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.util import tensor_util
 
 CAPACITY = 79.11
 runner = CliRunner()
@@ -41,8 +41,12 @@ def write_run(folder, memory: list[float], *, tensors: bool = False, first_step:
     writer = EventFileWriter(str(folder))
     for i, gib in enumerate(memory):
         step = first_step + i
-        for tag, value in (("loss_metrics/global_avg_loss", 10.0 - 0.01 * i), ("memory/max_reserved(GiB)", gib),
-                           ("memory/max_reserved(%)", 100 * gib / CAPACITY), ("wps", 7421.0)):
+        for tag, value in (
+            ("loss_metrics/global_avg_loss", 10.0 - 0.01 * i),
+            ("memory/max_reserved(GiB)", gib),
+            ("memory/max_reserved(%)", 100 * gib / CAPACITY),
+            ("wps", 7421.0),
+        ):
             if tensors:  # TF2's tf.summary.scalar: a rank-0 tensor under the scalars plugin
                 proto = summary_pb2.Summary.Value(tag=tag, tensor=tensor_util.make_tensor_proto(value))
                 proto.metadata.plugin_data.plugin_name = "scalars"
@@ -112,6 +116,7 @@ def test_watch_follows_an_event_file_as_it_is_written(tmp_path):
 
     memory = leak(300)
     writer = EventFileWriter(str(tmp_path))
+
     def steps(first: int, last: int) -> None:
         for step in range(first, last + 1):
             value = summary_pb2.Summary.Value(tag="memory/max_reserved(GiB)", simple_value=memory[step - 1])

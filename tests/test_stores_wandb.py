@@ -32,8 +32,10 @@ def exported_csv(path, memory: list[float]) -> str:
 
 
 def exported_jsonl(path, memory: list[float]) -> str:
-    rows = [{"_step": i, "_runtime": 2.0 * i, "_timestamp": 1.7e9 + 2 * i, "train/loss": 10 - 0.01 * i,
-             "system/gpu.0.memoryAllocatedBytes": round(gib * GIB)} for i, gib in enumerate(memory, start=1)]
+    rows = [
+        {"_step": i, "_runtime": 2.0 * i, "_timestamp": 1.7e9 + 2 * i, "train/loss": 10 - 0.01 * i, "system/gpu.0.memoryAllocatedBytes": round(gib * GIB)}
+        for i, gib in enumerate(memory, start=1)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
 

@@ -99,7 +99,7 @@ def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := walk(nxt)):
                 return found
         path.pop()
@@ -235,6 +235,12 @@ def test_rules_and_parsers_import_the_engine_through_one_face():
     for folder, allowed in (("rules", {"memlog.judge.rulekit"}), ("parsers", set())):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else []
+                names = (
+                    [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    else [a.name for a in getattr(node, "names", [])]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
                 wrong += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "memlog" and n not in allowed]
     assert not wrong, "\n".join(wrong)

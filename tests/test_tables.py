@@ -14,12 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlog.base import events
-
-from memlog.tables import records
-from memlog.engine.api import parse_sources
-from memlog.parse.catalog import load_specs
 from memlog.base.columns import JUDGED_COLUMNS
 from memlog.base.keys import group_key
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from memlog.tables import records
 from memlog.tables.records import Keep, build_records, compact_records, with_seconds
 from tests.samples import sample_logs
 
@@ -62,9 +61,20 @@ def test_records_are_in_line_order_per_source_and_steps_ascend_per_worker():
 
 def test_a_chunk_leaves_out_the_columns_it_never_fills_and_the_table_has_them_back():
     rows = pl.DataFrame(
-        {"line_no": [3, 1], "actor": [None, None], "pid": [None, None], "ip": [None, None], "rank": [0, 0],
-         "ts": ["2025-03-04 17:22:10,931", None], "step": [2, 1], "loss": [1.5, 2.0], "tps": [None, None],
-         "mem_reserved_gib": [4.0, None], "format": ["torchtitan"] * 2, "kind": ["train"] * 2},
+        {
+            "line_no": [3, 1],
+            "actor": [None, None],
+            "pid": [None, None],
+            "ip": [None, None],
+            "rank": [0, 0],
+            "ts": ["2025-03-04 17:22:10,931", None],
+            "step": [2, 1],
+            "loss": [1.5, 2.0],
+            "tps": [None, None],
+            "mem_reserved_gib": [4.0, None],
+            "format": ["torchtitan"] * 2,
+            "kind": ["train"] * 2,
+        },
         schema_overrides={"actor": pl.String, "pid": pl.Int64, "ip": pl.String, "tps": pl.Float64},
     )
     chunk = compact_records("run.log", [rows], Keep.judged())
@@ -77,8 +87,9 @@ def test_a_chunk_leaves_out_the_columns_it_never_fills_and_the_table_has_them_ba
 
 
 def test_group_key_groups_rows_as_the_columns_do():
-    frame = pl.DataFrame({"source": ["a.log", "b.log", "a.log", "b.log", "a.log"], "worker": ["rank1", "rank1", "rank10", "rank1", "rank1"],
-                          "segment": [0, 3, 0, 3, 1]}).with_columns(pl.col("source", "worker").cast(pl.Categorical))
+    frame = pl.DataFrame(
+        {"source": ["a.log", "b.log", "a.log", "b.log", "a.log"], "worker": ["rank1", "rank1", "rank10", "rank1", "rank1"], "segment": [0, 3, 0, 3, 1]}
+    ).with_columns(pl.col("source", "worker").cast(pl.Categorical))
     keys = ["source", "worker", "segment"]
     expected = frame.select(pl.int_range(pl.len()).over(keys).alias("i"), pl.len().over(keys).alias("n"))
     key = group_key(frame, keys)
@@ -214,12 +225,18 @@ def test_timestamps_read_by_the_common_shape_as_by_the_general_one():
         return text + rng.choice(["", "", "", "x", " "]) if rng.random() < 0.1 else text
 
     general = (
-        pl.col("ts").str.replace(",", ".", literal=True).str.replace("T", " ", literal=True)
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False).dt.epoch("ms") / 1000
+        pl.col("ts")
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+        .dt.epoch("ms")
+        / 1000
     )
     for mixed in (0.0, 0.5, 0.99):  # share of the common shape
-        rows = pl.DataFrame({"ts": [f"2025-09-12 01:02:{rng.randint(0, 59):02d},{rng.randint(0, 999):03d}" if rng.random() < mixed else stamp()
-                                    for _ in range(3000)]}, schema={"ts": pl.String})
+        rows = pl.DataFrame(
+            {"ts": [f"2025-09-12 01:02:{rng.randint(0, 59):02d},{rng.randint(0, 999):03d}" if rng.random() < mixed else stamp() for _ in range(3000)]},
+            schema={"ts": pl.String},
+        )
         mine = _seconds(rows)
         assert mine.to_list() == rows.select(general)["ts"].to_list()
         assert mine.drop_nulls().len() > 1000
@@ -237,23 +254,42 @@ def test_copies_that_never_cross_keep_the_numbers_of_their_size(copies, steps, s
         present = [c for c in range(copies) if step == 1 or rng.random() > 0.1] or [0]
         rng.shuffle(present)  # the order their lines come in at a step is any
         rows += [(step, 10.0 * (c + 1) + 0.01 * step * (c % 2) + rng.uniform(-0.5, 0.5), c) for c in present]
-    frame = pl.DataFrame({"_i": list(range(len(rows))), "source": "a", "worker": "rank0", "kind": "train", "segment": 0,
-                          "pattern": "p", "step": [r[0] for r in rows], "_value": [r[1] for r in rows]})
+    frame = pl.DataFrame(
+        {
+            "_i": list(range(len(rows))),
+            "source": "a",
+            "worker": "rank0",
+            "kind": "train",
+            "segment": 0,
+            "pattern": "p",
+            "step": [r[0] for r in rows],
+            "_value": [r[1] for r in rows],
+        }
+    )
     got = records._tracked_copies(frame)
     assert all(copy == c + 1 for (_, _, c), copy in zip(rows, got))  # the lowest level is #1, and so on
 
 
 def _collided(rows: list[tuple[str, int, float]]) -> pl.DataFrame:
-    return pl.DataFrame({"source": "s", "worker": [r[0] for r in rows], "kind": "train", "segment": 0, "pattern": "p",
-                         "step": [r[1] for r in rows], "loss": [r[2] for r in rows], "collided": True})
+    return pl.DataFrame(
+        {
+            "source": "s",
+            "worker": [r[0] for r in rows],
+            "kind": "train",
+            "segment": 0,
+            "pattern": "p",
+            "step": [r[1] for r in rows],
+            "loss": [r[2] for r in rows],
+            "collided": True,
+        }
+    )
 
 
 COLLIDED_AT_STEP = ["source", "worker", "kind", "segment", "step", "pattern"]
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(min_value=2, max_value=4), st.integers(min_value=2, max_value=30), st.integers(min_value=0, max_value=2**31),
-       st.booleans())
+@given(st.integers(min_value=2, max_value=4), st.integers(min_value=2, max_value=30), st.integers(min_value=0, max_value=2**31), st.booleans())
 def test_copies_followed_are_taken_by_size_only_where_following_gives_that(copies, steps, seed, gaps):
     """Copies told apart (here every worker's: the threshold lowered) get the numbers following them
     gives, whether records._copies takes them by size in polars (where following them would number

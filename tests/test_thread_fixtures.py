@@ -20,7 +20,7 @@ RAY_UNEXPECTED_EXIT = (
     "unexpected errors.\n"
 )
 RAY_MONITOR_KILL = RAY_UNEXPECTED_EXIT.replace(
-    RAY_UNEXPECTED_EXIT[RAY_UNEXPECTED_EXIT.index("Worker unexpectedly"):], "Task was killed due to the node running low on memory.\n"
+    RAY_UNEXPECTED_EXIT[RAY_UNEXPECTED_EXIT.index("Worker unexpectedly") :], "Task was killed due to the node running low on memory.\n"
 )
 RAYLET_SUMMARY = (
     "(raylet) [2025-05-21 03:44:10,552 E 6121 6121] (raylet) node_manager.cc:3069: 2 Workers (tasks / actors) killed "

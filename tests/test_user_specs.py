@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memlog.base.errors import FormatSpecError, MemlogError
+from memlog.cli import app
 from memlog.engine.api import analyze, select_specs
 from memlog.parse.catalog import load_specs
-from memlog.cli import app
-from memlog.base.errors import FormatSpecError, MemlogError
 
 runner = CliRunner()
 
@@ -74,11 +74,14 @@ def test_a_built_in_is_replaced_only_when_the_spec_says_so(tmp_path):
 
 
 def test_formats_test_reports_every_file_and_exits_1_on_a_failure(tmp_path):
-    formats = folder(tmp_path, {
-        "good.yaml": SPEC,
-        "bad.yaml": SPEC.replace("name: mine", "name: other").replace("step: 5", "step: 6"),
-        "wrappers/gutter.yaml": "name: gutter\nprefix: '\\[(?P<pid>\\d+)\\] '\nsamples:\n  - {line: '[7] x', text: x, pid: 7}\n",
-    })
+    formats = folder(
+        tmp_path,
+        {
+            "good.yaml": SPEC,
+            "bad.yaml": SPEC.replace("name: mine", "name: other").replace("step: 5", "step: 6"),
+            "wrappers/gutter.yaml": "name: gutter\nprefix: '\\[(?P<pid>\\d+)\\] '\nsamples:\n  - {line: '[7] x', text: x, pid: 7}\n",
+        },
+    )
     result = runner.invoke(app, ["formats", "test", str(formats)])
     assert result.exit_code == 1, result.output
     assert "ok   " in result.output and "FAIL " in result.output and "other sample 1: step = 5, expected 6" in result.output

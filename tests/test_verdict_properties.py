@@ -21,10 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlog.engine.api import analyze
+from memlog.judge.rulekit import load_rules
 from memlog.render.markdown import render_markdown
 from memlog.render.text import render_text
-from memlog.judge.rulekit import load_rules
-
 from tests.synthetic import titan_log
 from tests.test_metamorphic import PREFIXES
 
@@ -35,8 +34,7 @@ MIN_EFFECT = next(t.default for t in LEAK.thresholds if t.name == "min_effect")
 
 # Derandomized: CI sees the same examples each run; MEMLOG_PROPERTY_EXAMPLES=N explores N fresh ones.
 _EXPLORE = int(os.environ.get("MEMLOG_PROPERTY_EXAMPLES", "0"))
-PROPERTY = settings(max_examples=_EXPLORE or 20, deadline=None, derandomize=not _EXPLORE,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=_EXPLORE or 20, deadline=None, derandomize=not _EXPLORE, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @dataclass(frozen=True)
@@ -127,8 +125,7 @@ NOISE_LINES = (
 
 
 @PROPERTY
-@given(run=healthy_runs, grow=st.sampled_from((0.0, 0.0, 6.0)), prefix=st.sampled_from(sorted(PREFIXES)),
-       noise_seed=st.integers(0, 1000))
+@given(run=healthy_runs, grow=st.sampled_from((0.0, 0.0, 6.0)), prefix=st.sampled_from(sorted(PREFIXES)), noise_seed=st.integers(0, 1000))
 def test_prefix_split_noise_and_units_change_nothing(tmp_path, run, grow, prefix, noise_seed):
     steps, memory = _run_lines(run, grow)
     base = titan_log(tmp_path / "base.log", memory, steps)
@@ -146,13 +143,10 @@ def test_prefix_split_noise_and_units_change_nothing(tmp_path, run, grow, prefix
 
     rng = random.Random(noise_seed)
     noisy = tmp_path / "noisy.log"
-    noisy.write_text("".join(
-        (rng.choice(NOISE_LINES) + "\n" if rng.random() < 0.3 else "") + line + "\n" for line in lines
-    ))
+    noisy.write_text("".join((rng.choice(NOISE_LINES) + "\n" if rng.random() < 0.3 else "") + line + "\n" for line in lines))
 
     mib = tmp_path / "mib.log"
-    mib.write_text("".join(re.sub(r"memory: *(\d+\.\d+)GiB", lambda m: f"memory: {float(m[1]) * 1024:.2f}MiB", line) + "\n"
-                           for line in lines))
+    mib.write_text("".join(re.sub(r"memory: *(\d+\.\d+)GiB", lambda m: f"memory: {float(m[1]) * 1024:.2f}MiB", line) + "\n" for line in lines))
 
     for variant in ([prefixed], per_rank, [noisy], [mib]):
         _, v, f = judged(variant)
@@ -187,8 +181,10 @@ def test_verdict_exit_code_headline_and_markdown_header_agree(tmp_path, run, gro
     path = titan_log(tmp_path / "run.log", memory, steps)
     if oom:
         with path.open("a") as out:
-            out.write("[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-                      "capacity of 79.11 GiB of which 1.25 GiB is free.\n")
+            out.write(
+                "[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                "capacity of 79.11 GiB of which 1.25 GiB is free.\n"
+            )
     report = analyze([str(path)])
     headline = report.headline
     assert report.to_json()["verdict"] == report.verdict == headline.name

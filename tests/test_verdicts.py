@@ -16,7 +16,6 @@ import pytest
 from memlog.engine.api import analyze
 from tests.logwriters import torchtitan as titan
 from tests.logwriters.pytorch import H100, H100_GIB
-
 from tests.synthetic import titan_log, torchtitan_lines
 
 
@@ -134,9 +133,20 @@ def ray_host_stairs_log(path: Path, *, killed_node: str, reader_ip: str | None) 
         host = 40.0 + 8.0 * (step // 6)
         metrics = {"actor/pg_loss": -0.01, "perf/max_memory_allocated_gb": 18.92, "perf/cpu_memory_used_gb": host}
         lines.append(ray.actor_prefix(2476, "TaskRunner", reader_ip) + verl.step_line(step, metrics))
-    lines.append(ray.memory_monitor_kill(node_ip=killed_node, node_id="5a1c0e7d2b", lease_id="010000002e3a",
-                                         worker_name="WorkerDict.__init__", pid=3048142, worker_gib=49.21, used_gib=59.84,
-                                         total_gib=62.51, threshold=0.95, worker_id="7be0aa31"))
+    lines.append(
+        ray.memory_monitor_kill(
+            node_ip=killed_node,
+            node_id="5a1c0e7d2b",
+            lease_id="010000002e3a",
+            worker_name="WorkerDict.__init__",
+            pid=3048142,
+            worker_gib=49.21,
+            used_gib=59.84,
+            total_gib=62.51,
+            threshold=0.95,
+            worker_id="7be0aa31",
+        )
+    )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -181,8 +191,7 @@ def test_a_device_capacity_printed_on_one_node_never_drops_another_nodes_reading
         ts = f"2025-06-01 08:00:{step:02d},000"
         a = 40.0 if step != 17 else 412.0
         for node, value, total in (("gpu-a", a, H100_GIB), ("gpu-b", 120.0 + 0.001 * step, 139.81)):
-            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / total, tps=7421,
-                                          tflops=341.26, mfu=34.5)
+            msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / total, tps=7421, tflops=341.26, mfu=34.5)
             lines.append(f"{node}: {titan.log_line(msg, ts=ts, rank=0)}")
     path = tmp_path / "pdsh.log"
     path.write_text("\n".join(lines) + "\n")
@@ -202,8 +211,10 @@ def titan_step_lines(memory_field: str | None, steps: range) -> str:
     lines = []
     for step in steps:
         memory = f"  {memory_field}" if memory_field else ""
-        lines.append(f"[rank0]:[titan] 2025-04-01 10:{step // 60:02d}:{step % 60:02d},000 - root - INFO - step: {step}  "
-                     f"loss:  5.2110{memory}  tps: 3,104  tflops: 180.02  mfu: 18.20%")
+        lines.append(
+            f"[rank0]:[titan] 2025-04-01 10:{step // 60:02d}:{step % 60:02d},000 - root - INFO - step: {step}  "
+            f"loss:  5.2110{memory}  tps: 3,104  tflops: 180.02  mfu: 18.20%"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -284,8 +295,11 @@ def test_readings_without_a_step_are_named_readings_in_messages(tmp_path):
     lines = []
     for i in range(60):
         allocated = 20.0 + 0.08 * i  # a steady leak, one reading per block
-        lines += ["Engine after forward", ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.3, ca=allocated + 2, max_ca=allocated + 2),
-                  ds.cpu_virtual_memory(used_gib=88.3, percent=5.9)]
+        lines += [
+            "Engine after forward",
+            ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.3, ca=allocated + 2, max_ca=allocated + 2),
+            ds.cpu_virtual_memory(used_gib=88.3, percent=5.9),
+        ]
     path = tmp_path / "bare.log"
     path.write_text("\n".join(lines) + "\n")
     report = analyze([str(path)])
@@ -308,12 +322,14 @@ def test_memory_blocks_denser_than_step_lines_all_count(tmp_path):
         for micro in range(3):
             allocated = 24.3 + (9.2 if micro == 1 else 0.0)  # forward peak, back down after the step
             reserved = 38.0 + 0.35 * step
-            lines.append(ds.log_line(ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.4, ca=reserved, max_ca=reserved),
-                                     ts=ts, where="utils.py:782:see_memory_usage"))
+            lines.append(
+                ds.log_line(
+                    ds.see_memory_usage(ma=allocated, max_ma=allocated + 0.4, ca=reserved, max_ca=reserved), ts=ts, where="utils.py:782:see_memory_usage"
+                )
+            )
             lines.append(ds.log_line(ds.cpu_virtual_memory(used_gib=96.3, percent=9.6), ts=ts, where="utils.py:789:see_memory_usage"))
         if step % 5 == 0:
-            lines.append(ds.log_line(ds.progress(step=step, skipped=0, lr=[2e-5], mom=[(0.9, 0.999)]), ts=ts,
-                                     where="logging.py:96:log_dist"))
+            lines.append(ds.log_line(ds.progress(step=step, skipped=0, lr=[2e-5], mom=[(0.9, 0.999)]), ts=ts, where="logging.py:96:log_dist"))
     path = tmp_path / "breakdown.log"
     path.write_text("\n".join(lines) + "\n")
     report = analyze([str(path)])
@@ -349,8 +365,9 @@ def test_steps_beyond_float_precision_stay_apart_and_are_judged(tmp_path, first)
     """Steps are 64-bit integers end to end: 60 steps near 2**60 are 60 records (not one), steps
     near 2**63 are kept, and a leak over them is found."""
     lines = titan_step_lines(None, range(60)).splitlines()
-    lines = [line.replace(f"step: {i}  ", f"step: {first + i}  ").replace("  tps:", f"  memory: {30 + 0.3 * i:.2f}GiB(40.00%)  tps:")
-             for i, line in enumerate(lines)]
+    lines = [
+        line.replace(f"step: {i}  ", f"step: {first + i}  ").replace("  tps:", f"  memory: {30 + 0.3 * i:.2f}GiB(40.00%)  tps:") for i, line in enumerate(lines)
+    ]
     path = tmp_path / "huge-steps.log"
     path.write_text("\n".join(lines) + "\n")
     report = analyze([str(path)])

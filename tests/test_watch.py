@@ -45,7 +45,11 @@ def start_watch(*args: str, stdin=None) -> subprocess.Popen:
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlog.cli", "watch", *args, "--interval", "0.2"],
-        cwd=ROOT, stdin=stdin, stdout=out, stderr=err, text=True,
+        cwd=ROOT,
+        stdin=stdin,
+        stdout=out,
+        stderr=err,
+        text=True,
     )
     proc.outputs = (out, err)
     return proc
@@ -341,16 +345,18 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     lines.insert(200, lines[199] + "  " + hostile)  # a step line with escapes at its end (read as a step)
     lines.insert(210, hostile + " torch.OutOfMemory? " + hostile)  # a line of nothing but
     # and one whose text a finding quotes (Ray's exit detail) in the status area
-    lines.append(ray.worker_died(task_id="ab12", worker_id="cd34", node_id="ef56", ip="10.0.0.1", port=1234, pid=42,
-                                 exit_type="SYSTEM_ERROR", exit_detail=f"killed {hostile} here"))
+    lines.append(
+        ray.worker_died(
+            task_id="ab12", worker_id="cd34", node_id="ef56", ip="10.0.0.1", port=1234, pid=42, exit_type="SYSTEM_ERROR", exit_detail=f"killed {hostile} here"
+        )
+    )
     log = tmp_path / "train.log"
     log.write_text("\n".join(lines[:81]) + "\n")
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}  # no colour: every escape but the redraw's is foreign
     err = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "memlog", "watch", str(log)], cwd=ROOT, stdin=subprocess.DEVNULL,
-                            stdout=slave, stderr=err, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "memlog", "watch", str(log)], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=slave, stderr=err, env=env)
     os.close(slave)
     received: list[bytes] = []
 

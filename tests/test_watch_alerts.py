@@ -6,7 +6,6 @@ on the wall clock: deliveries are awaited as events, retries sleep on a fake sle
 from __future__ import annotations
 
 import json
-import os
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,7 +71,7 @@ class Hook(BaseHTTPRequestHandler):
     status = 200
     hold: threading.Event | None = None
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).authorization = self.headers.get("Authorization")
         if self.hold is not None:
@@ -159,7 +158,7 @@ def test_scan_writes_a_textfile_prometheus_reads(tmp_path):
     result = runner.invoke(app, ["scan", str(tmp_path), "--jobs", "1", "--prometheus-textfile", str(out), "-o", "json"])
     assert result.exit_code == 1, result.output
     families = {f.name: f.samples for f in text_string_to_metric_families(out.read_text())}
-    folder = lambda sample: "leaky" if "leaky" in sample.labels["run"] else "calm"  # noqa: E731
+    folder = lambda sample: "leaky" if "leaky" in sample.labels["run"] else "calm"
     assert {folder(s): s.labels["verdict"] for s in families["memlog_verdict_info"]} == {"leaky": "leak", "calm": "stable"}
     assert [folder(s) for s in families["memlog_projected_oom_step"]] == ["leaky"]
     assert not list(tmp_path.glob(".memlog.prom.partial"))
@@ -170,8 +169,16 @@ def test_the_alert_rules_and_the_dashboard_use_the_metrics_memlog_exports():
     rules and the dashboard name must be one memlog exports (a renamed metric breaks this)."""
     import re
 
-    exported = {"memlog_memory_bytes", "memlog_memory_growth_bytes_per_step", "memlog_memory_capacity_bytes", "memlog_last_step",
-                "memlog_projected_oom_step", "memlog_projected_oom_seconds", "memlog_verdict_info", "memlog_findings"}
+    exported = {
+        "memlog_memory_bytes",
+        "memlog_memory_growth_bytes_per_step",
+        "memlog_memory_capacity_bytes",
+        "memlog_last_step",
+        "memlog_projected_oom_step",
+        "memlog_projected_oom_seconds",
+        "memlog_verdict_info",
+        "memlog_findings",
+    }
     rules = yaml.safe_load((ROOT / "docs" / "monitoring" / "memlog-alerts.yml").read_text())
     exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
     assert exprs and all(rule.get("alert") and rule.get("annotations") for group in rules["groups"] for rule in group["rules"])
@@ -182,7 +189,7 @@ def test_the_alert_rules_and_the_dashboard_use_the_metrics_memlog_exports():
     # and the families a scrape serves are exactly those
     from memlog.render.prometheus import ReportCollector
 
-    assert {family.name for family in ReportCollector(lambda: []).collect()} == exported
+    assert {family.name for family in ReportCollector(list).collect()} == exported
 
 
 @pytest.mark.parametrize("option", [["--metrics-port", "127.0.0.1:nope"], ["--notify", "ftp://user:pw@example.com/x"]])

@@ -61,7 +61,10 @@ def test_a_signal_while_the_backlog_is_read_judges_everything_read(tmp_path, mon
         report, why = loop(Watcher([str(log)], interval=3600), stop)
     assert why == ("terminated" if signum == signal.SIGTERM else "interrupted")
     assert (report.verdict, report.coverage["records"], report.coverage["steps"]) == (
-        expected.verdict, expected.coverage["records"], expected.coverage["steps"])
+        expected.verdict,
+        expected.coverage["records"],
+        expected.coverage["steps"],
+    )
 
 
 def test_lines_appended_before_the_signal_are_in_the_closing_verdict(tmp_path):
@@ -197,7 +200,7 @@ def test_whenever_the_signal_comes_the_verdict_is_analyzes_of_what_was_written(t
     def absorb_then_signal(self, piece, scanned):
         absorbed[0] += 1
         if absorbed[0] == at:
-            write(log, LONG[len(LONG) - appended:], "a")
+            write(log, LONG[len(LONG) - appended :], "a")
             os.kill(os.getpid(), signum)
         return absorb(self, piece, scanned)
 

@@ -8,13 +8,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog.parse.catalog import load_specs, load_wrappers
 from memlog.base.errors import FormatSpecError
+from memlog.parse.catalog import load_specs, load_wrappers
 from memlog.parse.formats import all_logger_prefixes
-from memlog.read.source import Source, read_chunks
-from memlog.parse.unwrap import Unwrapper
-from memlog.parse.unwrap import sample_mismatches
+from memlog.parse.unwrap import Unwrapper, sample_mismatches
 from memlog.parse.wrappers import WRAPPER_FIELDS, load_wrapper
+from memlog.read.source import Source, read_chunks
 from tests.samples import sample_logs
 
 WRAPPERS = load_wrappers()
@@ -101,12 +100,14 @@ def test_prefix_groups_read_once_per_distinct_prefix_are_those_of_each_line(monk
     unwrap exactly as when each line's groups are read on its own, and as when the lines with a
     prefix are read apart from those without or together with them. A user's wrapper whose groups
     depend on the character after the prefix (`\\b`): `w7 x` names the node, `w7x` the actor."""
-    write(tmp_path / "wrappers" / "edge.yaml", "name: edge\nprefix: '(?:(?P<node>w\\d)\\b|(?P<actor>w\\d))'\n"
-          "samples:\n  - {line: 'w7 x', text: x, indent: 1, node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n")
+    write(
+        tmp_path / "wrappers" / "edge.yaml",
+        "name: edge\nprefix: '(?:(?P<node>w\\d)\\b|(?P<actor>w\\d))'\n"
+        "samples:\n  - {line: 'w7 x', text: x, indent: 1, node: w7}\n  - {line: 'w7x', text: x, actor: w7}\n",
+    )
     unwrapper = Unwrapper(all_logger_prefixes(load_specs().values()), load_wrappers((tmp_path,)))
     lines = [chunk for sample in sample_logs() for chunk in read_chunks(Source(str(sample)))]
-    tricky = ["[rank0]:step 1", "[rank0]: step 1", "[rank0]:", "0: x", "0:x", "10: y", "stdout: [rank1]:z", "stdout:", "(Runner pid=1) a",
-              "w7 x", "w7x", "w7"]
+    tricky = ["[rank0]:step 1", "[rank0]: step 1", "[rank0]:", "0: x", "0:x", "10: y", "stdout: [rank1]:z", "stdout:", "(Runner pid=1) a", "w7 x", "w7x", "w7"]
     lines.append(pl.DataFrame({"line_no": list(range(1, 4 * len(tricky) + 1)), "text": tricky * 4}))
     by_distinct = [unwrapper(chunk) for chunk in lines]
     monkeypatch.setattr("memlog.parse.unwrap.DISTINCT_PREFIXES", 0.0)  # every line read on its own
@@ -124,14 +125,19 @@ def test_pieces_after_a_carriage_return_keep_the_label_of_their_line():
     """A launcher labels the physical line it relays; reading cuts it at `\\r` (a progress bar), and
     every piece is still that node's: its own Ray prefix names its process, the line's the node."""
     unwrap = Unwrapper([])  # the built-in wrappers
-    lines = pl.DataFrame({"line_no": [1, 2, 2, 2, 3, 3], "text": [
-        "gpu-a07: (Runner pid=5121) actor:",
-        "gpu-a07: Running step:  2%|#  | 1/40",
-        "\x1b[36m(Runner pid=5121)\x1b[0m Step 1",
-        "gpu-a07: (Runner pid=5121) Step 2",  # labelled itself: left as it is
-        "(Runner pid=9) no label on this line",
-        "Step 3",
-    ]})
+    lines = pl.DataFrame(
+        {
+            "line_no": [1, 2, 2, 2, 3, 3],
+            "text": [
+                "gpu-a07: (Runner pid=5121) actor:",
+                "gpu-a07: Running step:  2%|#  | 1/40",
+                "\x1b[36m(Runner pid=5121)\x1b[0m Step 1",
+                "gpu-a07: (Runner pid=5121) Step 2",  # labelled itself: left as it is
+                "(Runner pid=9) no label on this line",
+                "Step 3",
+            ],
+        }
+    )
     carried = unwrap.with_line_prefixes(lines)
     assert carried["text"].to_list()[2] == "gpu-a07: \x1b[36m(Runner pid=5121)\x1b[0m Step 1"
     assert carried["text"].to_list()[3] == "gpu-a07: (Runner pid=5121) Step 2"

@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from memlog.base import yamlfile
 from memlog.cli import app
-
 from tests.synthetic import torchtitan_lines
 
 runner = CliRunner()
@@ -46,8 +45,7 @@ def _limited() -> None:
 
 
 def run_child(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memlog", *args], capture_output=True, text=True, timeout=300,
-                          cwd=REPO, preexec_fn=_limited)
+    return subprocess.run([sys.executable, "-m", "memlog", *args], capture_output=True, text=True, timeout=300, cwd=REPO, preexec_fn=_limited)
 
 
 def one_line(returncode: int, stderr: str) -> str:
@@ -125,7 +123,8 @@ def test_config_nested_50_000_deep_is_one_line(tmp_path, opening, closing, inner
     config.write_text("rules: " + nested(50_000, opening, closing, inner) + "\n")
     proc = run_child("analyze", "--config", str(config), str(flat_log(tmp_path)))
     assert one_line(proc.returncode, proc.stderr) == (
-        f"memlog: error: {config}: nested more than {yamlfile.MAX_YAML_DEPTH} levels deep (line 1), not a config or spec")
+        f"memlog: error: {config}: nested more than {yamlfile.MAX_YAML_DEPTH} levels deep (line 1), not a config or spec"
+    )
 
 
 def test_spec_nested_50_000_deep_is_one_line(tmp_path):
@@ -139,21 +138,27 @@ def test_spec_nested_50_000_deep_is_one_line(tmp_path):
 SPEC_HEAD = "name: mine\nrecords:\n  - name: r\n    literal: 'step'\n    regex: 'step (?P<step>\\d+)'\nsamples:\n"
 
 
-@pytest.mark.parametrize("samples, message", [
-    ("  - 5\n", "samples entry 1: must be a mapping with `line:` (and `record:`, `event:` or `nothing:`), got int"),
-    ("  - [a, b]\n", "samples entry 1: must be a mapping with `line:` (and `record:`, `event:` or `nothing:`), got list"),
-    ("  - {line: 'step 1'}\n  - {line: 3}\n", "samples entry 2: `line` must be the text of a log line"),
-    ("  - {record: {step: 1}}\n", "samples entry 1: `line` must be the text of a log line"),
-    ("  - {line: 'step 1', record: 5}\n", "samples entry 1: `record` must be a mapping of column: value, got int"),
-    ("  - {line: 'step 1', event: [1]}\n", "samples entry 1: `event` must be a mapping of column: value, got list"),
-    ("  - {line: 'step 1', nothing: 'yes'}\n", "samples entry 1: `nothing` must be true or false, got str"),
-    ("  - {line: 'step 1', expect: {step: 1}}\n", "samples entry 1: unknown keys ['expect'] (known: line, record, event, nothing)"),
-])
+@pytest.mark.parametrize(
+    "samples, message",
+    [
+        ("  - 5\n", "samples entry 1: must be a mapping with `line:` (and `record:`, `event:` or `nothing:`), got int"),
+        ("  - [a, b]\n", "samples entry 1: must be a mapping with `line:` (and `record:`, `event:` or `nothing:`), got list"),
+        ("  - {line: 'step 1'}\n  - {line: 3}\n", "samples entry 2: `line` must be the text of a log line"),
+        ("  - {record: {step: 1}}\n", "samples entry 1: `line` must be the text of a log line"),
+        ("  - {line: 'step 1', record: 5}\n", "samples entry 1: `record` must be a mapping of column: value, got int"),
+        ("  - {line: 'step 1', event: [1]}\n", "samples entry 1: `event` must be a mapping of column: value, got list"),
+        ("  - {line: 'step 1', nothing: 'yes'}\n", "samples entry 1: `nothing` must be true or false, got str"),
+        ("  - {line: 'step 1', expect: {step: 1}}\n", "samples entry 1: unknown keys ['expect'] (known: line, record, event, nothing)"),
+    ],
+)
 def test_spec_samples_of_the_wrong_type_name_the_entry_and_key(tmp_path, samples, message):
     specs = tmp_path / "formats"
     specs.mkdir()
     (specs / "mine.yaml").write_text(SPEC_HEAD + samples)
-    for args in (["analyze", "--formats-dir", str(specs), str(flat_log(tmp_path))], ["formats", "list", "--formats-dir", str(specs)],
-                 ["formats", "check", "--formats-dir", str(specs), str(flat_log(tmp_path))]):
+    for args in (
+        ["analyze", "--formats-dir", str(specs), str(flat_log(tmp_path))],
+        ["formats", "list", "--formats-dir", str(specs)],
+        ["formats", "check", "--formats-dir", str(specs), str(flat_log(tmp_path))],
+    ):
         result = runner.invoke(app, args)
         assert one_line(result.exit_code, result.stderr) == f"memlog: error: mine.yaml: {message}"

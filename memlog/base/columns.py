@@ -92,7 +92,13 @@ ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMN
 # and what tells the device's capacity. Throughput, learning rate and the like are only printed
 # (`memlog series`) or charted on request (`memlog plot --metric`).
 JUDGED_COLUMNS: tuple[str, ...] = (
-    *MEMORY_COLUMNS, "loss", "grad_norm", "nan_iterations", "skipped_iterations", "mem_peak_reserved_pct", "mem_capacity_gib",
+    *MEMORY_COLUMNS,
+    "loss",
+    "grad_norm",
+    "nan_iterations",
+    "skipped_iterations",
+    "mem_peak_reserved_pct",
+    "mem_capacity_gib",
 )
 
 
@@ -116,4 +122,3 @@ UNIT_GIB: dict[str, float] = {
 def unit_gib(unit: str | None) -> float | None:
     """What one `unit` is worth in GiB ("MiB" -> 1/1024), or None for an unknown unit."""
     return UNIT_GIB.get(unit.strip().upper()) if unit is not None else None
-

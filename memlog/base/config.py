@@ -18,9 +18,8 @@ from typing import Any
 
 import yaml
 
-from memlog.base.yamlfile import YamlFileError, read_yaml
-
 from memlog.base.errors import ConfigError
+from memlog.base.yamlfile import YamlFileError, read_yaml
 
 KEYS = {"rules", "capacity_gib", "formats_dirs", "compare"}
 MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 0.001, 1e6  # as --capacity (memlog/cli.py)
@@ -71,9 +70,7 @@ def load_config(path: str | None) -> Config:
         raise ConfigError(f"{path}: `rules` maps rule ids to mappings of threshold: value")
     capacity = raw.get("capacity_gib")
     # The bounds of --capacity: a YAML integer of 400 digits is no float, and overflows later.
-    if capacity is not None and (
-        isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not MIN_CAPACITY_GIB <= capacity <= MAX_CAPACITY_GIB
-    ):
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not MIN_CAPACITY_GIB <= capacity <= MAX_CAPACITY_GIB):
         raise ConfigError(f"{path}: capacity_gib must be a positive number of GiB up to {MAX_CAPACITY_GIB:g}, got {capacity!r:.40}")
     capacity = float(capacity) if capacity is not None else None
     dirs = raw.get("formats_dirs") or []

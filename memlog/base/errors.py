@@ -35,5 +35,5 @@ def regex_problem(exc: BaseException) -> str:
         pattern, caret = lines[carets[0] - 1], lines[carets[0]]
         column = len(caret) - len(caret.lstrip())
         indent = len(pattern) - len(pattern.lstrip())
-        return f"{what[0]}, at {pattern.strip()[column - indent:][:40]!r}"
+        return f"{what[0]}, at {pattern.strip()[column - indent :][:40]!r}"
     return what[0]

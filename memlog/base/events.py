@@ -116,7 +116,7 @@ def memory_words(text: str) -> str | None:
 _INTERRUPT = re.compile(r"^(?:\w+\.)*KeyboardInterrupt\b|\bSIGINT\b|got signal: (?:2|Signals\.SIGINT)\b")
 
 
-def keyboard_interrupt(event: "Event") -> bool:
+def keyboard_interrupt(event: Event) -> bool:
     """Whether the event is a run stopped on purpose from the keyboard (Ctrl-C: KeyboardInterrupt,
     SIGINT), which ends a run without being its failure."""
     if event.kind not in ("exception", "process_exit", "crash"):
@@ -126,7 +126,7 @@ def keyboard_interrupt(event: "Event") -> bool:
     return bool(_INTERRUPT.search(str(event.detail.get("exception") or event.text)))
 
 
-def ray_death_cause(event: "Event") -> str | None:
+def ray_death_cause(event: Event) -> str | None:
     """What a Ray worker death's exit detail says about memory: "killed" when Ray's memory monitor
     killed it ("Task was killed due to the node running low on memory"), "possible" when the process
     just vanished and Ray lists the Linux OOM killer among its *possible* root causes (its text for
@@ -219,7 +219,9 @@ class Event:
 def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[list[Event], dict[str, int]]:
     if not frames:
         return [], {}
-    frame = pl.concat(frames, how="diagonal_relaxed").sort("source", "line_no", "kind", maintain_order=True)  # (kind: events of one line in one order, however the chunks fell)
+    frame = pl.concat(frames, how="diagonal_relaxed").sort(
+        "source", "line_no", "kind", maintain_order=True
+    )  # (kind: events of one line in one order, however the chunks fell)
     frame = frame.with_columns(_after_step=_steps_beside(frame, records, "backward"), _next_step=_steps_beside(frame, records, "forward"))
     frame = _last_words_only(frame, records)
     by_pid = _workers_by_pid(records, frame)
@@ -269,8 +271,10 @@ def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFram
         steppers = train.group_by("_s", "_w").agg(_own=pl.lit(True))
         last = train.group_by("_s").agg(_last_step=pl.col("step").max())
         events = (
-            events.lazy().with_columns(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String))
-            .join(steppers, on=["_s", "_w"], how="left", maintain_order="left").join(last, on="_s", how="left", maintain_order="left")
+            events.lazy()
+            .with_columns(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String))
+            .join(steppers, on=["_s", "_w"], how="left", maintain_order="left")
+            .join(last, on="_s", how="left", maintain_order="left")
             .collect()
         )
         ends = pl.col("_next_step").is_null() | (pl.col("_own").is_null() & (pl.col("_next_step") >= pl.col("_last_step")))

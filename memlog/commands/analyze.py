@@ -9,8 +9,21 @@ from typing import Annotated, Optional
 import typer
 
 from memlog.commands.common import (
-    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, append_step_summary, ascii_only, colour, command_line, emit,
-    fitted_width, guard, progress, reads, warn_damaged,
+    EXIT_FINDING,
+    EXIT_OK,
+    CapacityOption,
+    Debug,
+    FailOn,
+    append_step_summary,
+    ascii_only,
+    colour,
+    command_line,
+    emit,
+    fitted_width,
+    guard,
+    progress,
+    reads,
+    warn_damaged,
 )  # fmt: skip
 from memlog.engine.options import ReadingOptions
 
@@ -27,7 +40,13 @@ class Output(str, Enum):
 
 @reads
 def analyze(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (plain, gzip, bzip2, xz), directories of them (one run: its per-rank or per-node files), globs, URLs (s3://, gs://), TensorBoard event files; - for stdin.")],
+    logs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="LOG...",
+            help="Log files (plain, gzip, bzip2, xz), directories of them (one run: its per-rank or per-node files), globs, URLs (s3://, gs://), TensorBoard event files; - for stdin.",
+        ),
+    ],
     reading: ReadingOptions,
     output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,

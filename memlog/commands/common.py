@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from collections.abc import Callable
 from typing import Annotated, Optional
 
 import typer
@@ -27,8 +27,9 @@ def _finite(value: float | None) -> float | None:
 
 
 # One --capacity for analyze, scan and plot.
-CapacityOption = Annotated[Optional[float], typer.Option(
-    "--capacity", help="Device memory capacity in GiB, where the log does not say.", min=0.001, max=1e6, callback=_finite)]
+CapacityOption = Annotated[
+    Optional[float], typer.Option("--capacity", help="Device memory capacity in GiB, where the log does not say.", min=0.001, max=1e6, callback=_finite)
+]
 
 
 class FailOn(str, Enum):
@@ -70,13 +71,17 @@ def reads(command: Callable) -> Callable:
     ]
     params = [p for p in own.parameters.values() if p.name != "reading"]
     last = [p for p in params if p.name == "debug"]  # --debug stays last in the help
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != "debug"] + group + [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in last]
+    params = (
+        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != "debug"]
+        + group
+        + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in last]
+    )
 
     @functools.wraps(command)
     def with_reading(**kwargs):
-        reading = ReadingOptions(tuple(kwargs.pop("format") or ()), tuple(kwargs.pop("formats_dir") or ()),
-                                 tuple(kwargs.pop("plugins_dir") or ()), kwargs.pop("config"))
+        reading = ReadingOptions(
+            tuple(kwargs.pop("format") or ()), tuple(kwargs.pop("formats_dir") or ()), tuple(kwargs.pop("plugins_dir") or ()), kwargs.pop("config")
+        )
         return command(reading=reading, **kwargs)
 
     del with_reading.__wrapped__  # typer reads the signature below, not the command's own
@@ -118,7 +123,7 @@ def guard(debug: bool, action):
     except (SystemExit, GeneratorExit):
         raise
     # BaseException: a panic inside polars (pyo3's PanicException) is not an Exception.
-    except BaseException as exc:  # noqa: BLE001 - a crash must still be one clear line and exit 2
+    except BaseException as exc:
         if debug:
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""

@@ -24,7 +24,12 @@ def compare(
     new: Annotated[str, typer.Argument(metavar="NEW", help="The run to judge against it, the same way.")],
     reading: ReadingOptions,
     output: Annotated[CompareOutput, typer.Option("-o", "--output", help="Output format (markdown: to paste into a PR).")] = CompareOutput.text,
-    fail_on_increase: Annotated[Optional[float], typer.Option("--fail-on-increase", metavar="PCT", help="Exit 1 when a rank's plateau level or peak rises by more than PCT% (default 3).", min=0, max=1000)] = None,
+    fail_on_increase: Annotated[
+        Optional[float],
+        typer.Option(
+            "--fail-on-increase", metavar="PCT", help="Exit 1 when a rank's plateau level or peak rises by more than PCT% (default 3).", min=0, max=1000
+        ),
+    ] = None,
     capacity: CapacityOption = None,
     debug: Debug = False,
 ) -> None:

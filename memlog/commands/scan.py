@@ -12,7 +12,16 @@ import typer.core
 
 from memlog.base.errors import MemlogError
 from memlog.commands.common import (
-    EXIT_FINDING, EXIT_OK, CapacityOption, Debug, FailOn, append_step_summary, ascii_only, emit, guard, reads,
+    EXIT_FINDING,
+    EXIT_OK,
+    CapacityOption,
+    Debug,
+    FailOn,
+    append_step_summary,
+    ascii_only,
+    emit,
+    guard,
+    reads,
 )  # fmt: skip
 from memlog.engine.options import ReadingOptions
 
@@ -41,17 +50,33 @@ def scan(
     output: Annotated[ScanOutput, typer.Option("-o", "--output", help="Output format.")] = ScanOutput.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a run has a finding at least this severe.")] = FailOn.error,
     jobs: Annotated[Optional[int], typer.Option("--jobs", help="Runs judged at once (worker processes; default: one per core).", min=1, max=1024)] = None,
-    run_glob: Annotated[Optional[str], typer.Option("--run-glob", help="Every file or folder under PATH matching this glob is a run (instead of the layout rule; ** recurses).")] = None,
-    ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Judge the runs as Ray tasks (pip install 'memlog\\[ray]'); ADDRESS: auto, ray://head:10001, head:6379; none: ray.init()'s default.")] = None,
+    run_glob: Annotated[
+        Optional[str], typer.Option("--run-glob", help="Every file or folder under PATH matching this glob is a run (instead of the layout rule; ** recurses).")
+    ] = None,
+    ray: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="Judge the runs as Ray tasks (pip install 'memlog\\[ray]'); ADDRESS: auto, ray://head:10001, head:6379; none: ray.init()'s default.",
+        ),
+    ] = None,
     capacity: CapacityOption = None,
-    prometheus_textfile: Annotated[Optional[Path], typer.Option("--prometheus-textfile", metavar="FILE", help="Also write the runs' metrics (verdict, growth, projected OOM) for node_exporter's textfile collector; needs memlog\\[prometheus].")] = None,
+    prometheus_textfile: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--prometheus-textfile",
+            metavar="FILE",
+            help="Also write the runs' metrics (verdict, growth, projected OOM) for node_exporter's textfile collector; needs memlog\\[prometheus].",
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Judge every run under the paths, one row per run, worst first (memlog/scan/runs.py: what a run is)."""
     from memlog.render.fleet import ScanProgress, render_fleet
-    from memlog.scan.runs import find_runs
     from memlog.scan.fleet import ScanOptions, fails
     from memlog.scan.fleet import scan as run_scan
+    from memlog.scan.runs import find_runs
 
     def action():
         if ray is not None and jobs is not None:

@@ -21,7 +21,10 @@ class SchemaKind(str, Enum):
 
 
 def schema(
-    kind: Annotated[SchemaKind, typer.Option("--kind", help="report: `analyze -o json`; scan, compare, snapshot: their `-o json`; guard: the guard's memlog-guard-rank<R>.json.")] = SchemaKind.report,
+    kind: Annotated[
+        SchemaKind,
+        typer.Option("--kind", help="report: `analyze -o json`; scan, compare, snapshot: their `-o json`; guard: the guard's memlog-guard-rank<R>.json."),
+    ] = SchemaKind.report,
 ) -> None:
     """Print the JSON Schema of `memlog analyze -o json` (--kind: of another command's, or the guard's file)."""
     sys.stdout.write(json.dumps(schema_of(kind.value), indent=2, ensure_ascii=False) + "\n")

@@ -25,7 +25,9 @@ Top = Annotated[int, typer.Option("--top", help="Sites listed.", min=1, max=100_
 @snapshot_app.command("show")
 def snapshot_show(
     snapshot: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="A pickle from torch.cuda.memory._dump_snapshot.")],
-    output: Output = SnapshotOutput.text, top: Top = 20, debug: Debug = False,
+    output: Output = SnapshotOutput.text,
+    top: Top = 20,
+    debug: Debug = False,
 ) -> None:
     """The largest live allocation sites of one snapshot (the stacks that allocated what is held)."""
     from memlog.guard.snapshot import live_sites, load_snapshot
@@ -38,7 +40,9 @@ def snapshot_show(
 def snapshot_diff(
     before: Annotated[str, typer.Argument(metavar="A", help="The earlier snapshot.")],
     after: Annotated[str, typer.Argument(metavar="B", help="The later snapshot.")],
-    output: Output = SnapshotOutput.text, top: Top = 20, debug: Debug = False,
+    output: Output = SnapshotOutput.text,
+    top: Top = 20,
+    debug: Debug = False,
 ) -> None:
     """The allocation sites whose live bytes grew from A to B, largest growth first."""
     from memlog.guard.snapshot import diff_snapshots, load_snapshot

@@ -31,13 +31,31 @@ class ExitOn(str, Enum):
 def watch(
     logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files, directories or globs to follow (need not exist yet); - for a pipe.")],
     reading: ReadingOptions,
-    output: Annotated[WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")] = WatchOutput.text,
+    output: Annotated[
+        WatchOutput, typer.Option("-o", "--output", help="text: a live status on a terminal, a line per change when piped; jsonl: a JSON object per change.")
+    ] = WatchOutput.text,
     exit_on: Annotated[ExitOn, typer.Option("--exit-on", help="Exit 1 as soon as a leak (or any error finding) is found.")] = ExitOn.never,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="On Ctrl-C, SIGTERM or the end of a pipe: exit 1 when a finding is at least this severe.")] = FailOn.error,
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="On Ctrl-C, SIGTERM or the end of a pipe: exit 1 when a finding is at least this severe.")
+    ] = FailOn.error,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between judgements, at least.", min=0.1, max=3600)] = 1.0,
     capacity: CapacityOption = None,
-    metrics_port: Annotated[str | None, typer.Option("--metrics-port", metavar="[ADDR:]PORT", help="Serve Prometheus metrics of the judgement (memory, growth, projected OOM, verdict) here; needs memlog\\[prometheus].")] = None,
-    notify: Annotated[str | None, typer.Option("--notify", metavar="URL", help="POST a JSON message (Slack-compatible) when the verdict turns to one an error finding implies (a leak, an out-of-memory error, a dead run), or the projected OOM comes within --notify-horizon.")] = None,
+    metrics_port: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-port",
+            metavar="[ADDR:]PORT",
+            help="Serve Prometheus metrics of the judgement (memory, growth, projected OOM, verdict) here; needs memlog\\[prometheus].",
+        ),
+    ] = None,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            "--notify",
+            metavar="URL",
+            help="POST a JSON message (Slack-compatible) when the verdict turns to one an error finding implies (a leak, an out-of-memory error, a dead run), or the projected OOM comes within --notify-horizon.",
+        ),
+    ] = None,
     notify_horizon: Annotated[float, typer.Option("--notify-horizon", metavar="SECONDS", help="How near a projected OOM is told (--notify).", min=0)] = 3600.0,
     run: Annotated[str | None, typer.Option("--run", help="The run's name in metrics and messages (default: the first log's name).")] = None,
     debug: Debug = False,
@@ -46,8 +64,16 @@ def watch(
 
     def action():
         return run_watch(
-            logs, reading, output=output.value, exit_on=exit_on.value, fail_on=fail_on.value, interval=interval,
-            capacity_gib=capacity, write=emit, terminal=terminal(), ascii_only=ascii_only(),
+            logs,
+            reading,
+            output=output.value,
+            exit_on=exit_on.value,
+            fail_on=fail_on.value,
+            interval=interval,
+            capacity_gib=capacity,
+            write=emit,
+            terminal=terminal(),
+            ascii_only=ascii_only(),
             notice=lambda message: typer.echo(f"memlog: {safe(message)}", err=True),
             alerts=Alerts(metrics_port, notify, notify_horizon, run or run_name(logs)),
         )
@@ -112,9 +138,20 @@ def run_name(logs: list[str]) -> str:
 
 
 def run_watch(
-    inputs: list[str], reading: ReadingOptions = ReadingOptions(), *, output: str = "text", exit_on: str = "never",
-    fail_on: str = "error", interval: float = 1.0, capacity_gib: float | None = None, write: Callable[[str], None] | None = None, terminal: bool = False, ascii_only: bool = False,
-    notice: Callable[[str], None] = lambda message: None, stop_after: float | None = None, alerts: Alerts | None = None,
+    inputs: list[str],
+    reading: ReadingOptions = ReadingOptions(),
+    *,
+    output: str = "text",
+    exit_on: str = "never",
+    fail_on: str = "error",
+    interval: float = 1.0,
+    capacity_gib: float | None = None,
+    write: Callable[[str], None] | None = None,
+    terminal: bool = False,
+    ascii_only: bool = False,
+    notice: Callable[[str], None] = lambda message: None,
+    stop_after: float | None = None,
+    alerts: Alerts | None = None,
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
     finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
@@ -132,8 +169,9 @@ def run_watch(
     # (memlog.watch.watch.StopRequest).
     with stopped_by_signals() as stop:
         watcher = Watcher(inputs, reading, capacity_gib=capacity_gib, notice=notice, interval=interval)
-        out = LiveOutput(output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only,
-                         workspace=os.environ.get("GITHUB_WORKSPACE"))
+        out = LiveOutput(
+            output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only, workspace=os.environ.get("GITHUB_WORKSPACE")
+        )
 
         alerts = alerts or Alerts()
         alerts.start(notice)

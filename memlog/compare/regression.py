@@ -28,19 +28,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memlog.engine.options import ReadingOptions
 from memlog.base.errors import MemlogError
-from memlog.report.report import Report, SeriesView
 from memlog.base.phrases import gib, rounded
+from memlog.engine.options import ReadingOptions
 from memlog.judge.rulekit import Finding, Threshold, resolve_thresholds
+from memlog.report.report import Report, SeriesView
 
 SCHEMA_VERSION = 1
 
 THRESHOLDS = (
-    Threshold("fail_on_increase_pct", 3.0, "%", "a rank's plateau level or peak higher in NEW by more than this share of BASE's is a "
-              "regression (--fail-on-increase)"),
-    Threshold("min_change_gib", 0.25, "GiB", "a difference in level or peak smaller than this is the same, whatever its share "
-              "(allocator rounding, noise)"),
+    Threshold(
+        "fail_on_increase_pct", 3.0, "%", "a rank's plateau level or peak higher in NEW by more than this share of BASE's is a regression (--fail-on-increase)"
+    ),
+    Threshold("min_change_gib", 0.25, "GiB", "a difference in level or peak smaller than this is the same, whatever its share (allocator rounding, noise)"),
     Threshold("improvement_pct", 3.0, "%", "a rank's level or peak lower in NEW by more than this share of BASE's is an improvement"),
     Threshold("max_rate_increase_pct", 50.0, "%", "both runs leak: NEW's growth rate higher than BASE's by more than this is a regression"),
     Threshold("loss_diff_pct", 5.0, "%", "mean losses over the common steps differing by more than this: the runs may not do the same work"),
@@ -78,10 +78,16 @@ class Side:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "series": self.label, "metric": self.metric, "points": self.points, "level_gib": rounded(self.level_gib),
-            "peak_gib": rounded(self.peak_gib), "rate_gib_per_1k_steps": rounded(self.rate_gib_per_step * 1000 if self.rate_gib_per_step is not None else None, 4),
-            "warmup_until_step": self.warmup_until_step, "steps_to_capacity": rounded(self.steps_to_capacity, 0),
-            "capacity_gib": rounded(self.capacity_gib), "leaks": self.leaks,
+            "series": self.label,
+            "metric": self.metric,
+            "points": self.points,
+            "level_gib": rounded(self.level_gib),
+            "peak_gib": rounded(self.peak_gib),
+            "rate_gib_per_1k_steps": rounded(self.rate_gib_per_step * 1000 if self.rate_gib_per_step is not None else None, 4),
+            "warmup_until_step": self.warmup_until_step,
+            "steps_to_capacity": rounded(self.steps_to_capacity, 0),
+            "capacity_gib": rounded(self.capacity_gib),
+            "leaks": self.leaks,
         }
 
 
@@ -106,10 +112,16 @@ class Pair:
             return rounded(100 * change / of, 2) if of > 0 else None
 
         return {
-            "subject": self.subject, "worker": self.worker, "rank": self.rank, "base": self.base.to_json(), "new": self.new.to_json(),
+            "subject": self.subject,
+            "worker": self.worker,
+            "rank": self.rank,
+            "base": self.base.to_json(),
+            "new": self.new.to_json(),
             "diff": {
-                "level_gib": rounded(self.level_change_gib), "level_pct": pct(self.level_change_gib, self.base.level_gib),
-                "peak_gib": rounded(self.peak_change_gib), "peak_pct": pct(self.peak_change_gib, self.base.peak_gib),
+                "level_gib": rounded(self.level_change_gib),
+                "level_pct": pct(self.level_change_gib, self.base.level_gib),
+                "peak_gib": rounded(self.peak_change_gib),
+                "peak_pct": pct(self.peak_change_gib, self.base.peak_gib),
                 "rate_gib_per_1k_steps": rounded(1000 * ((self.new.rate_gib_per_step or 0) - (self.base.rate_gib_per_step or 0)), 4),
             },
         }
@@ -141,15 +153,31 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         def run(report: Report, inputs: list[str]) -> dict[str, Any]:
             cov = report.coverage
-            return {"inputs": inputs, "verdict": report.verdict, "steps": cov.get("steps"), "ranks": cov.get("ranks"),
-                    "workers": cov.get("workers"), "records": cov.get("records")}
+            return {
+                "inputs": inputs,
+                "verdict": report.verdict,
+                "steps": cov.get("steps"),
+                "ranks": cov.get("ranks"),
+                "workers": cov.get("workers"),
+                "records": cov.get("records"),
+            }
 
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": "compare",
             "verdict": self.verdict,
-            "findings": [{"rule": f.rule, "severity": f.severity, "subject": f.subject, "message": f.message, "evidence": f.evidence,
-                          "hints": f.hints, "lines": [{"source": s, "line": n} for s, n in f.lines]} for f in self.findings],
+            "findings": [
+                {
+                    "rule": f.rule,
+                    "severity": f.severity,
+                    "subject": f.subject,
+                    "message": f.message,
+                    "evidence": f.evidence,
+                    "hints": f.hints,
+                    "lines": [{"source": s, "line": n} for s, n in f.lines],
+                }
+                for f in self.findings
+            ],
             "base": run(self.base, self.base_inputs),
             "new": run(self.new, self.new_inputs),
             "common_steps": list(self.common_steps),
@@ -204,8 +232,18 @@ def _side(view: SeriesView, values: list[float], leaking: set[str]) -> Side:
     if slope and slope > 0 and view.capacity_gib and view.fit:
         last = view.steps[-1]
         to_capacity = max(0.0, (view.capacity_gib - view.fit.at(last)) / slope)
-    return Side(view.label, view.metric, len(values), statistics.median(values), max(values), slope, view.knee_step,
-                to_capacity, view.capacity_gib, view.label in leaking)
+    return Side(
+        view.label,
+        view.metric,
+        len(values),
+        statistics.median(values),
+        max(values),
+        slope,
+        view.knee_step,
+        to_capacity,
+        view.capacity_gib,
+        view.label in leaking,
+    )
 
 
 def _cannot(reason: str) -> CompareError:
@@ -216,8 +254,7 @@ def _describe(views: dict) -> str:
     return ", ".join(sorted(k[1] for k in views)[:8]) + (" ..." if len(views) > 8 else "")
 
 
-def compare_reports(base: Report, new: Report, thresholds: dict[str, float], base_inputs: Sequence[str] = (),
-                    new_inputs: Sequence[str] = ()) -> Comparison:
+def compare_reports(base: Report, new: Report, thresholds: dict[str, float], base_inputs: Sequence[str] = (), new_inputs: Sequence[str] = ()) -> Comparison:
     t = thresholds
     base_views, new_views = _memory_views(base), _memory_views(new)
     for name, views in (("BASE", base_views), ("NEW", new_views)):
@@ -248,8 +285,8 @@ def compare_reports(base: Report, new: Report, thresholds: dict[str, float], bas
         raise _cannot(f"no common steps with {int(t['min_common_points'])}+ readings on each side: {'; '.join(skipped_pairs[:4])}")
     if skipped_pairs:
         notes.append(f"not compared, too few common steps: {', '.join(skipped_pairs[:6])}")
-    missing = sorted(set(k[1] for k in base_views) - set(k[1] for k in new_views))
-    extra = sorted(set(k[1] for k in new_views) - set(k[1] for k in base_views))
+    missing = sorted({k[1] for k in base_views} - {k[1] for k in new_views})
+    extra = sorted({k[1] for k in new_views} - {k[1] for k in base_views})
     if len(aligned) > 1 or len(base_views) == len(new_views) == 1:
         if extra:
             notes.append(f"NEW has {len(extra)} worker(s) BASE lacks: {', '.join(extra[:8])}")
@@ -279,8 +316,12 @@ def _loss(base: Report, new: Report, common: tuple[int, int], t) -> dict[str, An
         return None
     b, n = statistics.fmean(means_b), statistics.fmean(means_n)
     diff_pct = 100 * (n - b) / abs(b) if b else None
-    return {"base_mean": rounded(b), "new_mean": rounded(n), "diff_pct": rounded(diff_pct, 2),
-            "same_work": diff_pct is not None and abs(diff_pct) <= t["loss_diff_pct"]}
+    return {
+        "base_mean": rounded(b),
+        "new_mean": rounded(n),
+        "diff_pct": rounded(diff_pct, 2),
+        "same_work": diff_pct is not None and abs(diff_pct) <= t["loss_diff_pct"],
+    }
 
 
 def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> list[Finding]:
@@ -292,68 +333,157 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
         worst = max(chosen, key=lambda p: abs(getattr(p, measure)))
         subject = worst.subject
         message = text(worst) + (f" (and {len(chosen) - 1} more worker(s))" if len(chosen) > 1 else "")
-        findings.append(_finding(rule, severity, subject, message, {
-            "observed": {"workers": len(chosen), "worst": worst.worker, "base_gib": rounded(getattr(worst.base, measure.split("_")[0] + "_gib")),
-                         "new_gib": rounded(getattr(worst.new, measure.split("_")[0] + "_gib")), "change_gib": rounded(getattr(worst, measure))},
-            "thresholds": dict(t), "ranks": sorted({p.rank for p in chosen if p.rank is not None}),
-            "workers": [p.worker for p in chosen][:16],
-        }))
+        findings.append(
+            _finding(
+                rule,
+                severity,
+                subject,
+                message,
+                {
+                    "observed": {
+                        "workers": len(chosen),
+                        "worst": worst.worker,
+                        "base_gib": rounded(getattr(worst.base, measure.split("_")[0] + "_gib")),
+                        "new_gib": rounded(getattr(worst.new, measure.split("_")[0] + "_gib")),
+                        "change_gib": rounded(getattr(worst, measure)),
+                    },
+                    "thresholds": dict(t),
+                    "ranks": sorted({p.rank for p in chosen if p.rank is not None}),
+                    "workers": [p.worker for p in chosen][:16],
+                },
+            )
+        )
 
     def beyond(change: float, of: float, pct: float) -> bool:
         return abs(change) >= t["min_change_gib"] and of > 0 and abs(change) >= of * pct / 100
 
     for measure, what in (("level_change_gib", "level"), ("peak_change_gib", "peak")):
-        base_of = (lambda p, w=what: getattr(p.base, f"{w}_gib"))
+        base_of = lambda p, w=what: getattr(p.base, f"{w}_gib")
         up = [p for p in pairs if getattr(p, measure) > 0 and beyond(getattr(p, measure), base_of(p), t["fail_on_increase_pct"])]
         down = [p for p in pairs if getattr(p, measure) < 0 and beyond(getattr(p, measure), base_of(p), t["improvement_pct"])]
         name = "plateau level" if what == "level" else "peak"
-        group(f"{what}-increase", "error", up, lambda p, n=name, w=what: (
-            f"{p.subject.capitalize()} memory {n} on {p.worker} rose {gib(getattr(p.base, f'{w}_gib'))} -> {gib(getattr(p.new, f'{w}_gib'))} "
-            f"(+{100 * (getattr(p.new, f'{w}_gib') / getattr(p.base, f'{w}_gib') - 1):.1f}%, over {t['fail_on_increase_pct']:g}%)"), measure)
-        group(f"{what}-decrease", "info", down, lambda p, n=name, w=what: (
-            f"{p.subject.capitalize()} memory {n} on {p.worker} fell {gib(getattr(p.base, f'{w}_gib'))} -> {gib(getattr(p.new, f'{w}_gib'))} "
-            f"({100 * (getattr(p.new, f'{w}_gib') / getattr(p.base, f'{w}_gib') - 1):.1f}%)"), measure)
+        group(
+            f"{what}-increase",
+            "error",
+            up,
+            lambda p, n=name, w=what: (
+                f"{p.subject.capitalize()} memory {n} on {p.worker} rose {gib(getattr(p.base, f'{w}_gib'))} -> {gib(getattr(p.new, f'{w}_gib'))} "
+                f"(+{100 * (getattr(p.new, f'{w}_gib') / getattr(p.base, f'{w}_gib') - 1):.1f}%, over {t['fail_on_increase_pct']:g}%)"
+            ),
+            measure,
+        )
+        group(
+            f"{what}-decrease",
+            "info",
+            down,
+            lambda p, n=name, w=what: (
+                f"{p.subject.capitalize()} memory {n} on {p.worker} fell {gib(getattr(p.base, f'{w}_gib'))} -> {gib(getattr(p.new, f'{w}_gib'))} "
+                f"({100 * (getattr(p.new, f'{w}_gib') / getattr(p.base, f'{w}_gib') - 1):.1f}%)"
+            ),
+            measure,
+        )
     new_leaks = [p for p in pairs if p.new.leaks and not p.base.leaks]
     if new_leaks:
         p = new_leaks[0]
         when = f"; at this rate it reaches {gib(p.new.capacity_gib)} in ~{p.new.steps_to_capacity:,.0f} steps" if p.new.steps_to_capacity is not None else ""
-        findings.append(_finding("new-leak", "error", p.subject, (
-            f"NEW leaks where BASE did not: {p.subject} memory on {', '.join(q.worker for q in new_leaks[:8])} grows "
-            f"{gib((p.new.rate_gib_per_step or 0) * 1000)} per 1k steps (BASE {gib((p.base.rate_gib_per_step or 0) * 1000)}){when}"),
-            {"observed": {"workers": len(new_leaks), "new_rate_gib_per_1k_steps": rounded((p.new.rate_gib_per_step or 0) * 1000),
-                          "base_rate_gib_per_1k_steps": rounded((p.base.rate_gib_per_step or 0) * 1000),
-                          "new_steps_to_capacity": rounded(p.new.steps_to_capacity, 0)},
-             "thresholds": dict(t), "ranks": sorted({q.rank for q in new_leaks if q.rank is not None})}))
-    faster = [p for p in pairs if p.new.leaks and p.base.leaks and (p.base.rate_gib_per_step or 0) > 0
-              and (p.new.rate_gib_per_step or 0) > p.base.rate_gib_per_step * (1 + t["max_rate_increase_pct"] / 100)]
+        findings.append(
+            _finding(
+                "new-leak",
+                "error",
+                p.subject,
+                (
+                    f"NEW leaks where BASE did not: {p.subject} memory on {', '.join(q.worker for q in new_leaks[:8])} grows "
+                    f"{gib((p.new.rate_gib_per_step or 0) * 1000)} per 1k steps (BASE {gib((p.base.rate_gib_per_step or 0) * 1000)}){when}"
+                ),
+                {
+                    "observed": {
+                        "workers": len(new_leaks),
+                        "new_rate_gib_per_1k_steps": rounded((p.new.rate_gib_per_step or 0) * 1000),
+                        "base_rate_gib_per_1k_steps": rounded((p.base.rate_gib_per_step or 0) * 1000),
+                        "new_steps_to_capacity": rounded(p.new.steps_to_capacity, 0),
+                    },
+                    "thresholds": dict(t),
+                    "ranks": sorted({q.rank for q in new_leaks if q.rank is not None}),
+                },
+            )
+        )
+    faster = [
+        p
+        for p in pairs
+        if p.new.leaks
+        and p.base.leaks
+        and (p.base.rate_gib_per_step or 0) > 0
+        and (p.new.rate_gib_per_step or 0) > p.base.rate_gib_per_step * (1 + t["max_rate_increase_pct"] / 100)
+    ]
     if faster:
         p = max(faster, key=lambda q: q.new.rate_gib_per_step / q.base.rate_gib_per_step)
-        findings.append(_finding("rate-increase", "error", p.subject, (
-            f"Both runs leak, NEW faster: {p.worker} grows {gib(p.new.rate_gib_per_step * 1000)} per 1k steps, BASE "
-            f"{gib(p.base.rate_gib_per_step * 1000)} (over +{t['max_rate_increase_pct']:g}%)"),
-            {"observed": {"workers": len(faster), "base_rate_gib_per_1k_steps": rounded(p.base.rate_gib_per_step * 1000),
-                          "new_rate_gib_per_1k_steps": rounded(p.new.rate_gib_per_step * 1000)},
-             "thresholds": dict(t), "ranks": sorted({q.rank for q in faster if q.rank is not None})}))
+        findings.append(
+            _finding(
+                "rate-increase",
+                "error",
+                p.subject,
+                (
+                    f"Both runs leak, NEW faster: {p.worker} grows {gib(p.new.rate_gib_per_step * 1000)} per 1k steps, BASE "
+                    f"{gib(p.base.rate_gib_per_step * 1000)} (over +{t['max_rate_increase_pct']:g}%)"
+                ),
+                {
+                    "observed": {
+                        "workers": len(faster),
+                        "base_rate_gib_per_1k_steps": rounded(p.base.rate_gib_per_step * 1000),
+                        "new_rate_gib_per_1k_steps": rounded(p.new.rate_gib_per_step * 1000),
+                    },
+                    "thresholds": dict(t),
+                    "ranks": sorted({q.rank for q in faster if q.rank is not None}),
+                },
+            )
+        )
     gone = [p for p in pairs if p.base.leaks and not p.new.leaks]
     if gone:
-        findings.append(_finding("leak-gone", "info", gone[0].subject,
-                                f"BASE leaked and NEW does not on {', '.join(p.worker for p in gone[:8])}",
-                                {"observed": {"workers": len(gone)}, "thresholds": dict(t), "ranks": sorted({p.rank for p in gone if p.rank is not None})}))
+        findings.append(
+            _finding(
+                "leak-gone",
+                "info",
+                gone[0].subject,
+                f"BASE leaked and NEW does not on {', '.join(p.worker for p in gone[:8])}",
+                {"observed": {"workers": len(gone)}, "thresholds": dict(t), "ranks": sorted({p.rank for p in gone if p.rank is not None})},
+            )
+        )
     if missing:
-        findings.append(_finding("missing-workers", "warning", "run", f"NEW has no memory readings of {len(missing)} worker(s) BASE has "
-                                f"({', '.join(missing[:8])}): only the workers both runs have are compared",
-                                {"observed": {"missing": missing[:64]}, "thresholds": dict(t), "ranks": []}))
+        findings.append(
+            _finding(
+                "missing-workers",
+                "warning",
+                "run",
+                f"NEW has no memory readings of {len(missing)} worker(s) BASE has ({', '.join(missing[:8])}): only the workers both runs have are compared",
+                {"observed": {"missing": missing[:64]}, "thresholds": dict(t), "ranks": []},
+            )
+        )
     if loss is not None and not loss["same_work"]:
-        findings.append(_finding("loss-differs", "warning", "loss", (
-            f"The mean loss over the common steps differs by {loss['diff_pct']}% (BASE {loss['base_mean']}, NEW {loss['new_mean']}): "
-            "the runs may not do the same work, so a memory difference may come from the work, not the upgrade"),
-            {"observed": loss, "thresholds": dict(t), "ranks": []}))
+        findings.append(
+            _finding(
+                "loss-differs",
+                "warning",
+                "loss",
+                (
+                    f"The mean loss over the common steps differs by {loss['diff_pct']}% (BASE {loss['base_mean']}, NEW {loss['new_mean']}): "
+                    "the runs may not do the same work, so a memory difference may come from the work, not the upgrade"
+                ),
+                {"observed": loss, "thresholds": dict(t), "ranks": []},
+            )
+        )
     severity = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: severity[f.severity])
 
 
-def compare(base_inputs: Sequence[str], new_inputs: Sequence[str], *, options: ReadingOptions = ReadingOptions(), config=None,
-            fail_on_increase: float | None = None, capacity_gib: float | None = None) -> Comparison:
+def compare(
+    base_inputs: Sequence[str],
+    new_inputs: Sequence[str],
+    *,
+    options: ReadingOptions = ReadingOptions(),
+    config=None,
+    fail_on_increase: float | None = None,
+    capacity_gib: float | None = None,
+) -> Comparison:
     """Both runs read and judged as `analyze` reads and judges them (the same reading options),
     then compared. `config`: loaded already, else options.config's."""
     from memlog.engine.api import analyze

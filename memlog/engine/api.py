@@ -34,8 +34,15 @@ __all__ = ["ReadingOptions", "ReadingPlan", "analyze", "judge", "parse_sources",
 
 
 def parse_sources(
-    inputs: Sequence[str], specs: list[FormatSpec], progress: Callable[[Source], None] | None = None, *, observe=None,
-    chunk_bytes: int = CHUNK_BYTES, keep: Keep = Keep(), wrapper_dirs: Sequence[Path] = (), generic: bool = True,
+    inputs: Sequence[str],
+    specs: list[FormatSpec],
+    progress: Callable[[Source], None] | None = None,
+    *,
+    observe=None,
+    chunk_bytes: int = CHUNK_BYTES,
+    keep: Keep = Keep(),
+    wrapper_dirs: Sequence[Path] = (),
+    generic: bool = True,
 ) -> tuple[Tables, list[Source]]:
     """`inputs` read with these `specs` (and the wrappers of `wrapper_dirs` besides the built-in
     ones): the tables and the sources (engine.reader.read_sources, through a plan of them)."""
@@ -43,8 +50,9 @@ def parse_sources(
     return read_sources(plan, inputs, progress)
 
 
-def tables_of(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None,
-              summarised: Sequence[Summarised] = ()) -> Tables:
+def tables_of(
+    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None, summarised: Sequence[Summarised] = ()
+) -> Tables:
     """The tables of record and event frames (engine.reader.tables_from)."""
     return tables_from(record_frames, event_frames, guessed, summarised)
 
@@ -71,7 +79,8 @@ def merged_steps(records: pl.DataFrame) -> pl.DataFrame:
     first = [c for c in records.columns if c not in step and c not in ALL_VALUE_COLUMNS and c not in ("reading", "steps")]
     values = [c for c in records.columns if c in ALL_VALUE_COLUMNS]
     return records.group_by(step, maintain_order=True).agg(
-        *(pl.col(c).first() for c in first), *(pl.col(c).drop_nulls().last() for c in values),
+        *(pl.col(c).first() for c in first),
+        *(pl.col(c).drop_nulls().last() for c in values),
         pl.col("steps").max().alias("steps") if "steps" in records.columns else pl.len().alias("steps"),
         readings=pl.len(),
     )
@@ -135,8 +144,10 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
         "bytes_read": sum(s.stats.bytes_read for s in sources),
         "records": tables.step_count,
         "events": len(tables.events),
-        "event_counts": {k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
-                         for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))},
+        "event_counts": {
+            k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
+            for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))
+        },
         "formats": tables.formats,
         "sources": [
             {
@@ -168,12 +179,14 @@ def _summarised_note(summarised: Sequence[Summarised]) -> dict:
         return {}
     from memlog.tables.condense import KEEP_SEGMENTS
 
-    return {"summarised": {
-        "segments": sum(s.segments for s in summarised),
-        "workers": sum(s.workers for s in summarised),
-        "steps": sum(n for s in summarised for n in s.steps.values()),
-        "kept_segments": KEEP_SEGMENTS,
-    }}
+    return {
+        "summarised": {
+            "segments": sum(s.segments for s in summarised),
+            "workers": sum(s.workers for s in summarised),
+            "steps": sum(n for s in summarised for n in s.steps.values()),
+            "kept_segments": KEEP_SEGMENTS,
+        }
+    }
 
 
 def analyze(
@@ -214,7 +227,11 @@ def analyze(
 
 
 def judge(
-    tables: Tables, sources: list[Source], *, config: Config | None = None, capacity_gib: float | None = None,
+    tables: Tables,
+    sources: list[Source],
+    *,
+    config: Config | None = None,
+    capacity_gib: float | None = None,
     chart_metric: str | None = None,
 ) -> Report:
     """Run every rule over the tables read from `sources`: the Report."""

@@ -61,7 +61,7 @@ class FormatCheck:
     def specs_in_order(self) -> list[str]:
         """Formats that found most first, then the rest in load order."""
         names = list(dict.fromkeys(p.spec for p in self.patterns))
-        found = lambda n: (self.records_by_format.get(n, 0), self.events_by_format.get(n, 0))  # noqa: E731
+        found = lambda n: (self.records_by_format.get(n, 0), self.events_by_format.get(n, 0))
         return sorted(names, key=lambda n: (found(n) == (0, 0), -found(n)[0], -found(n)[1]))
 
 
@@ -213,8 +213,10 @@ def _describe(miss: NearMiss, pattern: str) -> list[str]:
     if miss.text_stop == 0:
         out.append(f"  matches none of the line's text (the start of the line is {_clip(miss.text, 0, 30)})")
     else:
-        out.append(f"  matches up to column {miss.text_stop}: {_clip(miss.text, 0, miss.text_stop, keep_end=True)},"
-                   f" then comes {_clip(miss.text, miss.text_stop, miss.text_stop + 30)}")
+        out.append(
+            f"  matches up to column {miss.text_stop}: {_clip(miss.text, 0, miss.text_stop, keep_end=True)},"
+            f" then comes {_clip(miss.text, miss.text_stop, miss.text_stop + 30)}"
+        )
     out.append(f"  where the pattern expects {_clip(pattern, miss.regex_stop, miss.regex_stop + 50)}")
     return out
 

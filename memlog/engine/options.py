@@ -23,5 +23,9 @@ class ReadingOptions:
 
     def flags(self) -> dict[str, object]:
         """The options as command-line flags (commands.common.command_line)."""
-        return {"--format": list(self.format) or None, "--config": self.config,
-                "--formats-dir": [str(d) for d in self.formats_dirs], "--plugins-dir": [str(d) for d in self.plugins_dirs]}
+        return {
+            "--format": list(self.format) or None,
+            "--config": self.config,
+            "--formats-dir": [str(d) for d in self.formats_dirs],
+            "--plugins-dir": [str(d) for d in self.plugins_dirs],
+        }

@@ -53,8 +53,15 @@ class ReadingPlan:
     chunk_bytes: int = CHUNK_BYTES
 
     @classmethod
-    def of(cls, options: ReadingOptions = ReadingOptions(), *, config: Config | None = None, keep: Keep | None = None,
-           observe: Callable | None = None, chunk_bytes: int = CHUNK_BYTES) -> ReadingPlan:
+    def of(
+        cls,
+        options: ReadingOptions = ReadingOptions(),
+        *,
+        config: Config | None = None,
+        keep: Keep | None = None,
+        observe: Callable | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> ReadingPlan:
         """The plan for `options` (`config`: already loaded, else loaded from options.config)."""
         config = config if config is not None else options.loaded_config()
         dirs = [*config.formats_dirs, *options.formats_dirs]

@@ -155,8 +155,7 @@ class SourceReader:
         """Every record read so far, one frame (condensed where the sink has binned)."""
         read = [*self.kept, *self.sink.held(), *self.batch]
         pending = self._pending()[0]
-        frames = [*(self._spec_frames(read, bool(pending)) if self.guesser is not None else read),
-                  *self.guessed_records, *self.guessed_sink.held(), *pending]
+        frames = [*(self._spec_frames(read, bool(pending)) if self.guesser is not None else read), *self.guessed_records, *self.guessed_sink.held(), *pending]
         return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
     def _pending(self) -> tuple[list[pl.DataFrame], Guessed | None]:
@@ -189,8 +188,7 @@ class SourceReader:
         return [s for sink in (self.sink, self.guessed_sink) if isinstance(sink, Condenser) and (s := sink.summarised)]
 
 
-def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int, *,
-                   together: bool = True) -> Iterator[tuple[Source, Piece, Scan]]:
+def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: int, *, together: bool = True) -> Iterator[tuple[Source, Piece, Scan]]:
     """Every chunk of every source, decoded and scanned on all cores, in input order. One stream over
     all sources keeps both cores busy across many small per-rank files. `together`: chunks of a
     sparse source may be scanned several at a time (the scans are the same)."""
@@ -226,7 +224,7 @@ class StoreReader:
         if read is None:
             if is_url(source.spec) or source.spec == "-":
                 raise InputError(f"{source.spec}: a TensorBoard event file is read from a local path")
-            read = lambda: read_event_file(source.spec, source.name)  # noqa: E731
+            read = lambda: read_event_file(source.spec, source.name)
         frames, self.guessed, damage, points = read()
         self.source = source
         size = os.path.getsize(source.spec) if os.path.isfile(source.spec) else 0
@@ -294,8 +292,9 @@ def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
     return tables_from(record_frames, event_frames, guessed, summarised)
 
 
-def tables_from(record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None,
-                summarised: Sequence[Summarised] = ()) -> Tables:
+def tables_from(
+    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None, summarised: Sequence[Summarised] = ()
+) -> Tables:
     """The tables of record frames (each one source's compact records, emptied as they are copied
     out: records.build_records) and event frames. `summarised`: what the condensers summarised."""
     records = build_records(record_frames)
@@ -313,8 +312,10 @@ def _restart_events(records: pl.DataFrame) -> tuple[list[Event], int]:
     events and how many more there were."""
     if records.is_empty():
         return [], 0
-    starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(
-        pl.col("line_no").min(), pl.col("step").min(), pl.col("rank").first(), pl.col("format").first()
+    starts = (
+        records.filter(pl.col("segment") > 0)
+        .group_by("source", "worker", "kind", "segment")
+        .agg(pl.col("line_no").min(), pl.col("step").min(), pl.col("rank").first(), pl.col("format").first())
     )
     events = [
         Event("restart", r["source"], r["line_no"], r["worker"], r["rank"], r["format"], f"step counter restarts at {r['step']}")

@@ -65,8 +65,7 @@ class ProcessGroup:
         self.dist.all_reduce(self.buffer, op=self.dist.ReduceOp.MAX)
         asked, nearest = (int(v) for v in self.buffer.tolist())
         agreed_level = asked // self.world_size
-        return Agreed(agreed_level, asked % self.world_size if agreed_level else None,
-                      None if nearest == -NO_PROJECTION else float(-nearest))
+        return Agreed(agreed_level, asked % self.world_size if agreed_level else None, None if nearest == -NO_PROJECTION else float(-nearest))
 
 
 def default_agreement(rank: int | None = None) -> Agreement:

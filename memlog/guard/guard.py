@@ -46,15 +46,15 @@ import polars as pl
 
 from memlog import __version__
 from memlog.base.config import Config, load_config
-from memlog.read.source import Source
-from memlog.report.document import report_document
-from memlog.report.report import Report
-from memlog.tables.condense import Condenser
 from memlog.guard.agree import Agreement, default_agreement
 from memlog.guard.capture import CudaSnapshots, Hunt, Pair, Snapshotter
 from memlog.guard.document import write_document, write_pickle
 from memlog.guard.readings import CudaReader, Reading, StatsReader, default_reader
 from memlog.guard.snapshot import diff_snapshots
+from memlog.read.source import Source
+from memlog.report.document import report_document
+from memlog.report.report import Report
+from memlog.tables.condense import Condenser
 from memlog.watch.judging import capacity_projections, judge_held
 
 ACTIONS = ("continue", "warn", "checkpoint", "stop")  # rising: the highest asked for wins
@@ -65,8 +65,12 @@ RECEDE = 0.5  # a projected OOM step that moves further off than this per step j
 FORMAT = "memlog-guard"  # the records' format name in the report's coverage
 # Reading fields and the canonical columns they are judged as (memlog/base/columns.py).
 COLUMNS = (
-    ("allocated_gib", "mem_allocated_gib"), ("reserved_gib", "mem_reserved_gib"), ("max_allocated_gib", "mem_max_allocated_gib"),
-    ("host_rss_gib", "host_mem_used_gib"), ("capacity_gib", "mem_capacity_gib"), ("host_total_gib", "host_mem_total_gib"),
+    ("allocated_gib", "mem_allocated_gib"),
+    ("reserved_gib", "mem_reserved_gib"),
+    ("max_allocated_gib", "mem_max_allocated_gib"),
+    ("host_rss_gib", "host_mem_used_gib"),
+    ("capacity_gib", "mem_capacity_gib"),
+    ("host_total_gib", "host_mem_total_gib"),
 )
 HIGHS = ("allocated_gib", "reserved_gib", "host_rss_gib")  # the readings whose new highs bring a judgement forward
 Row = tuple[int, int, float, Reading]  # (reading number: its line, step, clock time, reading)
@@ -94,8 +98,14 @@ class Decision:
         return self.action == "stop"
 
     def to_json(self) -> dict:
-        return {"step": self.step, "action": self.action, "reason": self.reason, "by_rank": self.by_rank, "verdict": self.verdict,
-                "projected_oom_step": self.projected_oom_step}
+        return {
+            "step": self.step,
+            "action": self.action,
+            "reason": self.reason,
+            "by_rank": self.by_rank,
+            "verdict": self.verdict,
+            "projected_oom_step": self.projected_oom_step,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,10 +128,23 @@ class Guard:
     for the readings' times and the judgements' durations (tests pass a fake one)."""
 
     def __init__(
-        self, reader: StatsReader | None = None, *, on_leak: str = "warn", on_oom: str = "stop", within_steps: int = 200,
-        every: int = 50, agree_every: int = 10, report_dir: str | os.PathLike | None = ".", config: Config | str | os.PathLike | None = None,
-        capacity_gib: float | None = None, snapshots: int = 20, snapshotter: Snapshotter | None = None, rank: int | None = None,
-        agreement: Agreement | None = None, background: bool = True, clock: Callable[[], float] = time.time,
+        self,
+        reader: StatsReader | None = None,
+        *,
+        on_leak: str = "warn",
+        on_oom: str = "stop",
+        within_steps: int = 200,
+        every: int = 50,
+        agree_every: int = 10,
+        report_dir: str | os.PathLike | None = ".",
+        config: Config | str | os.PathLike | None = None,
+        capacity_gib: float | None = None,
+        snapshots: int = 20,
+        snapshotter: Snapshotter | None = None,
+        rank: int | None = None,
+        agreement: Agreement | None = None,
+        background: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         for name, action in (("on_leak", on_leak), ("on_oom", on_oom)):
             if action not in LEVEL:
@@ -278,8 +301,9 @@ class Guard:
             log.info("memlog guard, rank %s: verdict %s at step %s", self.rank, self.report.verdict, judgement.step)
             self._later(self._write)
         if not judgement.leak and "on_leak" in self._fired:  # a rise that bent after all (a long warm-up): said, and re-armed
-            log.warning("memlog guard, rank %s: the leak found before is no longer found at step %s (verdict %s)",
-                        self.rank, judgement.step, self.report.verdict)
+            log.warning(
+                "memlog guard, rank %s: the leak found before is no longer found at step %s (verdict %s)", self.rank, judgement.step, self.report.verdict
+            )
         if not judgement.leak:
             self._fired -= {"on_leak", "on_oom"}
         if judgement.leak and self._hunt is not None:
@@ -316,10 +340,15 @@ class Guard:
             if agreed.level >= AGREED_FROM:
                 self._fired.update(t[0] for t in triggers if AGREED_FROM <= t[1] <= agreed.level)
                 own = asked is not None and agreed.by_rank == self.rank
-                reason = asked[2] if own else f"rank {agreed.by_rank} asked to {ACTIONS[agreed.level]}" + (
-                    f" (nearest projected OOM at step {agreed.projected_oom_step:.0f})" if agreed.projected_oom_step is not None else "")
-                decision = self._acted(replace(decision, action=ACTIONS[agreed.level], reason=reason, by_rank=agreed.by_rank,
-                                               projected_oom_step=agreed.projected_oom_step))
+                reason = (
+                    asked[2]
+                    if own
+                    else f"rank {agreed.by_rank} asked to {ACTIONS[agreed.level]}"
+                    + (f" (nearest projected OOM at step {agreed.projected_oom_step:.0f})" if agreed.projected_oom_step is not None else "")
+                )
+                decision = self._acted(
+                    replace(decision, action=ACTIONS[agreed.level], reason=reason, by_rank=agreed.by_rank, projected_oom_step=agreed.projected_oom_step)
+                )
         return decision
 
     def _acted(self, decision: Decision) -> Decision:
@@ -356,22 +385,37 @@ class Guard:
             write_pickle(Path(path), snapshot)
         self.culprits = {"from_step": pair.first_step, "to_step": pair.second_step, "snapshots": paths} | diff.to_json()
         for site in diff.grown[:3]:
-            log.warning("memlog guard, rank %s: live bytes grew by %.1f MiB from step %s to %s at %s", self.rank, site.growth / 2**20,
-                        pair.first_step, pair.second_step, site.where)
+            log.warning(
+                "memlog guard, rank %s: live bytes grew by %.1f MiB from step %s to %s at %s",
+                self.rank,
+                site.growth / 2**20,
+                pair.first_step,
+                pair.second_step,
+                site.where,
+            )
         self._write()
 
     def document(self) -> dict:
         return {
-            "schema_version": 1, "memlog_version": __version__,
+            "schema_version": 1,
+            "memlog_version": __version__,
             "guard": {
-                "rank": self.rank, "world_size": self.agreement.world_size if self.agreement else 1,
-                "readings": self.readings, "judgements": self.judgements,
+                "rank": self.rank,
+                "world_size": self.agreement.world_size if self.agreement else 1,
+                "readings": self.readings,
+                "judgements": self.judgements,
                 "judged_step": self.judgement.step if self.judgement else None,
                 "judge_seconds": round(self.judgement.seconds, 4) if self.judgement else None,
                 "decision": self.decision.to_json() if self.decision else None,
                 "actions": [d.to_json() for d in self.actions],
-                "policy": {"on_leak": self.on_leak, "on_oom": self.on_oom, "within_steps": self.within_steps, "every": self.every,
-                           "agree_every": self.agree_every, "snapshots": self.snapshots},
+                "policy": {
+                    "on_leak": self.on_leak,
+                    "on_oom": self.on_oom,
+                    "within_steps": self.within_steps,
+                    "every": self.every,
+                    "agree_every": self.agree_every,
+                    "snapshots": self.snapshots,
+                },
             },
             "report": report_document(self.report) if self.report is not None else None,
             "culprits": self.culprits,
@@ -394,8 +438,10 @@ def projection_holds(before: Judgement | None, now: Judgement) -> bool:
 def oom_reason(p: dict, step: int, within: int, rank: int) -> str:
     where = "host memory" if p.get("subject") == "host" else "device memory"
     capacity = f" its {p['capacity_gib']:.2f} GiB capacity" if p.get("capacity_gib") else " its capacity"
-    return (f"projected OOM at step {p['capacity_step']:.0f}, {max(0.0, p['capacity_step'] - step):.0f} steps ahead "
-            f"(within {within}): {where} ({p.get('metric')}) on rank {rank} reaches{capacity}")
+    return (
+        f"projected OOM at step {p['capacity_step']:.0f}, {max(0.0, p['capacity_step'] - step):.0f} steps ahead "
+        f"(within {within}): {where} ({p.get('metric')}) on rank {rank} reaches{capacity}"
+    )
 
 
 def readings_frame(rows: list[Row], rank: int, source: str) -> pl.DataFrame:

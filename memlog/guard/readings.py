@@ -116,14 +116,19 @@ class CudaReader:
         if self._stats is None or self._total_bytes is None:
             self._resolve()
         stats = self._stats(self.device)
-        allocated, reserved, peak = (_counter(stats, name, metric) for name, metric in
-                                     (("allocated_bytes", "current"), ("reserved_bytes", "current"), ("allocated_bytes", "peak")))
+        allocated, reserved, peak = (
+            _counter(stats, name, metric) for name, metric in (("allocated_bytes", "current"), ("reserved_bytes", "current"), ("allocated_bytes", "peak"))
+        )
         if peak is not None:
             self.max_allocated = max(self.max_allocated, peak)
         host = self.host.read(step)
         return Reading(
-            allocated_gib=_gib(allocated), reserved_gib=_gib(reserved), max_allocated_gib=_gib(self.max_allocated) if peak is not None else None,
-            host_rss_gib=host.host_rss_gib, capacity_gib=_gib(self._total_bytes), host_total_gib=host.host_total_gib,
+            allocated_gib=_gib(allocated),
+            reserved_gib=_gib(reserved),
+            max_allocated_gib=_gib(self.max_allocated) if peak is not None else None,
+            host_rss_gib=host.host_rss_gib,
+            capacity_gib=_gib(self._total_bytes),
+            host_total_gib=host.host_total_gib,
         )
 
 

@@ -97,11 +97,12 @@ def load_snapshot(path: str | os.PathLike) -> dict:
     except OSError as exc:
         raise SnapshotError(f"{name}: cannot read ({exc.strerror or exc})") from None
     except _Refused as refused:
-        raise SnapshotError(f"{name}: refused: the pickle {refused}, and a memory snapshot holds only plain containers "
-                            "and numbers (nothing was loaded or run)") from None
+        raise SnapshotError(
+            f"{name}: refused: the pickle {refused}, and a memory snapshot holds only plain containers and numbers (nothing was loaded or run)"
+        ) from None
     except MemoryError:
         raise SnapshotError(f"{name}: too large to load in memory") from None
-    except Exception as exc:  # noqa: BLE001 - any malformed pickle (UnpicklingError, EOFError, ValueError, ...)
+    except Exception as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SnapshotError(f"{name}: not a readable pickle ({first})") from None
     return as_snapshot(data, name)
@@ -165,8 +166,13 @@ def where(stack: Stack) -> str:
 def _framework(frame: Frame) -> bool:
     filename, _, name = frame
     path = filename.replace("\\", "/")
-    return ("/torch/" in path or path.startswith("torch/") or path.endswith(NATIVE_SUFFIXES) or filename in ("", "??")
-            or name.startswith(("torch::", "c10::", "at::")))
+    return (
+        "/torch/" in path
+        or path.startswith("torch/")
+        or path.endswith(NATIVE_SUFFIXES)
+        or filename in ("", "??")
+        or name.startswith(("torch::", "c10::", "at::"))
+    )
 
 
 def _short(filename: str) -> str:
@@ -267,9 +273,16 @@ class SiteChange:
         return where(self.stack)
 
     def to_json(self, frames: int) -> dict:
-        return {"where": self.where, "growth_bytes": self.growth, "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
-                "blocks_before": self.blocks_before, "blocks_after": self.blocks_after,
-                "frames": frames_json(self.stack, frames), "frames_total": len(self.stack)}
+        return {
+            "where": self.where,
+            "growth_bytes": self.growth,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "blocks_before": self.blocks_before,
+            "blocks_after": self.blocks_after,
+            "frames": frames_json(self.stack, frames),
+            "frames_total": len(self.stack),
+        }
 
 
 @dataclass
@@ -295,16 +308,26 @@ class SnapshotDiff:
     def to_json(self, top: int = 20, frames: int = 12) -> dict:
         grown = self.grown
         return {
-            "before": _summary(self.before), "after": _summary(self.after),
+            "before": _summary(self.before),
+            "after": _summary(self.after),
             "live_growth_bytes": self.after.live_bytes - self.before.live_bytes,
-            "sites": len(self.changes), "sites_grown": len(grown), "sites_shrank": self.shrank, "sites_unchanged": self.unchanged,
+            "sites": len(self.changes),
+            "sites_grown": len(grown),
+            "sites_shrank": self.shrank,
+            "sites_unchanged": self.unchanged,
             "grown": [c.to_json(frames) for c in grown[:top]],
         }
 
 
 def _summary(sites: Sites) -> dict:
-    return {"name": sites.name, "live_bytes": sites.live_bytes, "live_blocks": sites.live_blocks,
-            "reserved_bytes": sites.reserved_bytes, "blocks_with_stack": sites.recorded_blocks, "sites": len(sites.by_stack)}
+    return {
+        "name": sites.name,
+        "live_bytes": sites.live_bytes,
+        "live_blocks": sites.live_blocks,
+        "reserved_bytes": sites.reserved_bytes,
+        "blocks_with_stack": sites.recorded_blocks,
+        "sites": len(sites.by_stack),
+    }
 
 
 def diff_snapshots(before: dict, after: dict, names: tuple[str, str] = ("A", "B")) -> SnapshotDiff:
@@ -323,10 +346,13 @@ def ranked(sites: Sites) -> list[Site]:
 
 
 def sites_json(sites: Sites, top: int = 20, frames: int = 12) -> dict:
-    return {"snapshot": _summary(sites), "largest": [
-        {"where": s.where, "bytes": s.bytes, "blocks": s.blocks,
-         "frames": frames_json(s.stack, frames), "frames_total": len(s.stack)}
-        for s in ranked(sites)[:top]]}
+    return {
+        "snapshot": _summary(sites),
+        "largest": [
+            {"where": s.where, "bytes": s.bytes, "blocks": s.blocks, "frames": frames_json(s.stack, frames), "frames_total": len(s.stack)}
+            for s in ranked(sites)[:top]
+        ],
+    }
 
 
 def frames_json(stack: Stack, frames: int) -> list[dict]:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
 
-from memlog.tables.capacity import Capacities
 from memlog.base.columns import MEMORY_COLUMNS
 from memlog.judge.rulekit import Finding
-from memlog.tables.series import Series, build_series, step_envelopes
+from memlog.tables.capacity import Capacities
 from memlog.tables.records import with_seconds
+from memlog.tables.series import Series, build_series, step_envelopes
 from memlog.tables.tables import Tables
 
 # Which device column to judge when a worker logs several: live tensors (allocated) say more about

@@ -25,15 +25,18 @@ class KnownIssue:
 
 KNOWN_ISSUES = (
     KnownIssue(
-        "deepspeed", "0.16.0", "any",
+        "deepspeed",
+        "0.16.0",
+        "any",
         "This log runs DeepSpeed 0.16.0, whose ZeRO parameter offload has a known leak: offloaded parameter memory "
         "is not freed and the caching allocator fragments, growing across GPUs until OOM (Open-Reasoner-Zero #13). "
         "With offload_param on, upgrade DeepSpeed or patch runtime/zero/parameter_offload.py as Open-Reasoner-Zero did.",
     ),
     KnownIssue(
-        "vllm", "0.7.", "any",
-        "This log runs vLLM 0.7.x, whose rollout engine leaks memory under verl (verl #630, #429): try the vLLM v1 "
-        "engine or a newer vLLM release.",
+        "vllm",
+        "0.7.",
+        "any",
+        "This log runs vLLM 0.7.x, whose rollout engine leaks memory under verl (verl #630, #429): try the vLLM v1 engine or a newer vLLM release.",
     ),
 )
 
@@ -41,7 +44,5 @@ KNOWN_ISSUES = (
 def known_issues(versions: dict[str, str], subject: str) -> list[str]:
     """Hints for the versions in this log that have a known leak showing in `subject` memory."""
     return [
-        issue.text
-        for issue in KNOWN_ISSUES
-        if issue.framework in versions and issue.matches(versions[issue.framework]) and issue.subject in ("any", subject)
+        issue.text for issue in KNOWN_ISSUES if issue.framework in versions and issue.matches(versions[issue.framework]) and issue.subject in ("any", subject)
     ]

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memlog.base.content import content_dir
-from memlog.base.errors import ConfigError, MemlogError
 # The face a rule file imports (rules/*.py import nothing else of memlog): what rules are made of
 # (above), the shape of a series and its projection, the vocabularies and the shared wording.
 from memlog.base.columns import MEMORY_COLUMNS, Measure
+from memlog.base.content import content_dir
+from memlog.base.errors import ConfigError, MemlogError
 from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause
 from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
@@ -40,10 +40,32 @@ SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 __all__ = [
-    "Example", "Finding", "Rule", "Skip", "Threshold", "Verdict", "INCONCLUSIVE", "SEVERITY_RANK",
-    "MEMORY_COLUMNS", "MAX_DEVICE_GIB", "MAX_HOST_GIB", "Measure", "SeriesKey",
-    "duration", "gib", "keyboard_interrupt", "known_issues", "memory_words", "project", "ray_death_cause", "rounded", "shape_of", "step_word", "workers_phrase",
+    "Example",
+    "Finding",
+    "Rule",
+    "Skip",
+    "Threshold",
+    "Verdict",
+    "INCONCLUSIVE",
+    "SEVERITY_RANK",
+    "MEMORY_COLUMNS",
+    "MAX_DEVICE_GIB",
+    "MAX_HOST_GIB",
+    "Measure",
+    "SeriesKey",
+    "duration",
+    "gib",
+    "keyboard_interrupt",
+    "known_issues",
+    "memory_words",
+    "project",
+    "ray_death_cause",
+    "rounded",
+    "shape_of",
+    "step_word",
+    "workers_phrase",
 ]
+
 
 class Skip(Exception):
     """Raised by a rule that cannot judge this run; the reason goes into the report."""
@@ -83,9 +105,9 @@ class Threshold:
 # p-value above 1 is no threshold, and a count of 0 made rules read the first of no readings.
 COUNTS = ("points", "readings", "steps", "cycles", "peaks", "retries", "records")
 UNIT_BOUNDS: dict[str, tuple[float | None, float | None, bool]] = {
-    **{unit: (1, None, True) for unit in COUNTS},
-    **{unit: (0.0, 1.0, False) for unit in ("p", "share", "fraction")},
-    **{unit: (0.0, None, False) for unit in ("GiB", "%", "sigmas", "ratio")},
+    **dict.fromkeys(COUNTS, (1, None, True)),
+    **dict.fromkeys(("p", "share", "fraction"), (0.0, 1.0, False)),
+    **dict.fromkeys(("GiB", "%", "sigmas", "ratio"), (0.0, None, False)),
 }
 
 
@@ -243,8 +265,10 @@ class Rule:
         code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
         parts = [self.summary, self.explanation, f"{strong('Does not mean:')} {self.not_meaning}"]
         if self.verdict is not None:
-            parts.append(f"{strong('Headline:')} its findings make the verdict {code(self.verdict.name)} "
-                         f"({self.verdict.headline}) unless a finding of higher rank outranks it (rank {self.verdict.rank}).")
+            parts.append(
+                f"{strong('Headline:')} its findings make the verdict {code(self.verdict.name)} "
+                f"({self.verdict.headline}) unless a finding of higher rank outranks it (rank {self.verdict.rank})."
+            )
         if self.thresholds:
             rows = [f"{t.name} = {t.default:g} {t.unit}".rstrip() + f": {t.description}" for t in self.thresholds]
             heading = f"{strong('Thresholds')} (override in the {code('--config')} file under {code('rules: {' + self.id + ': {...}}')}):"

@@ -21,8 +21,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memlog.judge import stats
 from memlog.base.columns import Window
+from memlog.judge import stats
 from memlog.tables.series import Series
 
 # A split counts as warmup when the tail's slope, at the upper end of its 95 % confidence
@@ -521,8 +521,15 @@ def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
     period = stats.Period(period.period, period.drops, floors, floor_fit)
     start = period.drops[0] if warm else 0
     return _split_shape(
-        tails, start, warmup_end=start, noise=noise, fit=floor_fit, trend=stats.mann_kendall(floors), pattern="sawtooth",
-        sawtooth=period, residual_noise=noise,
+        tails,
+        start,
+        warmup_end=start,
+        noise=noise,
+        fit=floor_fit,
+        trend=stats.mann_kendall(floors),
+        pattern="sawtooth",
+        sawtooth=period,
+        residual_noise=noise,
     )
 
 
@@ -530,9 +537,7 @@ def _residuals(tails: _Tails, flat_from: int, line_from: int, fit: stats.SlopeFi
     """The values from `flat_from` on minus the model: their median before `line_from`, `fit` after."""
     xs, ys = tails.steps, tails.values
     flat = stats.median(ys[flat_from:line_from]) if line_from > flat_from else 0.0
-    return [ys[i] - flat for i in range(flat_from, line_from)] + [
-        ys[i] - (fit.intercept + fit.slope * xs[i]) for i in range(line_from, len(ys))
-    ]
+    return [ys[i] - flat for i in range(flat_from, line_from)] + [ys[i] - (fit.intercept + fit.slope * xs[i]) for i in range(line_from, len(ys))]
 
 
 def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
@@ -553,17 +558,14 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         at = judged.get("warmup_end", 0) if judged.get("onset") is not None else start
         residuals = _residuals(tails, at, start, fit) if fit else []
         judged["residual_noise"] = stats.mad_sigma(residuals) if len(residuals) >= 3 else 0.0
-        judged["autocorrelation"] = (
-            stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
-        )
+        judged["autocorrelation"] = stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
     warmup = judged.get("warmup_end", 0)
     return Shape(
         n=len(xs),
         tail_start=start,
         first_value=values[0],
         # With a jump, the rise is the whole move to the level the tail starts from (warmup and jump).
-        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0]
-        if warmup or judged.get("jump") is not None else 0.0,
+        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0] if warmup or judged.get("jump") is not None else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from memlog.base.errors import FormatSpecError
-from memlog.parse.formats import FormatSpec, builtin_dir, load_spec, load_spec_once
 from memlog.parse.chunks import entry_sample_mismatches, sample_mismatches
+from memlog.parse.formats import FormatSpec, builtin_dir, load_spec, load_spec_once
 from memlog.parse.unwrap import sample_mismatches as wrapper_sample_mismatches
 from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, load_wrapper
 
@@ -96,4 +96,3 @@ def test_folder(folder: Path, plugins: bool = False) -> list[tuple[Path, list[st
             continue
         results.append((path, wrapper_sample_mismatches(wrapper, wrappers)))
     return results
-

@@ -17,9 +17,9 @@ from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.base.events import EVENT_KINDS
 from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
-from memlog.tables.records import detached
 from memlog.parse.unwrap import Unwrapper
 from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
+from memlog.tables.records import detached
 
 
 @dataclass
@@ -65,8 +65,11 @@ class ChunkParser:
     the scans in file order (multi-line blocks and continuation lines run across chunks)."""
 
     def __init__(
-        self, specs: Iterable[FormatSpec], observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None,
-        wrappers: Iterable[WrapperSpec] | None = None, values: Iterable[str] | None = None,
+        self,
+        specs: Iterable[FormatSpec],
+        observe: Callable[[pl.DataFrame, list[tuple]], None] | None = None,
+        wrappers: Iterable[WrapperSpec] | None = None,
+        values: Iterable[str] | None = None,
     ):
         """`observe(unwrapped, [(spec, pattern, hits), ...])` is called once per chunk with every
         pattern's matched rows (`memlog formats check` counts them and looks for near misses).
@@ -173,13 +176,17 @@ class ChunkParser:
             if i in near:
                 near_rows = part.drop("_candidate")
                 scan.near_starts = {
-                    spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])  # type: ignore[index]
+                    spec.name: probe.prepare(near_rows)
+                    for spec, probe in self.block_probes
+                    if len(scan.starts[spec.name])  # type: ignore[index]
                 }
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
         if self.marker is not None:
-            found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls("actor")
+            found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls(
+                "actor"
+            )
             for i, part in _by_chunk(found, chunk_of, together).items():
                 scans[i].markers = part if part.height else None
         for spec in self.specs:
@@ -191,11 +198,16 @@ class ChunkParser:
                     if not hits.is_empty():
                         if (unread := _memory_unread(hits, spec, pattern)) is not None:
                             scan.events.append(unread)
-                        scan.records.append(hits.drop("text", "_row").with_columns(
-                            format=pl.lit(spec.name), kind=pl.lit(pattern.kind), pattern=pl.lit(f"{spec.name}/{pattern.name}"),
-                            inherited=_inherits(hits, pattern), ordinal_step=pl.lit(pattern.ordinal_step),
-                            interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
-                        ))
+                        scan.records.append(
+                            hits.drop("text", "_row").with_columns(
+                                format=pl.lit(spec.name),
+                                kind=pl.lit(pattern.kind),
+                                pattern=pl.lit(f"{spec.name}/{pattern.name}"),
+                                inherited=_inherits(hits, pattern),
+                                ordinal_step=pl.lit(pattern.ordinal_step),
+                                interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
+                            )
+                        )
             for pattern in spec.events:
                 found = pattern.extract(unwrapped) if pattern.literal in present else None
                 for i, hits in _by_chunk(found, chunk_of, together, scans).items():
@@ -351,12 +363,17 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
     fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
     constants = [pl.lit(value).alias(key) for key, value in pattern.detail if key not in fields]
     detail = (
-        pl.struct([*(pl.col(f).cast(pl.String) for f in fields), *constants]).struct.json_encode()
-        if fields or constants
-        else pl.lit(None, dtype=pl.String)
+        pl.struct([*(pl.col(f).cast(pl.String) for f in fields), *constants]).struct.json_encode() if fields or constants else pl.lit(None, dtype=pl.String)
     )
     return hits.select(
-        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
+        "line_no",
+        "text",
+        "node",
+        "actor",
+        "pid",
+        "ip",
+        "rank",
+        "ts",
         detail.alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
@@ -381,21 +398,37 @@ def _memory_unread(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -
         return None  # a pattern that reads no value (a bare `{"step": N`) claims nothing to explain
     unread = hits.filter(pl.any_horizontal(pl.col(values).is_not_null()))
     unread = unread.filter(pl.all_horizontal(pl.col(read).is_null())) if read else unread
-    unread = unread.head(UNREAD_SAMPLES_PER_CHUNK).with_columns(
-        fragment=pl.col("text").str.extract(_MEMORY_FIELD, 0)
-    ).drop_nulls("fragment")
+    unread = unread.head(UNREAD_SAMPLES_PER_CHUNK).with_columns(fragment=pl.col("text").str.extract(_MEMORY_FIELD, 0)).drop_nulls("fragment")
     if unread.is_empty():
         return None
     return unread.select(
-        "line_no", "text", "node", "actor", "pid", "ip", "rank", "ts",
+        "line_no",
+        "text",
+        "node",
+        "actor",
+        "pid",
+        "ip",
+        "rank",
+        "ts",
         pl.struct("fragment", pattern=pl.lit(f"{spec.name}/{pattern.name}")).struct.json_encode().alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit("memory_unread"),
     )
 
 
-EVENT_COLUMNS = {"line_no": pl.Int64, "text": pl.String, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
-                 "rank": pl.Int64, "ts": pl.String, "detail": pl.String, "format": pl.String, "kind": pl.String}
+EVENT_COLUMNS = {
+    "line_no": pl.Int64,
+    "text": pl.String,
+    "node": pl.String,
+    "actor": pl.String,
+    "pid": pl.Int64,
+    "ip": pl.String,
+    "rank": pl.Int64,
+    "ts": pl.String,
+    "detail": pl.String,
+    "format": pl.String,
+    "kind": pl.String,
+}
 
 
 def _event_frame(rows: list[dict]) -> list[pl.DataFrame]:

@@ -24,11 +24,11 @@ from memlog.base.columns import ALL_VALUE_COLUMNS, UNIT_GIB, is_known_column, un
 from memlog.base.content import content_dir
 from memlog.base.errors import FormatSpecError, regex_problem
 from memlog.base.events import EVENT_KINDS, unknown_detail_keys
-from memlog.parse.multiline import BlockParserSpec, Continuation, load_block_parser
 from memlog.base.names import shown
+from memlog.base.yamlfile import YamlFileError, read_yaml
+from memlog.parse.multiline import BlockParserSpec, Continuation, load_block_parser
 from memlog.parse.regexes import group_names, learn_group_names
 from memlog.parse.wrappers import node_with_task
-from memlog.base.yamlfile import YamlFileError, read_yaml
 
 # Named groups a record pattern may use besides the canonical value columns: the step, and who
 # printed the line when the line itself says it (Megatron's `[Rank N]`), which wins over a prefix's.
@@ -59,7 +59,8 @@ def _with_numbers(hits: pl.DataFrame, groups: list[str]) -> pl.DataFrame:
         pl.col(_NUMBER + g).fill_null(
             pl.col(g).str.strip_chars().str.replace(_NUMPY_WRAPPER, "$1").str.replace_all(r"[,'\"%]", "").cast(pl.Float64, strict=False)
         )
-        for g in groups if missed[g]
+        for g in groups
+        if missed[g]
     ]
     return hits.with_columns(cleaned) if cleaned else hits
 
@@ -135,8 +136,9 @@ class LinePattern:
         scratch = ["_m", *(f"_f{i}" for i, _ in fields)]
         # Who printed the line, when the line says it, wins over what its prefix said; a launcher's
         # task number that stood in for the rank (srun: unwrap.Unwrapper) then names the node.
-        named = {g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items()
-                 if (exprs := sources.pop(g, None)) is not None and g in hits.columns}
+        named = {
+            g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items() if (exprs := sources.pop(g, None)) is not None and g in hits.columns
+        }
         identity = {g: pl.coalesce(expr, pl.col(g)) for g, expr in named.items()}
         if "rank" in named and {"_task", "node"} <= set(hits.columns):
             # `task1`, or under a node label `gpu-a07/task1`: never the name of the lines whose rank is the task.
@@ -253,11 +255,12 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     )
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)
-    except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
+    except Exception as exc:
         raise FormatSpecError(f"{where}: invalid regex ({regex_problem(exc)})") from None
     if section == "records":
-        unknown = [g for g in groups if g not in RECORD_KEYS and not is_known_column(g)
-                   and not (g.endswith(UNIT_SUFFIX) and is_known_column(g[: -len(UNIT_SUFFIX)]))]
+        unknown = [
+            g for g in groups if g not in RECORD_KEYS and not is_known_column(g) and not (g.endswith(UNIT_SUFFIX) and is_known_column(g[: -len(UNIT_SUFFIX)]))
+        ]
         if unknown:
             raise FormatSpecError(
                 f"{where}: named groups {unknown} are not canonical columns (see memlog/base/columns.py: {', '.join(ALL_VALUE_COLUMNS)}), "
@@ -269,8 +272,9 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             raise FormatSpecError(f"{where}: `ordinal_step` must be true or false")
         if pattern.ordinal_step and not pattern.inherit_step:
             raise FormatSpecError(f"{where}: `ordinal_step: true` needs `inherit_step: true`")
-        if pattern.interleaved is not None and (not isinstance(pattern.interleaved, int) or isinstance(pattern.interleaved, bool)
-                                                or not 2 <= pattern.interleaved <= 64 or not pattern.ordinal_step):
+        if pattern.interleaved is not None and (
+            not isinstance(pattern.interleaved, int) or isinstance(pattern.interleaved, bool) or not 2 <= pattern.interleaved <= 64 or not pattern.ordinal_step
+        ):
             raise FormatSpecError(f"{where}: `interleaved` is a number of writers from 2 to 64, on an `ordinal_step: true` pattern")
     elif not pattern.event:
         raise FormatSpecError(f"{where}: an event pattern needs `event:` (its kind)")
@@ -313,10 +317,18 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
     if not _is_str_list(raw.get("logger_prefixes") or []):
         raise FormatSpecError(f"{path}: `logger_prefixes` must be a list of regexes")
     _check_samples(path, raw.get("samples") or [])
-    learn_group_names([*(raw.get("logger_prefixes") or ()), *(
-        regex_ for section in ("records", "events") for entry in raw.get(section) or () if isinstance(entry, dict)
-        for regex_ in (entry.get("regex"), *(entry.get("fields") or () if isinstance(entry.get("fields"), list) else ()))
-    )])
+    learn_group_names(
+        [
+            *(raw.get("logger_prefixes") or ()),
+            *(
+                regex_
+                for section in ("records", "events")
+                for entry in raw.get(section) or ()
+                if isinstance(entry, dict)
+                for regex_ in (entry.get("regex"), *(entry.get("fields") or () if isinstance(entry.get("fields"), list) else ()))
+            ),
+        ]
+    )
     for prefix in raw.get("logger_prefixes") or ():
         _check_logger_prefix(path, prefix)
     spec = FormatSpec(
@@ -362,7 +374,7 @@ def _check_logger_prefix(path: Path, prefix: str) -> None:
     alone and carry no named group, which would clash with another spec's."""
     try:
         named = group_names(prefix)
-    except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
+    except Exception as exc:
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: invalid regex ({regex_problem(exc)})") from None
     if named:
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: named groups {list(named)} are not allowed here")

@@ -54,8 +54,15 @@ from memlog.parse.unwrap import BLANKS, strip_escapes
 
 WORKER_KEYS = ("node", "actor", "pid", "ip", "rank")
 RECORD_SCHEMA: dict[str, pl.DataType] = {
-    "line_no": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "ip": pl.String, "rank": pl.Int64,
-    "ts": pl.String, "step": pl.Int64, "kind": pl.String,
+    "line_no": pl.Int64,
+    "node": pl.String,
+    "actor": pl.String,
+    "pid": pl.Int64,
+    "ip": pl.String,
+    "rank": pl.Int64,
+    "ts": pl.String,
+    "step": pl.Int64,
+    "kind": pl.String,
 }
 
 
@@ -98,7 +105,7 @@ def load_block_parser(spec_path: Path, raw: Any, plugins: bool = False) -> Block
         max_lines = int(probe.max_lines)
     except FormatSpecError:
         raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken parser file is its author's to fix
+    except (Exception, SystemExit) as exc:
         raise FormatSpecError(f"{where}: {path.name}: cannot load ({type(exc).__name__}: {exc})") from None
     if not start_literals or not all(isinstance(s, str) and s for s in start_literals) or max_lines < 1:
         raise FormatSpecError(f"{where}: {path.name}: needs non-empty start_literals and max_lines >= 1")
@@ -161,7 +168,10 @@ class BlockFeeder:
         return rows.drop("text").hstack(self.parts(rows))
 
     def feed(
-        self, lines: pl.DataFrame, start_rows: pl.Series, unwrap: Callable[[pl.DataFrame], pl.DataFrame],
+        self,
+        lines: pl.DataFrame,
+        start_rows: pl.Series,
+        unwrap: Callable[[pl.DataFrame], pl.DataFrame],
         near: pl.DataFrame | None = None,
     ) -> pl.DataFrame | None:
         """lines: the whole chunk with `_row`; start_rows: `_row` of the lines holding a start literal;
@@ -199,7 +209,7 @@ class BlockFeeder:
     def _frame(self, rows: list[dict[str, Any]] | pl.DataFrame) -> pl.DataFrame | None:
         if len(rows) == 0:
             return None
-        columns = {**RECORD_SCHEMA, **{c: pl.Float64 for c in self.parser.columns}}
+        columns = {**RECORD_SCHEMA, **dict.fromkeys(self.parser.columns, pl.Float64)}
         if isinstance(rows, pl.DataFrame):
             frame = rows.select(pl.col(k).cast(t) if k in rows.columns else pl.lit(None, dtype=t).alias(k) for k, t in columns.items())
         else:
@@ -247,7 +257,7 @@ class Continuation:
             max_lines = int(raw.get("max_lines", 12))
             if ends is None:
                 pl.Series(["x"]).str.extract_groups(raw["regex"])
-        except Exception as exc:  # noqa: BLE001 - any compile error is the spec author's to fix
+        except Exception as exc:
             raise FormatSpecError(f"{where}: continuation: invalid ({regex_problem(exc)})") from None
         if not isinstance(raw.get("last_per_worker", False), bool):
             raise FormatSpecError(f"{where}: continuation: `last_per_worker` must be true or false")
@@ -347,8 +357,7 @@ class Continuations:
     def __init__(self) -> None:
         self.pending: list[_Pending] = []
 
-    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap,
-            records: list[pl.DataFrame] = ()) -> list[dict[str, Any]]:
+    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap, records: list[pl.DataFrame] = ()) -> list[dict[str, Any]]:
         """hits: event rows (with `_row`) of one pattern; lines: the whole chunk; records: the chunk's
         record rows (for `last_per_worker`). Returns finished events."""
         raw = lines["text"]
@@ -384,12 +393,14 @@ class Continuations:
             open_ = [p for p in pending if not p.done and p.start < lines.height]
             if not open_:
                 break
-            slices = [lines.slice(p.start, min(window, p.continuation.max_lines - p.scanned)).with_columns(_hit=pl.lit(i, dtype=pl.UInt32))
-                      for i, p in enumerate(open_)]
+            slices = [
+                lines.slice(p.start, min(window, p.continuation.max_lines - p.scanned)).with_columns(_hit=pl.lit(i, dtype=pl.UInt32))
+                for i, p in enumerate(open_)
+            ]
             rows = pl.concat(slices)
             unwrapping = self._by_prefix(open_, rows, window)
             if unwrapping:
-                wanted = pl.Series([i for i in unwrapping], dtype=pl.UInt32)
+                wanted = pl.Series(list(unwrapping), dtype=pl.UInt32)
                 following = unwrap(rows.filter(pl.col("_hit").is_in(wanted.implode()))).partition_by("_hit", as_dict=True, include_key=False)
                 for i in unwrapping:
                     open_[i].read(following.get((i,), rows.clear().drop("_hit")))
@@ -418,9 +429,15 @@ class Continuations:
         ends = own & (body != "") & (text.str.len_chars() - body.str.len_chars() <= 0)
         # One query for them all (the scanning threads keep polars busy: every call waits its turn).
         found = (
-            rows.lazy().join(keyed.lazy(), on="_hit").group_by("_hit")
-            .agg(_rows=pl.len(), _own=own.sum(), _line=pl.col("line_no").filter(ends).first(),
-                 _text=strip_escapes(body.filter(ends).first()).str.strip_chars_end(BLANKS))
+            rows.lazy()
+            .join(keyed.lazy(), on="_hit")
+            .group_by("_hit")
+            .agg(
+                _rows=pl.len(),
+                _own=own.sum(),
+                _line=pl.col("line_no").filter(ends).first(),
+                _text=strip_escapes(body.filter(ends).first()).str.strip_chars_end(BLANKS),
+            )
             .collect()
         )
         for i, size, count, line, ending in found.iter_rows():

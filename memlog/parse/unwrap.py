@@ -183,7 +183,8 @@ class Unwrapper:
         if not lines.select(later.any()).item():
             return lines
         heads = lines.filter(later.shift(-1, fill_value=False) & ~later).select(
-            "line_no", _rest=strip_escapes(pl.col("text")), _prefix=pl.lit(""), _outer=pl.lit(None, dtype=pl.String))
+            "line_no", _rest=strip_escapes(pl.col("text")), _prefix=pl.lit(""), _outer=pl.lit(None, dtype=pl.String)
+        )
         rest, cut = pl.col("_rest"), pl.col("_cut")
         found = rest.str.head(rest.str.len_chars() - cut.str.len_chars())
         for _ in range(MAX_DEPTH):  # the stack of wrappers, outermost first, as _strip_prefixes takes it off

@@ -29,8 +29,8 @@ import yaml
 
 from memlog.base.content import content_dir
 from memlog.base.errors import FormatSpecError, regex_problem
-from memlog.parse.regexes import group_names, learn_group_names
 from memlog.base.yamlfile import YamlFileError, read_yaml
+from memlog.parse.regexes import group_names, learn_group_names
 
 # Who or when a wrapper can say, and the column type each becomes.
 WRAPPER_FIELDS: dict[str, pl.DataType] = {
@@ -47,6 +47,8 @@ def node_with_task(node: pl.Expr, task: pl.Expr) -> pl.Expr:
     """Where an srun task ran, as a node name: `task1`, or beside a node already named `gpu-a07/task1`."""
     named = pl.lit("task") + task.cast(pl.String)
     return pl.when(node.is_null()).then(named).otherwise(node + pl.lit("/") + named)
+
+
 KEYS = {"name", "title", "description", "prefix", "suffix", "marker", "priority", "samples"}
 
 
@@ -106,8 +108,12 @@ def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
     if not any(isinstance(r, str) and r for r in (prefix, suffix)) or any(r is not None and not isinstance(r, str) for r in (prefix, suffix)):
         raise FormatSpecError(f"{path.name}: a wrapper needs a `prefix:` or `suffix:` regex")
     if marker is not None and not (
-        isinstance(marker, dict) and isinstance(marker.get("regex"), str) and marker["regex"]
-        and isinstance(marker.get("literals"), list) and marker["literals"] and all(isinstance(x, str) and x for x in marker["literals"])
+        isinstance(marker, dict)
+        and isinstance(marker.get("regex"), str)
+        and marker["regex"]
+        and isinstance(marker.get("literals"), list)
+        and marker["literals"]
+        and all(isinstance(x, str) and x for x in marker["literals"])
     ):
         raise FormatSpecError(f"{path.name}: `marker` needs `literals:` (a list) and `regex:`")
     priority = raw.get("priority", 50)
@@ -116,14 +122,23 @@ def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
     samples = raw.get("samples") or []
     if not isinstance(samples, list) or not samples or not all(isinstance(s, dict) and isinstance(s.get("line"), str) for s in samples):
         raise FormatSpecError(f"{path.name}: `samples` must list at least one {{line: ..., text: ...}} (tested at load)")
-    spec = WrapperSpec(raw["name"], str(raw.get("title", raw["name"])), str(raw.get("description", "")).strip(), path,
-                       prefix or None, suffix or None, marker, priority, tuple(samples))
+    spec = WrapperSpec(
+        raw["name"],
+        str(raw.get("title", raw["name"])),
+        str(raw.get("description", "")).strip(),
+        path,
+        prefix or None,
+        suffix or None,
+        marker,
+        priority,
+        tuple(samples),
+    )
     for what, regex in (("prefix", spec.prefix), ("suffix", spec.suffix), ("marker", marker and marker["regex"])):
         if regex is None:
             continue
         try:
             fields = group_names(regex)
-        except Exception as exc:  # noqa: BLE001 - polars' own regex dialect decides
+        except Exception as exc:
             raise FormatSpecError(f"{path.name}: {what}: invalid regex ({regex_problem(exc)})") from None
         bad = [g for g in fields if field_of(g) not in WRAPPER_FIELDS]
         if bad:
@@ -131,7 +146,7 @@ def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
     return spec
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin(folder: str) -> tuple[WrapperSpec, ...]:
     raws = [(_read(p), p) for p in sorted(Path(folder).glob("*.yaml"))]
     learn_group_names(r for raw, _ in raws for r in _regexes(raw))  # all in one call

@@ -55,10 +55,7 @@ class Wrap:
             cut = cut & ~text.str.contains(r"\s$")
         starts = ~cut.shift(1, fill_value=False)
         joined = (
-            frame.with_columns(_line=starts.cum_sum())
-            .group_by("_line", maintain_order=True)
-            .agg(pl.col("line_no").first(), text.str.join(""))
-            .drop("_line")
+            frame.with_columns(_line=starts.cum_sum()).group_by("_line", maintain_order=True).agg(pl.col("line_no").first(), text.str.join("")).drop("_line")
         )
         return joined.with_columns(pl.col("text").str.strip_chars_end(" ")) if self.padded else joined
 

@@ -25,11 +25,13 @@ import re
 from pathlib import Path, PurePath, PurePosixPath
 
 from memlog.base.errors import InputError
-from memlog.read.source import Source
 from memlog.read.remote import filesystem, is_url, url_of
+from memlog.read.source import Source
 
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".jsonl", ".json", ".csv", ".gz"}
-NOT_LOGS = re.compile(r"\.(?:pt|pth|bin|safetensors|ckpt|npy|npz|parquet|arrow|pkl|pickle|png|jpe?g|gif|svg|pdf|so|pyc|zip|tar|whl|db|sqlite|h5|onnx|yaml|yml|py|sh|md)$", re.I)
+NOT_LOGS = re.compile(
+    r"\.(?:pt|pth|bin|safetensors|ckpt|npy|npz|parquet|arrow|pkl|pickle|png|jpe?g|gif|svg|pdf|so|pyc|zip|tar|whl|db|sqlite|h5|onnx|yaml|yml|py|sh|md)$", re.I
+)
 # Path identity, tried on the path relative to the directory given (or on the file name).
 TORCHRUN_LOG_DIR = re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr)\.log$")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(?P<rank>\d+)", re.I)
@@ -45,9 +47,7 @@ def identity_of(relative: str) -> dict[str, object]:
     """What a path (relative to the folder the user named) says of who wrote the file."""
     found: dict[str, object] = {}
     name = relative.rsplit("/", 1)[-1]
-    if match := TORCHRUN_LOG_DIR.search(relative):
-        found["rank"] = int(match["rank"])
-    elif match := RANK_IN_NAME.search(name):
+    if (match := TORCHRUN_LOG_DIR.search(relative)) or (match := RANK_IN_NAME.search(name)):
         found["rank"] = int(match["rank"])
     if match := RAY_WORKER_FILE.search(relative):
         found["pid"] = int(match["pid"])
@@ -100,7 +100,7 @@ def _remote(spec: str) -> list[Source]:
         return [Source(url_of(fs, p), identity=identity_of("/".join(PurePosixPath(p).parts[-2:]))) for p in files]
     if fs.isdir(root):
         base = root.rstrip("/") + "/"
-        relative = {p: p[len(base):] for p in fs.find(root) if p.startswith(base)}
+        relative = {p: p[len(base) :] for p in fs.find(root) if p.startswith(base)}
         files = [p for p, rel in relative.items() if not any(part.startswith(".") for part in rel.split("/")) and is_log_name(PurePosixPath(p))]
         if not files:
             raise InputError(f"{spec}: a directory with no log files in it")

@@ -19,11 +19,11 @@ from typing import BinaryIO
 
 import polars as pl
 
-from memlog.read import hardwrap, numbered, spool
 from memlog.base.errors import InputError
-from memlog.read.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch.watch imports it from here
 from memlog.base.names import shown
 from memlog.base.opening import SpecialFileError, open_bounded
+from memlog.read import hardwrap, numbered, spool
+from memlog.read.gunzip import GZIP_MAGIC, CorruptGzip, SalvagingGzipReader  # GZIP_MAGIC: memlog.watch.watch imports it from here
 from memlog.read.remote import is_url, open_url
 
 # 4 MiB: polars still amortises its per-chunk cost, and the few chunks in flight at once
@@ -84,7 +84,6 @@ class Source:
         """The name every report shows: text, so a file name that is not UTF-8 (its bytes reach
         Python as surrogates) is shown with U+FFFD where it cannot be decoded; `spec` opens it."""
         return "<stdin>" if self.spec == "-" else shown(self.spec)
-
 
 
 def stdin() -> BinaryIO:
@@ -372,7 +371,7 @@ def _split_utf8(data: bytes, lines: int) -> pl.Series | None:
         return None
     try:
         frame = pl.read_csv(data, has_header=False, separator="\0", quote_char=None, schema={"text": pl.String})
-    except Exception:  # noqa: BLE001 - not UTF-8, or anything else the reader refuses: decode in Python
+    except Exception:
         return None
     if frame.height != lines:
         return None

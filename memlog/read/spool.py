@@ -42,7 +42,7 @@ class _Tee(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        read_into = getattr(self._raw, "readinto1", None) or getattr(self._raw, "readinto")  # (a BinaryIO's, typed without it)
+        read_into = getattr(self._raw, "readinto1", None) or self._raw.readinto  # (a BinaryIO's, typed without it)
         n = read_into(buffer)
         if n and self._left > 0:
             kept = min(n, self._left)
@@ -55,7 +55,7 @@ class _Tee(io.RawIOBase):
 
 def copied(name: str, raw: BinaryIO) -> BinaryIO:
     """`raw` (the input shown as `name`), read through a copy kept for `copy_of(name)`."""
-    copy = tempfile.TemporaryFile(prefix="memlog-input-")  # noqa: SIM115 - open until the process ends
+    copy = tempfile.TemporaryFile(prefix="memlog-input-")
     path = Path(f"/proc/self/fd/{copy.fileno()}")
     if not path.exists():  # no /proc: a named file, removed at exit
         copy.close()

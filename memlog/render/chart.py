@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.base.errors import MemlogError
-from memlog.render.safety import ascii_text, safe
-from memlog.render.shared import CAPACITY_IN_VIEW, buckets, panel_capacity
-from memlog.render.selection import MAX_LINES, Selection, select
-from memlog.report.report import Report, SeriesView
 from memlog.base.phrases import workers_phrase
+from memlog.render.safety import ascii_text, safe
+from memlog.render.selection import MAX_LINES, Selection, select
+from memlog.render.shared import CAPACITY_IN_VIEW, buckets, panel_capacity
+from memlog.report.report import Report, SeriesView
 
 WIDTH = 100
 MEMORY_HEIGHT = 20

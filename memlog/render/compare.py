@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+from memlog.base.phrases import gib
 from memlog.compare.regression import Comparison, Pair
-from memlog.render.safety import safe, safe_json, valid_text
 from memlog.render.github import escape_data, escape_property
 from memlog.render.json_out import finite
-from memlog.base.phrases import gib
+from memlog.render.safety import safe, safe_json, valid_text
 
 HEADLINES = {
     "regression": "REGRESSION: NEW uses more memory than BASE",
@@ -123,6 +123,5 @@ def render_compare_json(c: Comparison) -> str:
 
 
 def render_comparison(c: Comparison, output: str) -> str:
-    rendered = {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown,
-                "github": render_compare_github}[output](c)
+    rendered = {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown, "github": render_compare_github}[output](c)
     return valid_text(rendered)  # whatever a renderer missed: still UTF-8

@@ -28,13 +28,13 @@ import sys
 from typing import Any
 
 from memlog import __version__
-from memlog.render.safety import safe
-from memlog.render.shared import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
+from memlog.base.phrases import workers_phrase
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
+from memlog.render.safety import safe
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, UNNAMED, select
+from memlog.render.shared import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, SeriesView, source_damage
-from memlog.base.phrases import workers_phrase
 
 MAX_SERIES = MAX_LINES
 CHART_WIDTH = 960
@@ -112,7 +112,7 @@ def render_html(report: Report) -> str:
         _charts(report),
         _findings(report),
         _environment(report),
-        f'<footer>memlog {esc(__version__)} · <code>{esc(report.command or "(library call)")}</code></footer>',
+        f"<footer>memlog {esc(__version__)} · <code>{esc(report.command or '(library call)')}</code></footer>",
         "</main>",
     ]
     head = [
@@ -168,9 +168,7 @@ def _summary(report: Report) -> str:
         )
     return (
         '<h2 id="findings-at-a-glance">Findings</h2>'
-        "<table><thead><tr><th>Severity</th><th>Rule</th><th>Finding</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
+        "<table><thead><tr><th>Severity</th><th>Rule</th><th>Finding</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 
 
@@ -213,7 +211,9 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         steps, values = _thin(view)
         all_values += values
         all_steps += steps[:1] + steps[-1:]
-        series.append((safe(view.label), list(zip(steps, values)), {"show_dots": len(steps) == 1, "dots_size": 3}, PALETTE[i % len(PALETTE)][1], "stroke-width:2"))
+        series.append(
+            (safe(view.label), list(zip(steps, values)), {"show_dots": len(steps) == 1, "dots_size": 3}, PALETTE[i % len(PALETTE)][1], "stroke-width:2")
+        )
     marks = []
     for view in placeholders:
         steps, values = _thin(view)
@@ -248,7 +248,15 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         segments = []
         for knee in knees:
             segments += [(knee, y_ticks[0]), (knee, y_ticks[-1]), (None, None)]
-        series.append((f"warmup knee at step {', '.join(map(str, knees))}", segments[:-1], {"allow_interruptions": True}, KNEE_COLOUR, "stroke-width:2;stroke-dasharray:2,4"))
+        series.append(
+            (
+                f"warmup knee at step {', '.join(map(str, knees))}",
+                segments[:-1],
+                {"allow_interruptions": True},
+                KNEE_COLOUR,
+                "stroke-width:2;stroke-dasharray:2,4",
+            )
+        )
 
     style = Style(
         background="#ffffff",
@@ -273,9 +281,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         colors=tuple(colour for _, _, _, colour, _ in series),
     )
     scope = f"memlog-{subject}"
-    strokes = "".join(
-        f"#chart-{scope} .serie-{i} .line.reactive{{{css}}}" for i, (*_, css) in enumerate(series) if css
-    )
+    strokes = "".join(f"#chart-{scope} .serie-{i} .line.reactive{{{css}}}" for i, (*_, css) in enumerate(series) if css)
     x_ticks = _nice_ticks(math.floor(min(all_steps)), math.ceil(max(all_steps)))
     chart = pygal.XY(
         style=style,
@@ -312,8 +318,10 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         # Finite but astronomical values (a loss of 1e300) or steps past 2**53 that a float cannot
         # tell apart (found by scripts/fuzz.py): pygal's arithmetic overflows or divides by a zero
         # width. The page still says what the chart would have shown.
-        svg = (f'<p class="muted">Not drawn: values from {low:g} to {high:g}, steps {min(all_steps):,} to '
-               f'{max(all_steps):,}, are beyond what the chart can scale.</p>')
+        svg = (
+            f'<p class="muted">Not drawn: values from {low:g} to {high:g}, steps {min(all_steps):,} to '
+            f"{max(all_steps):,}, are beyond what the chart can scale.</p>"
+        )
 
     heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
     caption = []
@@ -333,7 +341,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
     legend = "".join(f"<li>{_swatch(colour, css, options)}{esc(name, 200)}</li>" for name, _, options, colour, css in series)
     return (
         f'<figure id="chart-{subject}"><h3>{esc(heading)}</h3>{svg}<ul class="legend">{legend}</ul>'
-        + (f'<figcaption>{" ".join(caption)}</figcaption>' if caption else "")
+        + (f"<figcaption>{' '.join(caption)}</figcaption>" if caption else "")
         + "</figure>"
     )
 
@@ -464,7 +472,7 @@ def _lines_of(report: Report, anchors: list[tuple[str, int]]) -> str:
         return f'<p class="muted">Log lines: {esc(anchors_text, 2000)}</p>'
     return (
         f"<details open><summary>Log line{'s' if len(anchors) > 1 else ''} behind it"
-        f"{'' if many else ' (' + esc(anchors[0][0]) + ')'}</summary><pre class=\"log\">" + "\n".join(rows) + "</pre></details>"
+        f'{"" if many else " (" + esc(anchors[0][0]) + ")"}</summary><pre class="log">' + "\n".join(rows) + "</pre></details>"
     )
 
 

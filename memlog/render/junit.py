@@ -8,10 +8,10 @@ import re
 import xml.etree.ElementTree as ET
 
 from memlog import __version__
+from memlog.judge.rulekit import SEVERITY_RANK
 from memlog.render.safety import safe
 from memlog.render.shared import evidence_summary
 from memlog.report.report import Report
-from memlog.judge.rulekit import SEVERITY_RANK
 
 # XML 1.0 cannot carry these at all, not even escaped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -15,12 +15,12 @@ import json
 import time
 from collections.abc import Callable
 
-from memlog.render.safety import ascii_text, safe, safe_json
-from memlog.render.shared import by_severity
+from memlog.base.phrases import gib
 from memlog.render.github import annotation, escape_data
 from memlog.render.json_out import finite
+from memlog.render.safety import ascii_text, safe, safe_json
+from memlog.render.shared import by_severity
 from memlog.report.report import Report
-from memlog.base.phrases import gib
 from memlog.watch.watch import Change, changes, early_warning
 
 MAX_ROWS = 8  # workers shown in the status area; the rest are counted
@@ -37,7 +37,11 @@ def _duration(seconds: float) -> str:
 
 
 def _warning_text(w: dict) -> str:
-    text = f"reaches {gib(w['capacity_gib'])} at step ~{round(w['capacity_step']):,}" if w.get("capacity_gib") else f"capacity at step ~{round(w['capacity_step']):,}"
+    text = (
+        f"reaches {gib(w['capacity_gib'])} at step ~{round(w['capacity_step']):,}"
+        if w.get("capacity_gib")
+        else f"capacity at step ~{round(w['capacity_step']):,}"
+    )
     if w.get("capacity_at"):
         text += f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})"
     return text
@@ -51,7 +55,8 @@ def status_lines(report: Report) -> list[str]:
     pace = state.get("steps_per_second")
     lines = [
         f"memlog watch · {len(cov['sources'])} source(s), {cov['lines_read']:,} lines, {steps}"
-        + (f", {pace:.2f} steps/s" if pace else "") + f" · judged {_clock()}",
+        + (f", {pace:.2f} steps/s" if pace else "")
+        + f" · judged {_clock()}",
         f"verdict: {report.headline.headline}",
     ]
     warnings = {w["series"]: w for w in early_warning(report)}
@@ -73,8 +78,9 @@ def status_lines(report: Report) -> list[str]:
 class LiveOutput:
     """Writes what each judgement changed, in the chosen mode; `final` writes the closing verdict."""
 
-    def __init__(self, mode: str, write: Callable[[str], None], *, terminal: bool = False, width: int = 100,
-                 ascii_only: bool = False, workspace: str | None = None) -> None:
+    def __init__(
+        self, mode: str, write: Callable[[str], None], *, terminal: bool = False, width: int = 100, ascii_only: bool = False, workspace: str | None = None
+    ) -> None:
         self.mode, self.write, self.terminal, self.width = mode, write, terminal and mode == "text", width
         self.ascii_only, self.workspace = ascii_only, workspace
         self.previous: Report | None = None

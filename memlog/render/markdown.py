@@ -20,12 +20,12 @@ import re
 from collections.abc import Iterable
 
 from memlog import __version__
-from memlog.render.safety import safe
-from memlog.render.shared import buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
-from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
-from memlog.render.selection import noun_of, select
-from memlog.report.report import Report, SeriesView, source_damage
 from memlog.base.phrases import workers_phrase
+from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
+from memlog.render.safety import safe
+from memlog.render.selection import noun_of, select
+from memlog.render.shared import buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
+from memlog.report.report import Report, SeriesView, source_damage
 
 LIMIT = 60_000
 SPARK = "▁▂▃▄▅▆▇█"
@@ -211,10 +211,7 @@ def _log_lines(report: Report) -> str:
         return ""
     many = len({source for source, _ in report.log_lines}) > 1
     width = max(len(str(line)) for _, line in report.log_lines)
-    rows = [
-        f"{source + ':' if many else ''}{line:>{width}}  {text}"
-        for (source, line), text in sorted(report.log_lines.items())
-    ]
+    rows = [f"{source + ':' if many else ''}{line:>{width}}  {text}" for (source, line), text in sorted(report.log_lines.items())]
     return details(f"Log lines behind the findings ({len(rows)})", code_block(rows))
 
 

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 
 from memlog.render.safety import safe
-from memlog.render.shared import CAPACITY_IN_VIEW, grid_means, panel_capacity
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
+from memlog.render.shared import CAPACITY_IN_VIEW, grid_means, panel_capacity
 from memlog.report.report import Report, SeriesView
 
 MAX_POINTS = 60

@@ -41,16 +41,20 @@ class ReportCollector:
 
         series_labels = ["run", "node", "rank", "worker", "scope", "metric"]
         level = GaugeMetricFamily("memlog_memory_bytes", "Last memory reading of the series.", labels=series_labels)
-        growth = GaugeMetricFamily("memlog_memory_growth_bytes_per_step",
-                                   "Growth per step of the series over its judged tail (after any warmup).", labels=series_labels)
+        growth = GaugeMetricFamily(
+            "memlog_memory_growth_bytes_per_step", "Growth per step of the series over its judged tail (after any warmup).", labels=series_labels
+        )
         capacity = GaugeMetricFamily("memlog_memory_capacity_bytes", "Capacity the series is judged against.", labels=series_labels)
         last_step = GaugeMetricFamily("memlog_last_step", "Last training step read of the series.", labels=series_labels)
-        oom_step = GaugeMetricFamily("memlog_projected_oom_step", "Step at which a leaking series' trend reaches its capacity.",
-                                     labels=["run", "rank", "worker", "metric"])
-        oom_seconds = GaugeMetricFamily("memlog_projected_oom_seconds", "Seconds until a leaking series' trend reaches its capacity.",
-                                        labels=["run", "rank", "worker", "metric"])
-        verdict = GaugeMetricFamily("memlog_verdict_info", "The run's verdict in force (always 1; the verdict is the label).",
-                                    labels=["run", "verdict", "headline"])
+        oom_step = GaugeMetricFamily(
+            "memlog_projected_oom_step", "Step at which a leaking series' trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
+        )
+        oom_seconds = GaugeMetricFamily(
+            "memlog_projected_oom_seconds", "Seconds until a leaking series' trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
+        )
+        verdict = GaugeMetricFamily(
+            "memlog_verdict_info", "The run's verdict in force (always 1; the verdict is the label).", labels=["run", "verdict", "headline"]
+        )
         findings = GaugeMetricFamily("memlog_findings", "Findings of the judgement, by rule and severity.", labels=["run", "rule", "severity"])
         for run, report, seconds_to_oom in self.reports():
             for view in report.series:
@@ -115,15 +119,19 @@ class FleetCollector:
     def collect(self) -> Iterator:
         from prometheus_client.core import GaugeMetricFamily
 
-        growth = GaugeMetricFamily("memlog_memory_growth_bytes_per_step", "Growth per step of the run's fastest-growing series.",
-                                   labels=["run", "node", "rank", "worker", "scope", "metric"])
+        growth = GaugeMetricFamily(
+            "memlog_memory_growth_bytes_per_step",
+            "Growth per step of the run's fastest-growing series.",
+            labels=["run", "node", "rank", "worker", "scope", "metric"],
+        )
         last_step = GaugeMetricFamily("memlog_last_step", "Last training step read of the run.", labels=["run", "node", "rank", "worker", "scope", "metric"])
-        oom_step = GaugeMetricFamily("memlog_projected_oom_step", "Step at which the run's trend reaches its capacity.",
-                                     labels=["run", "rank", "worker", "metric"])
-        oom_seconds = GaugeMetricFamily("memlog_projected_oom_seconds", "Seconds from the run's last step to its projected OOM.",
-                                        labels=["run", "rank", "worker", "metric"])
-        verdict = GaugeMetricFamily("memlog_verdict_info", "The run's verdict (always 1; the verdict is the label).",
-                                    labels=["run", "verdict", "headline"])
+        oom_step = GaugeMetricFamily(
+            "memlog_projected_oom_step", "Step at which the run's trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
+        )
+        oom_seconds = GaugeMetricFamily(
+            "memlog_projected_oom_seconds", "Seconds from the run's last step to its projected OOM.", labels=["run", "rank", "worker", "metric"]
+        )
+        verdict = GaugeMetricFamily("memlog_verdict_info", "The run's verdict (always 1; the verdict is the label).", labels=["run", "verdict", "headline"])
         findings = GaugeMetricFamily("memlog_findings", "Findings of the judgement, by rule and severity.", labels=["run", "rule", "severity"])
         for run, row in self.rows:
             verdict.add_metric([run, row.get("verdict") or "error", (row.get("worst") or {}).get("message") or row.get("error") or ""], 1.0)

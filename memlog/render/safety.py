@@ -61,5 +61,3 @@ def safe_json(text: str) -> str:
 def ascii_text(text: str) -> str:
     """The ASCII fallback: transliterate what we print, replace anything else (log content) by '?'."""
     return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
-
-

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import quote
 
 from memlog import __version__
-from memlog.render.safety import safe, safe_json
 from memlog.render.json_out import finite
+from memlog.render.safety import safe, safe_json
 from memlog.report.report import Report
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -33,9 +33,7 @@ def artifact_location(source: str) -> dict[str, str]:
 
 
 def _location(source: str, line: int, index: int | None = None) -> dict[str, Any]:
-    location: dict[str, Any] = {
-        "physicalLocation": {"artifactLocation": artifact_location(source), "region": {"startLine": max(1, line)}}
-    }
+    location: dict[str, Any] = {"physicalLocation": {"artifactLocation": artifact_location(source), "region": {"startLine": max(1, line)}}}
     if index is not None:
         location["id"] = index
     return location
@@ -54,7 +52,7 @@ def _rule(rule) -> dict[str, Any]:
 
 
 def render_sarif(report: Report) -> str:
-    rules = [r for r in report.rules]
+    rules = list(report.rules)
     known = {r.id for r in rules}
     index = {r.id: i for i, r in enumerate(rules)}
     sources = [s["name"] for s in report.coverage.get("sources") or []] or ["<stdin>"]
@@ -66,9 +64,7 @@ def render_sarif(report: Report) -> str:
             "level": LEVEL[f.severity],
             "message": {"text": safe(f.message)},
             "locations": [_location(*anchors[0])],
-            "partialFingerprints": {
-                "memlogFinding/v1": hashlib.sha256("\0".join([f.rule, f.subject, *sorted(f.series)]).encode()).hexdigest()[:32]
-            },
+            "partialFingerprints": {"memlogFinding/v1": hashlib.sha256("\0".join([f.rule, f.subject, *sorted(f.series)]).encode()).hexdigest()[:32]},
             "properties": {"subject": f.subject, "series": f.series[:32], "evidence": f.evidence, "hints": f.hints},
         }
         if f.rule in known:

@@ -12,6 +12,7 @@ from memlog.report.report import Report
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
+
 def buckets(steps: list[int] | None, values: list[float], count: int):
     """The finite points of one series cut into at most `count` runs of consecutive points, for
     display: per bucket the lowest and highest point (with their steps), the mean, the first and

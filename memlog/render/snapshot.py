@@ -27,10 +27,13 @@ def size(n: int) -> str:
 def render_show(sites: Sites, output: str, top: int) -> str:
     if output == "json":
         return _json({"command": "show"} | sites_json(sites, top))
-    lines = [f"memlog snapshot: {sites.name}",
-             f"live {size(sites.live_bytes)} in {sites.live_blocks:,} blocks at {len(sites.by_stack):,} sites "
-             f"({sites.recorded_blocks:,} blocks with a stack); reserved {size(sites.reserved_bytes)}", "",
-             f"Largest live allocation sites (top {min(top, len(sites.by_stack))}):"]
+    lines = [
+        f"memlog snapshot: {sites.name}",
+        f"live {size(sites.live_bytes)} in {sites.live_blocks:,} blocks at {len(sites.by_stack):,} sites "
+        f"({sites.recorded_blocks:,} blocks with a stack); reserved {size(sites.reserved_bytes)}",
+        "",
+        f"Largest live allocation sites (top {min(top, len(sites.by_stack))}):",
+    ]
     for site in ranked(sites)[:top]:
         lines.append(f"  {size(site.bytes):>10}  {site.blocks:>7,} blocks  {site.where}")
         lines += _stack(site.stack)
@@ -41,21 +44,28 @@ def render_diff(diff: SnapshotDiff, output: str, top: int) -> str:
     if output == "json":
         return _json({"command": "diff"} | diff.to_json(top))
     a, b, grown = diff.before, diff.after, diff.grown
-    lines = [f"memlog snapshot diff: {a.name} -> {b.name}",
-             f"live {size(a.live_bytes)} -> {size(b.live_bytes)} ({_signed(b.live_bytes - a.live_bytes)}), "
-             f"{a.live_blocks:,} -> {b.live_blocks:,} blocks; {len(diff.changes):,} sites: {len(grown):,} grew, "
-             f"{diff.shrank:,} shrank, {diff.unchanged:,} unchanged", ""]
+    lines = [
+        f"memlog snapshot diff: {a.name} -> {b.name}",
+        f"live {size(a.live_bytes)} -> {size(b.live_bytes)} ({_signed(b.live_bytes - a.live_bytes)}), "
+        f"{a.live_blocks:,} -> {b.live_blocks:,} blocks; {len(diff.changes):,} sites: {len(grown):,} grew, "
+        f"{diff.shrank:,} shrank, {diff.unchanged:,} unchanged",
+        "",
+    ]
     if not grown:
         lines.append("No allocation site's live bytes grew.")
     else:
         lines.append(f"Allocation sites whose live bytes grew, largest first (top {min(top, len(grown))}):")
     for change in grown[:top]:
-        lines.append(f"  {_signed(change.growth):>11}  {size(change.bytes_before)} -> {size(change.bytes_after)}, "
-                     f"{change.blocks_before:,} -> {change.blocks_after:,} blocks  {change.where}")
+        lines.append(
+            f"  {_signed(change.growth):>11}  {size(change.bytes_before)} -> {size(change.bytes_after)}, "
+            f"{change.blocks_before:,} -> {change.blocks_after:,} blocks  {change.where}"
+        )
         lines += _stack(change.stack)
     if b.recorded_blocks == 0:
-        lines += ["", "No block of the second snapshot has a stack: record one with "
-                      "torch.cuda.memory._record_memory_history() on before the allocations to be named."]
+        lines += [
+            "",
+            "No block of the second snapshot has a stack: record one with torch.cuda.memory._record_memory_history() on before the allocations to be named.",
+        ]
     return safe("\n".join(lines)) + "\n"
 
 

@@ -18,9 +18,7 @@ def _wrapper(width: int):
     or inside, so it stays copyable (a path longer than the width gets a line of its own)."""
 
     def wrap(text: str, indent: str) -> str:
-        wrapped = textwrap.fill(
-            safe(text), width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False
-        )
+        wrapped = textwrap.fill(safe(text), width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False)
         return no_workflow_commands(wrapped)  # a wrap may start a line with `::`
 
     return wrap

@@ -15,11 +15,11 @@ import stat
 
 import polars as pl
 
-from memlog.read import spool
 from memlog.base.errors import MemlogError
+from memlog.parse.unwrap import strip_escapes
+from memlog.read import spool
 from memlog.read.source import Source, read_chunks
 from memlog.report.report import Report
-from memlog.parse.unwrap import strip_escapes
 
 MAX_LINES = 40
 MAX_CHARS = 300

@@ -148,8 +148,7 @@ def _stopped(source: dict[str, Any]) -> str:
     the next line was cut short by it; a gzip checksum failure cannot be placed, and says so."""
     line, damaged = source.get("first_damaged_line"), source["damaged"]
     if line is None:
-        return (f"{damaged}: read to the end (line {source['lines']:,}) but the checksum fails, so some"
-                " of the text is corrupt and where cannot be told")
+        return f"{damaged}: read to the end (line {source['lines']:,}) but the checksum fails, so some of the text is corrupt and where cannot be told"
     if line == 1 and not source["lines"]:
         return f"nothing could be read: {damaged}"
     cut = f" (line {line:,} is cut short)" if source["lines"] >= line else ""
@@ -171,8 +170,7 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
             if shape.fit is not None:
                 fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_x[0], shape.tail_x[-1])
         capacity = ctx.capacity_of(s)[0] if s.column in MEMORY_COLUMNS else None
-        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity,
-                          s.key.worker, s.key.source, s.key.segment, s.machine)
+        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity, s.key.worker, s.key.source, s.key.segment, s.machine)
 
     views = [view("device", s) for s in ctx.device_series]
     views += [view("host", s) for s in ctx.host_series]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from memlog.scan.runs import Run
 from memlog.scan.run import ScanOptions, judge, limit_threads
+from memlog.scan.runs import Run
 
 # Scan JSON (`memlog scan -o json`): 1 = first version.
 SCAN_SCHEMA_VERSION = 1
@@ -148,8 +148,13 @@ def judge_locally(runs: list[Run], options: ScanOptions, jobs: int) -> Iterator[
 
 
 def scan(
-    runs: list[Run], options: ScanOptions = ScanOptions(), *, jobs: int | None = None, ray_address: str | None = None,
-    on_row: Callable[[dict[str, Any], int, int], None] | None = None, fail_on: str = "error",
+    runs: list[Run],
+    options: ScanOptions = ScanOptions(),
+    *,
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+    fail_on: str = "error",
 ) -> Fleet:
     """Judge `runs` locally (`jobs` processes, default one per core) or on Ray (`ray_address`:
     "" for ray.init()'s default, or an address). `on_row(row, done, total)` sees each row as it

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from memlog.base.errors import MemlogError
-from memlog.scan.runs import Run
 from memlog.scan.run import ScanOptions, judge, judge_failed, limit_threads
+from memlog.scan.runs import Run
 
 # Tasks in flight per CPU of the cluster: enough to keep every CPU busy while rows stream back,
 # few enough that the driver and the object store hold a bounded amount whatever the fleet size.
@@ -117,7 +117,7 @@ def judge_on_ray(runs: list[Run], options: ScanOptions, address: str) -> Iterato
 
     try:
         theirs = ray.get(ray.remote(num_cpus=1)(_probe).remote())
-    except Exception as exc:  # noqa: BLE001 - e.g. the workers cannot import memlog
+    except Exception as exc:
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise MemlogError(f"the Ray workers cannot run memlog ({first}): install memlog {__version__} on the cluster") from None
     if theirs != __version__:
@@ -145,7 +145,7 @@ def _result(ray, ref, run: Run) -> dict[str, Any]:
     with the reason, as an unreadable run is."""
     try:
         return ray.get(ref)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         text = str(exc).strip()
         row = judge_failed(run, f"the Ray task failed: {type(exc).__name__}: {text.splitlines()[-1] if text else ''}")
         return row

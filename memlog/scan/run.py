@@ -39,7 +39,7 @@ def judge(run: Run, options: ScanOptions = ScanOptions()) -> dict[str, Any]:
         report = analyze([run.path], options=options.reading, config=options.config, capacity_gib=options.capacity_gib)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # noqa: BLE001 - one bad run is a row, never the end of the scan
+    except BaseException as exc:
         from memlog.base.errors import MemlogError
 
         message = str(exc) if isinstance(exc, MemlogError) else f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

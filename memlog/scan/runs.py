@@ -164,7 +164,7 @@ def _numbered_workers(names: list[str]) -> bool:
     templates: dict[str, set[int]] = {}
     for name in names:
         if match := WORKER_NUMBER.search(name):
-            template = name[: match.start(1)] + "#" + name[match.end(1):]
+            template = name[: match.start(1)] + "#" + name[match.end(1) :]
             templates.setdefault(template, set()).add(int(match.group(1)))
     for numbers in templates.values():
         low, high = min(numbers), max(numbers)
@@ -181,8 +181,7 @@ def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
             yield Run(_child(name, folder) or os.path.basename(path.rstrip("/")), os.path.join(path, folder) if folder else path)
         return
     dirs, files = tree.children(path)
-    logs = [f for f in files if is_log_name(PurePosixPath(f)) or (isinstance(tree, _Local) and f.endswith(".db")
-                                                                   and is_mlflow_input(tree.join(path, f)))]
+    logs = [f for f in files if is_log_name(PurePosixPath(f)) or (isinstance(tree, _Local) and f.endswith(".db") and is_mlflow_input(tree.join(path, f)))]
     base = os.path.basename(path.rstrip("/"))
     if RAY_SESSION.match(base) and "logs" in dirs:
         yield Run(name or base, tree.join(path, "logs"))

@@ -144,9 +144,12 @@ def find_capacities(records: pl.DataFrame, events: list[Event], override_gib: fl
 def _per_worker(records: pl.DataFrame, value: pl.Expr, origin: str) -> list[Known]:
     machine = [c for c in ("ip", "node") if c in records.columns]
     rows = (
-        records.lazy().group_by("source", "worker")
+        records.lazy()
+        .group_by("source", "worker")
         .agg(value.alias("_gib"), *(pl.col(c).drop_nulls().first() for c in machine))
-        .filter(pl.col("_gib").is_not_null() & (pl.col("_gib") > 0)).sort("source", "worker").collect()
+        .filter(pl.col("_gib").is_not_null() & (pl.col("_gib") > 0))
+        .sort("source", "worker")
+        .collect()
     )
     return [
         Known(float(row["_gib"]), origin, str(row["source"]), str(row["worker"]), next((row[c] for c in machine if row[c]), None))

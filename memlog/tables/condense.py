@@ -183,8 +183,9 @@ class Condenser:
             return [f.drop("_seg", "_n", strict=False) for f in frames]
         floors = self._floors()
         return [
-            f.join(floors, on=GROUP, how="left", maintain_order="left")
-            .with_columns(segment_base=pl.col("_floor").fill_null(0)).drop("_seg", "_n", "_floor") if "_seg" in f.columns else f
+            f.join(floors, on=GROUP, how="left", maintain_order="left").with_columns(segment_base=pl.col("_floor").fill_null(0)).drop("_seg", "_n", "_floor")
+            if "_seg" in f.columns
+            else f
             for f in frames
         ]
 
@@ -192,7 +193,9 @@ class Condenser:
         """Each worker and kind's first segment held (`_floor`), where not 0."""
         worker, kind = self.label_types
         return pl.DataFrame(
-            [(w, k, f) for (w, k), f in self.floor.items()], schema={"worker": worker, "kind": kind, "_floor": pl.Int64}, orient="row",
+            [(w, k, f) for (w, k), f in self.floor.items()],
+            schema={"worker": worker, "kind": kind, "_floor": pl.Int64},
+            orient="row",
         )
 
     def _batch(self, open_since: int | None, final: bool = False) -> None:
@@ -328,8 +331,9 @@ class Condenser:
         return rows
 
 
-def _condensed(rows: pl.DataFrame, context: pl.DataFrame | None, cuts: pl.Series, open_since: int | None, after: int,
-               final: bool = True) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:
+def _condensed(
+    rows: pl.DataFrame, context: pl.DataFrame | None, cuts: pl.Series, open_since: int | None, after: int, final: bool = True
+) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:
     """`rows` (step lines, numbered: `_n`, in line order) with the interior of each run of plain steps
     binned: the records ready, the steps that wait for the next batch (none when `final`) and the
     new context. The n-th step of a worker and kind's segment falls in bin floor(after * ln(n /
@@ -342,9 +346,7 @@ def _condensed(rows: pl.DataFrame, context: pl.DataFrame | None, cuts: pl.Series
         rows = pl.concat([context.with_columns(_ctx=pl.lit(True)), rows], how="diagonal_relaxed").sort("line_no", maintain_order=True)
     rows = rows.with_columns(_epoch=cuts.search_sorted(rows["line_no"], side="right"))
     step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
-    new_run = (
-        ~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))
-    ).fill_null(True)
+    new_run = (~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))).fill_null(True)
     rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
     position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
     bin_of = (after * (pl.col("_n") / after).log()).floor().cast(pl.Int64)
@@ -360,9 +362,11 @@ def _condensed(rows: pl.DataFrame, context: pl.DataFrame | None, cuts: pl.Series
     exact = out.filter(pl.col("_bin").is_null()).drop(helpers).with_columns(steps=weight.cast(pl.Int64))
     binned = out.filter(pl.col("_bin").is_not_null())
     columns = [c for c in out.columns if c not in helpers and c != "steps"]
-    bins = binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True).agg(
-        *(_summary(c) for c in columns if c not in GROUP), steps=(weight.sum() if "steps" in out.columns else pl.len()).cast(pl.Int64)
-    ).select(*columns, "steps")
+    bins = (
+        binned.group_by([*GROUP, "_run", "_bin"], maintain_order=True)
+        .agg(*(_summary(c) for c in columns if c not in GROUP), steps=(weight.sum() if "steps" in out.columns else pl.len()).cast(pl.Int64))
+        .select(*columns, "steps")
+    )
     ready = pl.concat([exact, bins], how="diagonal_relaxed").sort("line_no", maintain_order=True)
     return ready, (waiting if waiting is not None and waiting.height else None), context
 
@@ -405,8 +409,13 @@ def _plain(rows: pl.DataFrame, open_since: int | None, after: int, context: pl.D
     checks = [pl.col("_n") >= 2 * after]  # past its segment's first steps
     if open_since is not None:
         checks.append(line < open_since)
-    around = rows if context is None else pl.concat([context.with_columns(_mine=pl.lit(False)), rows.with_columns(_mine=pl.lit(True))],
-                                                      how="diagonal_relaxed").sort("line_no", maintain_order=True)
+    around = (
+        rows
+        if context is None
+        else pl.concat([context.with_columns(_mine=pl.lit(False)), rows.with_columns(_mine=pl.lit(True))], how="diagonal_relaxed").sort(
+            "line_no", maintain_order=True
+        )
+    )
     for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):
         value = pl.col(column)
         impossible = impossible_reading(value, column, None)

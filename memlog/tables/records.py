@@ -187,8 +187,7 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
     frame = _in_line_order(frames)
     labels = [c for c in LABEL_COLUMNS if c in frame.columns]
     frame = frame.with_columns(pl.col(labels).cast(pl.Categorical))
-    for column, default in (("step", pl.lit(None, dtype=pl.Int64)), ("pattern", pl.lit("", dtype=pl.Categorical)),
-                            ("steps", pl.lit(1, dtype=pl.Int64))):
+    for column, default in (("step", pl.lit(None, dtype=pl.Int64)), ("pattern", pl.lit("", dtype=pl.Categorical)), ("steps", pl.lit(1, dtype=pl.Int64))):
         if column not in frame.columns:
             frame = frame.with_columns(default.alias(column))
     frame = frame.with_columns(pl.col("steps").fill_null(1))
@@ -268,8 +267,10 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
         # k mod N's reading k // N; the writers are named like collided copies (`main#2`).
         taking_turns = pl.col("_turns")
         frame = frame.with_columns(
-            worker=pl.when(taking_turns).then(pl.col("worker").cast(pl.String) + pl.lit("#") + ((pl.col("step") - 1) % turns + 1).cast(pl.String))
-            .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+            worker=pl.when(taking_turns)
+            .then(pl.col("worker").cast(pl.String) + pl.lit("#") + ((pl.col("step") - 1) % turns + 1).cast(pl.String))
+            .otherwise(pl.col("worker").cast(pl.String))
+            .cast(pl.Categorical),
             step=pl.when(taking_turns).then((pl.col("step") - 1) // turns + 1).otherwise(pl.col("step")),
         )
         worker = group_key(frame, ["source", "worker"])
@@ -319,8 +320,10 @@ def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.drop("inherited", strict=False)
     frame = _copies(frame, at_step)
     return frame.with_columns(
-        worker=pl.when("collided").then(pl.col("worker").cast(pl.String) + pl.lit("#") + pl.col("_copy").cast(pl.String))
-        .otherwise(pl.col("worker").cast(pl.String)).cast(pl.Categorical),
+        worker=pl.when("collided")
+        .then(pl.col("worker").cast(pl.String) + pl.lit("#") + pl.col("_copy").cast(pl.String))
+        .otherwise(pl.col("worker").cast(pl.String))
+        .cast(pl.Categorical),
     ).drop("inherited", "_copy", strict=False)
 
 
@@ -338,15 +341,17 @@ def _copies(frame: pl.DataFrame, at_step: list[str]) -> pl.DataFrame:
     frame = frame.with_columns(_copy=pl.when("collided").then(value.rank("ordinal").over(group_key(frame, at_step)).cast(pl.Int64)))
     # A copy's next reading as _predicted has it: its last plus the median of its last rises.
     predicted = (value + value.diff().rolling_median(TRACKED_RISES, min_samples=1).fill_null(0.0)).shift(1)
-    rows = frame.filter("collided").select("_i", *series, "step", "_copy", "_value").with_columns(
-        _predicted=predicted.over([*series, "_copy"], order_by="step"))
+    rows = (
+        frame.filter("collided").select("_i", *series, "step", "_copy", "_value").with_columns(_predicted=predicted.over([*series, "_copy"], order_by="step"))
+    )
     all_there = pl.len().over([*series, "step"]) == pl.col("_copy").max().over(series)
     by_size_too = pl.col("_predicted").diff().over([*series, "step"], order_by="_copy").fill_null(0.0) >= 0
     rows = rows.with_columns(_in_order=(all_there & value.is_finite() & by_size_too).all().over(series), _all_there=all_there)
     # Apart or mingling, judged on the steps that have every copy (a lone reading's size says nothing).
     full = rows.filter("_all_there").with_columns(
         _closest=value.diff().over([*series, "step"], order_by="_copy").min().over([*series, "step"]),
-        _moved=value.diff().over([*series, "_copy"], order_by="step").abs())
+        _moved=value.diff().over([*series, "_copy"], order_by="step").abs(),
+    )
     apart = full.group_by(series).agg(_apart=pl.col("_closest").median() > COPIES_APART * pl.col("_moved").median().fill_null(0.0))
     rows = rows.join(apart, on=series, how="left", nulls_equal=True).with_columns(_followed=pl.col("_apart").fill_null(False) & ~pl.col("_in_order"))
     followed = rows.filter("_followed").select("_i", *series, "step", "_value")
@@ -436,5 +441,8 @@ def _readings(frame: pl.DataFrame) -> pl.DataFrame:
 def read_values(frames: list[pl.DataFrame]) -> bool:
     """Whether a spec read a value from the chunk: a pattern that matched without reading any
     (EasyR1's `{"step": N` on a JSON line of other keys) does not claim the source."""
-    return any(frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
-               for frame in frames if any(c in ALL_VALUE_COLUMNS for c in frame.columns))
+    return any(
+        frame.select(pl.any_horizontal(pl.col(c).is_not_null() for c in frame.columns if c in ALL_VALUE_COLUMNS)).to_series().any()
+        for frame in frames
+        if any(c in ALL_VALUE_COLUMNS for c in frame.columns)
+    )

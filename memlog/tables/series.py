@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 import polars as pl
 
-from memlog.tables.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.base.columns import MEMORY_COLUMNS, MemoryColumn
 from memlog.base.keys import group_key
 from memlog.base.limits import CAPACITY_SLACK, MAX_EVENTS_PER_KIND, MAX_SERIES_POINTS, impossible_reading
+from memlog.tables.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.tables.records import with_seconds
 
 
@@ -96,8 +96,9 @@ class Series:
         return len(self.steps)
 
 
-def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, str, str | None], Limit | None] | None = None,
-                 kind: str = "train") -> list[Series]:
+def build_series(
+    records: pl.DataFrame, column: str, limit_of: Callable[[str, str, str | None], Limit | None] | None = None, kind: str = "train"
+) -> list[Series]:
     """Series of `column` per (source, worker, segment) for records of `kind`.
 
     `limit_of(source, worker, machine)` gives the capacity a memory series is judged against
@@ -116,9 +117,16 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
     flags = [pl.col(c) if c in records.columns else pl.lit(False).alias(c) for c in ("ordinal", "collided")]
     machine = [pl.col(c) for c in ("ip", "node") if c in records.columns]
     rows = records.select(
-        *keys, "kind", "rank", "step", pl.col("reading") if "reading" in records.columns else pl.lit(0, dtype=pl.Int64).alias("reading"),
-        "line_no", "_seconds", pl.col("steps") if "steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("steps"),
-        *flags, pl.col(column).alias("_value"),
+        *keys,
+        "kind",
+        "rank",
+        "step",
+        pl.col("reading") if "reading" in records.columns else pl.lit(0, dtype=pl.Int64).alias("reading"),
+        "line_no",
+        "_seconds",
+        pl.col("steps") if "steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("steps"),
+        *flags,
+        pl.col(column).alias("_value"),
         (pl.coalesce(*machine).cast(pl.String) if machine else pl.lit(None, dtype=pl.String)).alias("_machine"),
     )
     rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
@@ -126,10 +134,17 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
         return []
     rows = rows.with_columns(_series=group_key(rows, keys))  # one cheap key for the groups below
     # Each group with the rank of its earliest step.
-    groups = rows.group_by("_series").agg(
-        pl.col(keys).first(), pl.col("rank").sort_by("step").first(), pl.col("ordinal").any(), pl.col("collided").any(),
-        pl.col("_machine").drop_nulls().first(),
-    ).sort(keys)
+    groups = (
+        rows.group_by("_series")
+        .agg(
+            pl.col(keys).first(),
+            pl.col("rank").sort_by("step").first(),
+            pl.col("ordinal").any(),
+            pl.col("collided").any(),
+            pl.col("_machine").drop_nulls().first(),
+        )
+        .sort(keys)
+    )
     limits: dict[tuple, Limit] = {}
     if column in MEMORY_COLUMNS and limit_of is not None:
         for source, worker, segment, found in groups.select(*keys, "_machine").iter_rows():
@@ -159,43 +174,60 @@ def build_series(records: pl.DataFrame, column: str, limit_of: Callable[[str, st
         offset += n
     steps, xs, values, line_nos, times = (kept[c].to_list() for c in ("step", "_x", "_value", "line_no", "_seconds"))
     out: list[Series] = []
-    for source, worker, segment, rank, ordinal, collided, found in groups.select(
-        *keys, "rank", "ordinal", "collided", "_machine"
-    ).iter_rows():
+    for source, worker, segment, rank, ordinal, collided, found in groups.select(*keys, "rank", "ordinal", "collided", "_machine").iter_rows():
         group = (source, worker, segment)
         start, n, several = points.get(group, (0, 0, False))
         end = start + n
         out.append(
             Series(
-                SeriesKey(source, worker, segment), column, rank, steps[start:end], values[start:end], line_nos[start:end],
-                corrupt=corrupt.get(group, []), corrupt_counts=corrupt_counts.get(group, {}), times=times[start:end], x=xs[start:end], x_origin=_x_origin(steps[start:end]),
-                ordinal=bool(ordinal), readings=bool(several), collided=bool(collided),
-                machine=found, limit=limits.get(group), conflict=conflicts.get(group),
+                SeriesKey(source, worker, segment),
+                column,
+                rank,
+                steps[start:end],
+                values[start:end],
+                line_nos[start:end],
+                corrupt=corrupt.get(group, []),
+                corrupt_counts=corrupt_counts.get(group, {}),
+                times=times[start:end],
+                x=xs[start:end],
+                x_origin=_x_origin(steps[start:end]),
+                ordinal=bool(ordinal),
+                readings=bool(several),
+                collided=bool(collided),
+                machine=found,
+                limit=limits.get(group),
+                conflict=conflicts.get(group),
             )
         )
     return out
 
 
-def _judged_against(rows: pl.DataFrame, groups: pl.DataFrame, keys: list[str],
-                    limits: dict[tuple, Limit]) -> tuple[pl.DataFrame, dict[tuple, Conflict]]:
+def _judged_against(rows: pl.DataFrame, groups: pl.DataFrame, keys: list[str], limits: dict[tuple, Limit]) -> tuple[pl.DataFrame, dict[tuple, Conflict]]:
     """`rows` with `_limit`, the capacity above which a reading is dropped (null: the physical
     bound), and the groups whose readings above their capacity are kept (module docstring)."""
     if not limits:
         return rows.with_columns(_limit=pl.lit(None, dtype=pl.Float64)), {}
     table = pl.DataFrame(
         [(*group, limit.gib, limit.own) for group, limit in limits.items()],
-        schema={**{k: groups.schema[k] for k in keys}, "_cap": pl.Float64, "_own": pl.Boolean}, orient="row",
+        schema={**{k: groups.schema[k] for k in keys}, "_cap": pl.Float64, "_own": pl.Boolean},
+        orient="row",
     )
     rows = rows.join(groups.select("_series", *keys).join(table, on=keys).drop(keys), on="_series", how="left", maintain_order="left")
     value = pl.col("_value")
     readable = value.is_finite() & (value >= 0)
     above = readable & (value > pl.col("_cap") * CAPACITY_SLACK)
     counts = (
-        rows.lazy().filter(pl.col("_cap").is_not_null())
+        rows.lazy()
+        .filter(pl.col("_cap").is_not_null())
         .group_by(keys)
-        .agg(above.sum().alias("n"), readable.sum().alias("of"), value.filter(above).max().alias("highest"),
-             pl.col("line_no").filter(above).first().alias("line"), pl.col("step").filter(above).first().alias("step"),
-             pl.col("_own").first())
+        .agg(
+            above.sum().alias("n"),
+            readable.sum().alias("of"),
+            value.filter(above).max().alias("highest"),
+            pl.col("line_no").filter(above).first().alias("line"),
+            pl.col("step").filter(above).first().alias("step"),
+            pl.col("_own").first(),
+        )
         .collect()
     )
     conflicts, kept = {}, []
@@ -263,7 +295,9 @@ def _step_runs(rows: pl.DataFrame) -> pl.Series | None:
     series, step = pl.col("_series"), pl.col("step")
     new_series = (series != series.shift()).fill_null(True)
     found = rows.select(
-        series_runs=new_series.sum(), series=series.n_unique(), nulls=step.null_count(),
+        series_runs=new_series.sum(),
+        series=series.n_unique(),
+        nulls=step.null_count(),
         ascending=((step >= step.shift()) | new_series).all(),
         runs=(new_series | (step != step.shift())).fill_null(True),
     )
@@ -340,26 +374,27 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
     bin_of = (
-        pl.when((pl.col("_n") <= MAX_SERIES_POINTS) | (pl.col("_i") == 0)).then(pl.col("_i"))
-        .when(pl.col("_i") == last).then(MAX_SERIES_POINTS - 1)
+        pl.when((pl.col("_n") <= MAX_SERIES_POINTS) | (pl.col("_i") == 0))
+        .then(pl.col("_i"))
+        .when(pl.col("_i") == last)
+        .then(MAX_SERIES_POINTS - 1)
         .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
     )
     value = pl.col("_value")
     median = _weighted_median(value, steps) if kept["_w"].max() > 1 else value.median()
     kept = kept.with_columns(_bin=bin_of)
-    bins = (
-        kept.group_by("_series", "_bin", maintain_order=True)
-        .agg(
-            pl.col(keys).first(), *(pl.col(c).last() for c in _POINT),
-            pl.when(value.is_finite().all()).then(median).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
-        )
+    bins = kept.group_by("_series", "_bin", maintain_order=True).agg(
+        pl.col(keys).first(),
+        *(pl.col(c).last() for c in _POINT),
+        pl.when(value.is_finite().all()).then(median).otherwise(value.filter(~value.is_finite()).first()).alias("_value"),
     )
     columns = ["_series", "_bin", *keys, *_POINT, "_value"]
     # The local level around each bin, and each finite reading's distance from it.
     finite_points = pl.when(value.is_finite()).then(value)
     local = bins.select("_series", "_bin", finite_points.rolling_median(LOCAL_BINS, center=True, min_samples=1).over("_series").alias("_local"))
     far = kept.join(local, on=["_series", "_bin"], how="left").with_columns(
-        _dev=pl.when(value.is_finite() & pl.col("_local").is_finite()).then((value - pl.col("_local")).abs()))  # null: no distance
+        _dev=pl.when(value.is_finite() & pl.col("_local").is_finite()).then((value - pl.col("_local")).abs())
+    )  # null: no distance
     far = far.with_columns(_typical=pl.col("_dev").median().over("_series")).filter(pl.col("_dev").is_not_null() & (pl.col("_dev") > 0))
     # Where most readings sit on their local level (no noise), the typical distance is ~0: a
     # reading is far only beyond EXTREME_LEVEL_SHARE of the local level too, or a ramp's every
@@ -370,7 +405,8 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     # One per bin (its farthest), the series' farthest MAX_EXTREMES of those.
     far = far.sort("_dev", descending=True).group_by("_series", "_bin", maintain_order=True).first()
     far = far.filter(pl.int_range(pl.len()).over("_series") < MAX_EXTREMES).select(
-        "_series", "_bin", *keys, *_POINT, "_value", pl.col("step").alias("_far_step"))
+        "_series", "_bin", *keys, *_POINT, "_value", pl.col("step").alias("_far_step")
+    )
     # A bin whose last step is its extreme: its point moves to the bin's last other step.
     others = kept.join(far.select("_series", "_bin", "_far_step"), on=["_series", "_bin"]).filter(pl.col("step") != pl.col("_far_step"))
     others = others.group_by("_series", "_bin").agg(*(pl.col(c).last().alias(f"{c}_other") for c in _POINT))
@@ -424,11 +460,22 @@ def step_envelopes(series: Series) -> list[Series] | None:
     for name, pick in (("floor", min), ("peak", max)):
         chosen = [pick(idx, key=values.__getitem__) for idx in by_step.values()]
         key = SeriesKey(series.key.source, f"{series.key.worker} [{name}]", series.key.segment)
-        views.append(Series(
-            key, series.column, series.rank, [series.steps[i] for i in chosen], [values[i] for i in chosen],
-            [series.line_nos[i] for i in chosen], corrupt=series.corrupt if name == "floor" else [],
-            corrupt_counts=series.corrupt_counts if name == "floor" else {},
-            times=[series.times[i] for i in chosen] if series.times else [], ordinal=series.ordinal, collided=series.collided,
-            machine=series.machine, limit=series.limit, conflict=series.conflict if name == "floor" else None,
-        ))
+        views.append(
+            Series(
+                key,
+                series.column,
+                series.rank,
+                [series.steps[i] for i in chosen],
+                [values[i] for i in chosen],
+                [series.line_nos[i] for i in chosen],
+                corrupt=series.corrupt if name == "floor" else [],
+                corrupt_counts=series.corrupt_counts if name == "floor" else {},
+                times=[series.times[i] for i in chosen] if series.times else [],
+                ordinal=series.ordinal,
+                collided=series.collided,
+                machine=series.machine,
+                limit=series.limit,
+                conflict=series.conflict if name == "floor" else None,
+            )
+        )
     return views

@@ -15,8 +15,14 @@ from memlog.report.report import Report
 
 
 def judge_held(
-    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], summarised: list, sources: list[Source], *,
-    config: Config, capacity_gib: float | None = None, guessed: list = (),
+    record_frames: list[pl.DataFrame],
+    event_frames: list[pl.DataFrame],
+    summarised: list,
+    sources: list[Source],
+    *,
+    config: Config,
+    capacity_gib: float | None = None,
+    guessed: list = (),
 ) -> Report | None:
     """The verdict on the records and events held so far (each frame one source's compact or
     condensed records, or its events), by every rule with the config's thresholds (engine.api.judge),
@@ -48,7 +54,15 @@ def capacity_projections(report: Report) -> list[dict]:
             continue  # (leak_found's test, per finding)
         for s in f.evidence.get("series") or []:
             if s.get("projected_capacity_step") is not None:
-                projections.append({"series": s.get("series"), "rank": s.get("rank"), "metric": s.get("metric"), "subject": f.subject,
-                                    "capacity_step": s["projected_capacity_step"], "capacity_seconds": s.get("projected_capacity_seconds"),
-                                    "capacity_gib": f.evidence.get("capacity_gib")})
+                projections.append(
+                    {
+                        "series": s.get("series"),
+                        "rank": s.get("rank"),
+                        "metric": s.get("metric"),
+                        "subject": f.subject,
+                        "capacity_step": s["projected_capacity_step"],
+                        "capacity_seconds": s.get("projected_capacity_seconds"),
+                        "capacity_gib": f.evidence.get("capacity_gib"),
+                    }
+                )
     return projections

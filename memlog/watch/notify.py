@@ -47,8 +47,16 @@ def _without_userinfo(url: str) -> tuple[str, dict[str, str]]:
 class Notifier:
     """Decides what is news (`consider`) and sends it on its own thread (`messages`)."""
 
-    def __init__(self, url: str, run: str, *, horizon_seconds: float = 3600.0, notice: Callable[[str], None] = lambda m: None,
-                 sleep: Callable[[float], None] = time.sleep, timeout: float = TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        url: str,
+        run: str,
+        *,
+        horizon_seconds: float = 3600.0,
+        notice: Callable[[str], None] = lambda m: None,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout: float = TIMEOUT_SECONDS,
+    ) -> None:
         if urlsplit(url).scheme not in ("http", "https"):
             raise ValueError(f"--notify: not an http(s) URL: {shown(url)}")
         self.url, self.headers = _without_userinfo(url)
@@ -69,13 +77,17 @@ class Notifier:
         near = {series: seconds for series, seconds in seconds_to_oom.items() if seconds is not None and seconds <= self.horizon}
         for series in sorted(set(near) - self.near):
             minutes = near[series] / 60
-            self._queue(report, f"memlog: {self.run}: {series} is projected to run out of memory in ~{minutes:.0f} min", "oom-horizon",
-                        series=series, seconds_to_oom=round(near[series]))
+            self._queue(
+                report,
+                f"memlog: {self.run}: {series} is projected to run out of memory in ~{minutes:.0f} min",
+                "oom-horizon",
+                series=series,
+                seconds_to_oom=round(near[series]),
+            )
         self.near = set(near) | (self.near & set(seconds_to_oom))
 
     def _queue(self, report: Report, text: str, why: str, **more) -> None:
-        self.messages.put({"text": text, "run": self.run, "event": why, "verdict": report.verdict,
-                           "headline": report.headline.headline, **more})
+        self.messages.put({"text": text, "run": self.run, "event": why, "verdict": report.verdict, "headline": report.headline.headline, **more})
 
     def close(self, wait: float = 0.0) -> None:
         """No more messages; wait up to `wait` seconds for those queued (watch's end)."""
@@ -92,7 +104,7 @@ class Notifier:
         for attempt in range(1, RETRIES + 1):
             request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json", **self.headers}, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked at start
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     if response.status < 300:
                         self.sent += 1
                         return

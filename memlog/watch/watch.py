@@ -44,7 +44,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from memlog.base.config import Config
 from memlog.base.errors import MemlogError
 from memlog.engine.options import ReadingOptions
@@ -52,13 +51,15 @@ from memlog.engine.plan import ReadingPlan
 from memlog.judge.rulekit import Finding
 from memlog.read.inputs import directory_sources, file_source, natural_key
 from memlog.read.source import Source, stdin
-from memlog.watch.follow import Follower
 from memlog.report.report import Report
 from memlog.tables.records import Keep
+from memlog.watch.follow import Follower
 from memlog.watch.judging import capacity_projections, judge_held, leak_found
 
 POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing arrived
 RESCAN_SECONDS = 2.0  # how often directories and globs are listed again for new files
+
+
 @dataclass
 class Progress:
     """What watching has seen so far, for the status and the early warning: when (wall clock)
@@ -83,8 +84,15 @@ class Watcher:
     """The inputs followed, found again as directories and globs gain files, judged as they grow."""
 
     def __init__(
-        self, inputs: list[str], options: ReadingOptions = ReadingOptions(), *, config: Config | None = None, capacity_gib: float | None = None,
-        notice: Callable[[str], None] = lambda message: None, interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
+        self,
+        inputs: list[str],
+        options: ReadingOptions = ReadingOptions(),
+        *,
+        config: Config | None = None,
+        capacity_gib: float | None = None,
+        notice: Callable[[str], None] = lambda message: None,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock`: what paces judging and rescans (tests give a fake one; nothing waits on it)."""
         self.inputs = list(inputs)
@@ -100,8 +108,7 @@ class Watcher:
         self.progress = Progress()
         self.report: Report | None = None
         # Listed inputs (a directory, a glob) can gain files: watching them never ends by itself.
-        self.listing = any(spec != "-" and (os.path.isdir(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?[")))
-                           for spec in self.inputs)
+        self.listing = any(spec != "-" and (os.path.isdir(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?["))) for spec in self.inputs)
         if "-" in self.inputs:
             stdin()  # closed, or a directory: one line now, not a dead reader thread
         self.discover(force=True)
@@ -163,8 +170,7 @@ class Watcher:
             return
         self.compressed_said.add(spec)
         damage = follower.source.stats.damaged
-        self.notice(f"{spec}: compressed: read whole, not followed (it cannot grow)"
-                    + (f"; {damage}, analysed what was readable" if damage else ""))
+        self.notice(f"{spec}: compressed: read whole, not followed (it cannot grow)" + (f"; {damage}, analysed what was readable" if damage else ""))
 
     def due(self) -> bool:
         """Time to judge: something new, at least `interval` since the last judgement, and at least
@@ -186,8 +192,7 @@ class Watcher:
         summarised = [s for r in readers for s in r.summarised()]
         guessed = [g for r in readers if (g := r.guess_said()) is not None]
         sources = [f.source for f in self.followers.values()]
-        report = judge_held(record_frames, event_frames, summarised, sources, config=self.config, capacity_gib=self.capacity_gib,
-                            guessed=guessed)
+        report = judge_held(record_frames, event_frames, summarised, sources, config=self.config, capacity_gib=self.capacity_gib, guessed=guessed)
         if report is None:
             return self.report
         report.extra["watch"] = self._state(report)
@@ -279,9 +284,16 @@ def early_warning(report: Report) -> list[dict]:
         if in_seconds is not None:
             at = time.strftime("%Y-%m-%d %H:%M", time.localtime(written + in_seconds))
             in_seconds = max(0.0, written + in_seconds - time.time())
-        warnings.append({"series": p["series"], "rank": p["rank"], "capacity_step": step,
-                         "capacity_in_seconds": None if in_seconds is None else round(in_seconds), "capacity_at": at,
-                         "capacity_gib": p["capacity_gib"]})
+        warnings.append(
+            {
+                "series": p["series"],
+                "rank": p["rank"],
+                "capacity_step": step,
+                "capacity_in_seconds": None if in_seconds is None else round(in_seconds),
+                "capacity_at": at,
+                "capacity_gib": p["capacity_gib"],
+            }
+        )
     return warnings
 
 
@@ -321,8 +333,14 @@ def stopped_by_signals() -> Iterator[StopRequest]:
             signal.signal(signum, handler)
 
 
-def watch_loop(watcher: Watcher, on_report: Callable[[Report], bool], *, stop: StopRequest | None = None,
-               stop_after: float | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[Report | None, str]:
+def watch_loop(
+    watcher: Watcher,
+    on_report: Callable[[Report], bool],
+    *,
+    stop: StopRequest | None = None,
+    stop_after: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[Report | None, str]:
     """Poll and judge until `on_report(report)` says stop (True: "stopped"), the pipes end
     ("ended"), `stop` records a Ctrl-C ("interrupted") or SIGTERM ("terminated"), or `stop_after`
     seconds of the watcher's clock pass ("timeout"). Returns the verdict on everything read (judged
@@ -361,4 +379,3 @@ def no_records_error(watcher: Watcher) -> MemlogError:
 
     sources = [f.source for f in watcher.followers.values()]
     return nothing_found(sources, watcher.plan) if sources else MemlogError("no input file appeared")
-

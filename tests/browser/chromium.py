@@ -13,6 +13,7 @@ Started with the flags that keep Chromium off the network it has no business rea
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -141,9 +142,7 @@ class Chromium:
 
     def evaluate(self, expression: str, timeout: float | None = None):
         """The value of a JavaScript expression (promises awaited); a thrown error raises."""
-        result = self.call(
-            "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}, timeout=timeout
-        )
+        result = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}, timeout=timeout)
         if "exceptionDetails" in result:
             details = result["exceptionDetails"]
             raise ChromiumError(details.get("exception", {}).get("description") or details.get("text"))
@@ -154,9 +153,7 @@ class Chromium:
         metrics = self.call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         clip = {"x": 0, "y": 0, "width": max(size["width"], 1), "height": max(size["height"], 1), "scale": 1}
-        data = base64.b64decode(
-            self.call("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})["data"]
-        )
+        data = base64.b64decode(self.call("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})["data"])
         Path(path).write_bytes(data)
         return data
 
@@ -195,15 +192,13 @@ class Chromium:
                     self.process.wait(timeout=10)
         finally:
             for fd in (self._to_browser, self._from_browser):
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             if self.process.stderr:
                 self.process.stderr.close()
             shutil.rmtree(self.profile, ignore_errors=True)
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         return self
 
     def __exit__(self, *exc) -> None:

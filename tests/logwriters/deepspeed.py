@@ -30,8 +30,7 @@ def log_dist(msg: str, rank: int = 0) -> str:
 def see_memory_usage(*, ma: float, max_ma: float, ca: float, max_ca: float) -> str:
     """runtime/utils.py see_memory_usage, second print (GiB): backslash continuations keep 8 spaces of
     indentation, so fields are 9 spaces apart; Max_CA is ``round()`` without ndigits (an int)."""
-    return (f"MA {r2(ma)} GB         Max_MA {r2(max_ma)} GB         CA {r2(ca)} GB         "
-            f"Max_CA {round(max_ca)} GB ")
+    return f"MA {r2(ma)} GB         Max_MA {r2(max_ma)} GB         CA {r2(ca)} GB         Max_CA {round(max_ca)} GB "
 
 
 def cpu_virtual_memory(*, used_gib: float, percent: float) -> str:
@@ -49,11 +48,12 @@ def progress(*, step: int, skipped: int, lr: list[float], mom: list) -> str:
     return log_dist(f"step={step}, skipped={skipped}, lr={lr!r}, mom={mom!r}")
 
 
-def throughput(*, epoch: int, micro_step: int, step: int, avg: float, cur: float, alloc: float,
-               max_alloc: float) -> str:
+def throughput(*, epoch: int, micro_step: int, step: int, avg: float, cur: float, alloc: float, max_alloc: float) -> str:
     """utils/timer.py ThroughputTimer.stop (v0.8.0 .. HEAD); rates as repr, memory in GiB."""
-    return (f"epoch={epoch}/micro_step={micro_step}/global_step={step}, RunningAvgSamplesPerSec={avg!r}, "
-            f"CurrSamplesPerSec={cur!r}, MemAllocated={r2(alloc)}GB, MaxMemAllocated={r2(max_alloc)}GB")
+    return (
+        f"epoch={epoch}/micro_step={micro_step}/global_step={step}, RunningAvgSamplesPerSec={avg!r}, "
+        f"CurrSamplesPerSec={cur!r}, MemAllocated={r2(alloc)}GB, MaxMemAllocated={r2(max_alloc)}GB"
+    )
 
 
 def wall_clock(timings: dict[str, float]) -> str:

@@ -26,21 +26,36 @@ def _losses(losses: dict[str, float], keep: str | None) -> str:
     for key, avg in losses.items():
         if keep == "gt" and not avg > 0.0 or keep == "ge" and not avg >= 0.0:
             continue
-        out += " {}: {:.6E} |".format(key, avg)
+        out += f" {key}: {avg:.6E} |"
     return out
 
 
-def iteration_line(*, iteration: int, train_iters: int, elapsed_ms: float, lr: float | None, global_batch_size: int,
-                   consumed_samples: int, losses: dict[str, float], loss_scale: float, skipped: int, nan: int,
-                   grad_norm: float | None = None, num_zeros: int | None = None, throughput: float | None = None,
-                   time: datetime | None = None, micro: bool = True, keep: str = "gt") -> str:
+def iteration_line(
+    *,
+    iteration: int,
+    train_iters: int,
+    elapsed_ms: float,
+    lr: float | None,
+    global_batch_size: int,
+    consumed_samples: int,
+    losses: dict[str, float],
+    loss_scale: float,
+    skipped: int,
+    nan: int,
+    grad_norm: float | None = None,
+    num_zeros: int | None = None,
+    throughput: float | None = None,
+    time: datetime | None = None,
+    micro: bool = True,
+    keep: str = "gt",
+) -> str:
     """Megatron-LM's training_log line (core_v0.6 .. core_v0.19 layout; ``time`` None before core_v0.6):
     ``lr`` ``.6E`` (omitted when None from core_v0.17), ``grad norm`` ``.3f`` and ``num zeros`` only
     when not None, ``throughput`` only with --log-throughput."""
     text = f" [{stamp(time, micro=micro)}]" if time is not None else ""
-    text += " iteration {:8d}/{:8d} |".format(iteration, train_iters)
-    text += " consumed samples: {:12d} |".format(consumed_samples)
-    text += " elapsed time per iteration (ms): {:.1f} |".format(elapsed_ms)
+    text += f" iteration {iteration:8d}/{train_iters:8d} |"
+    text += f" consumed samples: {consumed_samples:12d} |"
+    text += f" elapsed time per iteration (ms): {elapsed_ms:.1f} |"
     if throughput is not None:
         text += f" throughput per GPU (TFLOP/s/GPU): {throughput:.1f} |"
     if lr is not None:
@@ -52,37 +67,53 @@ def iteration_line(*, iteration: int, train_iters: int, elapsed_ms: float, lr: f
         text += f" grad norm: {grad_norm:.3f} |"
     if num_zeros is not None:
         text += f" num zeros: {num_zeros} |"
-    text += " number of skipped iterations: {:3d} |".format(skipped)
-    text += " number of nan iterations: {:3d} |".format(nan)
+    text += f" number of skipped iterations: {skipped:3d} |"
+    text += f" number of nan iterations: {nan:3d} |"
     return text
 
 
-def mds_iteration_line(*, iteration: int, train_iters: int, consumed_samples: int, consumed_tokens: int,
-                       elapsed_ms: float, lr: float, global_batch_size: int, losses: dict[str, float],
-                       loss_scale: float | None, grad_norm: float | None, num_zeros: float | None, seq_len: int,
-                       skipped: int, nan: int, samples_per_sec: float, tgs: float, tflops: float) -> str:
+def mds_iteration_line(
+    *,
+    iteration: int,
+    train_iters: int,
+    consumed_samples: int,
+    consumed_tokens: int,
+    elapsed_ms: float,
+    lr: float,
+    global_batch_size: int,
+    losses: dict[str, float],
+    loss_scale: float | None,
+    grad_norm: float | None,
+    num_zeros: float | None,
+    seq_len: int,
+    skipped: int,
+    nan: int,
+    samples_per_sec: float,
+    tgs: float,
+    tflops: float,
+) -> str:
     """Megatron-DeepSpeed's training_log line (2023-11 .. 2025-07): lr ``.3E``, losses only ``> 0.0``,
     no ``loss scale`` under bf16 (the DeepSpeed optimizer has no ``cur_scale``), no grad norm on the
     ZeRO (non-pipeline) path."""
-    text = " iteration {:8d}/{:8d} |".format(iteration, train_iters)
-    text += " consumed samples: {:12d} |".format(consumed_samples)
-    text += " consumed tokens: {:12d} |".format(consumed_tokens)
-    text += " elapsed time per iteration (ms): {:.1f} |".format(elapsed_ms)
-    text += " learning rate: {:.3E} |".format(lr)
-    text += " global batch size: {:5d} |".format(global_batch_size)
+    text = f" iteration {iteration:8d}/{train_iters:8d} |"
+    text += f" consumed samples: {consumed_samples:12d} |"
+    text += f" consumed tokens: {consumed_tokens:12d} |"
+    text += f" elapsed time per iteration (ms): {elapsed_ms:.1f} |"
+    text += f" learning rate: {lr:.3E} |"
+    text += f" global batch size: {global_batch_size:5d} |"
     text += _losses(losses, "gt")
     if loss_scale is not None:
-        text += " loss scale: {:.1f} |".format(loss_scale)
+        text += f" loss scale: {loss_scale:.1f} |"
     if grad_norm is not None:
-        text += " grad norm: {:.3f} |".format(grad_norm)
+        text += f" grad norm: {grad_norm:.3f} |"
     if num_zeros is not None:
-        text += " num zeros: {:.1f} |".format(num_zeros)
-    text += " actual seqlen: {:5d} |".format(seq_len)
-    text += " number of skipped iterations: {:3d} |".format(skipped)
-    text += " number of nan iterations: {:3d} |".format(nan)
-    text += " samples per second: {:.3f} |".format(samples_per_sec)
-    text += " tokens per gpu per second (tgs): {:.3f} |".format(tgs)
-    text += " TFLOPs: {:.2f} |".format(tflops)
+        text += f" num zeros: {num_zeros:.1f} |"
+    text += f" actual seqlen: {seq_len:5d} |"
+    text += f" number of skipped iterations: {skipped:3d} |"
+    text += f" number of nan iterations: {nan:3d} |"
+    text += f" samples per second: {samples_per_sec:.3f} |"
+    text += f" tokens per gpu per second (tgs): {tgs:.3f} |"
+    text += f" TFLOPs: {tflops:.2f} |"
     return text
 
 
@@ -90,36 +121,58 @@ def human_readable_flops(num: float) -> str:
     """GPT-NeoX's ``human_readable_flops``: ``"%3.1f%s" % (num, unit)``, no space."""
     for unit in ["", "KFLOPS", "MFLOPS", "GFLOPS", "TFLOPS", "PFLOPS", "EFLOPS", "ZFLOPS"]:
         if abs(num) < 1000.0:
-            return "%3.1f%s" % (num, unit)
+            return f"{num:3.1f}{unit}"
         num /= 1000.0
-    return "%.1f%s" % (num, "Yi")
+    return "{:.1f}{}".format(num, "Yi")
 
 
-def neox_iteration_line(*, iteration: int, train_iters: int, samples_per_sec: float, elapsed_ms: float, lr: float,
-                        flops_per_gpu: float, losses: dict[str, float], loss_scale: float | None, skipped: int,
-                        nan: int, mfu: float | None = None, hfu: float | None = None) -> str:
+def neox_iteration_line(
+    *,
+    iteration: int,
+    train_iters: int,
+    samples_per_sec: float,
+    elapsed_ms: float,
+    lr: float,
+    flops_per_gpu: float,
+    losses: dict[str, float],
+    loss_scale: float | None,
+    skipped: int,
+    nan: int,
+    mfu: float | None = None,
+    hfu: float | None = None,
+) -> str:
     """GPT-NeoX's training_log line: ``samples/sec`` first, every loss key (``lm_loss``) whatever its
     value, ``loss scale`` only under fp16, MFU/HFU only with peak_theoretical_tflops."""
-    text = " samples/sec: {:.3f} |".format(samples_per_sec)
-    text += " iteration {:8d}/{:8d} |".format(iteration, train_iters)
-    text += " elapsed time per iteration (ms): {:.1f} |".format(elapsed_ms)
-    text += " learning rate: {:.3E} |".format(lr)
+    text = f" samples/sec: {samples_per_sec:.3f} |"
+    text += f" iteration {iteration:8d}/{train_iters:8d} |"
+    text += f" elapsed time per iteration (ms): {elapsed_ms:.1f} |"
+    text += f" learning rate: {lr:.3E} |"
     text += f" approx flops per GPU: {human_readable_flops(flops_per_gpu)} |"
     if mfu is not None:
         text += f" MFU: {mfu:.2f}% | HFU: {hfu:.2f}% |"
     text += _losses(losses, None)
     if loss_scale is not None:
-        text += " loss scale: {:.1f} |".format(loss_scale)
-    text += " number of skipped iterations: {:3d} |".format(skipped)
-    text += " number of nan iterations: {:3d} |".format(nan)
+        text += f" loss scale: {loss_scale:.1f} |"
+    text += f" number of skipped iterations: {skipped:3d} |"
+    text += f" number of nan iterations: {nan:3d} |"
     return text
 
 
-def report_memory(name: str, *, allocated: float, max_allocated: float, reserved: float, max_reserved: float,
-                  device_used: float | None = None, rank: int | None = None, two_decimals: bool = True) -> str:
+def report_memory(
+    name: str,
+    *,
+    allocated: float,
+    max_allocated: float,
+    reserved: float,
+    max_reserved: float,
+    device_used: float | None = None,
+    rank: int | None = None,
+    two_decimals: bool = True,
+) -> str:
     """report_memory: MiB (bytes / 1024 / 1024) labelled MB; ``.2f`` from core_v0.16, the raw float
     before; ``rank`` is the global rank of the ``[Rank N] `` tag (None: before 2020-12 and GPT-NeoX,
     where rank 0 prints without it). The values are MiB as floats (a whole number of bytes / 2**20)."""
+
     def number(mib: float) -> str:
         return f"{mib:.2f}" if two_decimals else str(mib)
 
@@ -130,7 +183,7 @@ def report_memory(name: str, *, allocated: float, max_allocated: float, reserved
     text += f" | max reserved: {number(max_reserved)}"
     if device_used is not None:
         text += f" | total device memory used: {number(device_used)}"
-    return text if rank is None else "[Rank {}] {}".format(rank, text)
+    return text if rank is None else f"[Rank {rank}] {text}"
 
 
 def mib(nbytes: int) -> float:
@@ -142,8 +195,7 @@ def theoretical_memory(weight_and_optimizer_mib: float, activation_mib: float) -
     """report_theoretical_memory's line (core_v0.15+ full form); its trailing ``\\n`` prints a blank line."""
     total = weight_and_optimizer_mib + activation_mib
     return [
-        f"Theoretical memory footprints: weight and optimizer={weight_and_optimizer_mib:.2f} MB, "
-        f"activation={activation_mib:.2f} MB, total={total:.2f} MB",
+        f"Theoretical memory footprints: weight and optimizer={weight_and_optimizer_mib:.2f} MB, activation={activation_mib:.2f} MB, total={total:.2f} MB",
         "",
     ]
 
@@ -183,8 +235,8 @@ def validation_lines(iteration: int, losses: dict[str, float]) -> list[str]:
     """evaluate_and_print_results (Megatron-LM): the line framed by dash lines of its length + 1."""
     text = f" validation loss at iteration {iteration} | "
     for key, value in losses.items():
-        text += "{} value: {:.6E} | ".format(key, value)
-        text += "{} PPL: {:.6E} | ".format(key, math.exp(min(20, value)))
+        text += f"{key} value: {value:.6E} | "
+        text += f"{key} PPL: {math.exp(min(20, value)):.6E} | "
     dashes = "-" * (len(text) + 1)
     return [dashes, text, dashes]
 
@@ -196,7 +248,7 @@ def argument(name: str, value: object) -> str:
 
 def parameters_on_rank(tp: int, pp: int, count: int) -> str:
     """get_model: printed by every rank whose data- and context-parallel ranks are 0."""
-    return " > number of parameters on (tensor, pipeline) model parallel rank ({}, {}): {}".format(tp, pp, count)
+    return f" > number of parameters on (tensor, pipeline) model parallel rank ({tp}, {pp}): {count}"
 
 
 def saving_checkpoint(dt: datetime, iteration: int, save_dir: str, ckpt_format: str = "torch_dist") -> str:
@@ -206,5 +258,4 @@ def saving_checkpoint(dt: datetime, iteration: int, save_dir: str, ckpt_format: 
 
 def saved_checkpoint(dt: datetime, iteration: int, save_dir: str, tp: tuple[int, int], pp: tuple[int, int]) -> str:
     """The finalize step's print_rank_0 (core_v0.16): two leading spaces."""
-    return (f"  [{stamp(dt, micro=True)}] successfully saved checkpoint from iteration {iteration:7d} to {save_dir} "
-            f"[ t {tp[0]}/{tp[1]}, p {pp[0]}/{pp[1]} ]")
+    return f"  [{stamp(dt, micro=True)}] successfully saved checkpoint from iteration {iteration:7d} to {save_dir} [ t {tp[0]}/{tp[1]}, p {pp[0]}/{pp[1]} ]"

@@ -56,14 +56,25 @@ def c10_warning(dt: datetime, nanos: int, where: str, msg: str) -> str:
     return f"[{c10_head(dt, 'W', nanos)} {where}] {msg}"
 
 
-def cuda_oom(*, tried: str, gpu: int, capacity_gib: float, free: str, processes: list[tuple[int, str]] = (),
-             in_use: str | None = None, allocated: str | None = None, unallocated: str | None = None) -> str:
+def cuda_oom(
+    *,
+    tried: str,
+    gpu: int,
+    capacity_gib: float,
+    free: str,
+    processes: list[tuple[int, str]] = (),
+    in_use: str | None = None,
+    allocated: str | None = None,
+    unallocated: str | None = None,
+) -> str:
     """CUDACachingAllocator's message (PyTorch >= 2.2 wording); sizes as printed (``2.00 GiB``).
 
     ``processes`` are other processes' (pid, size) on the device; without ``in_use`` the message stops
     after ``is free.`` (the scenario grid's short form)."""
-    text = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried}. "
-            f"GPU {gpu} has a total capacity of {capacity_gib:.2f} GiB of which {free} is free.")
+    text = (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried}. "
+        f"GPU {gpu} has a total capacity of {capacity_gib:.2f} GiB of which {free} is free."
+    )
     if in_use is None:
         return text
     others = "".join(f" Process {pid} has {size} memory in use." for pid, size in processes)
@@ -82,8 +93,7 @@ def elastic_time(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%d_%H:%M:%S")
 
 
-def failure_lines(index: int, *, time: str, host: str, rank: int, pid: int, error_file: str,
-                  traceback: list[str], exitcode: int = 1) -> list[str]:
+def failure_lines(index: int, *, time: str, host: str, rank: int, pid: int, error_file: str, traceback: list[str], exitcode: int = 1) -> list[str]:
     """One ``[N]:`` entry of torchrun's ChildFailedError summary; with @record the traceback field
     holds the child's error.json py_callstack, its lines indented by two spaces."""
     callstack = "\n".join(traceback).replace("\n", "\n  ")
@@ -111,9 +121,12 @@ def child_failed_summary(name: str, failures: list[list[str]], root_cause: list[
 def autocast_warning(site_packages: str) -> list[str]:
     """torch/utils/checkpoint.py's FutureWarning under torch 2.4 with activation checkpointing (two lines)."""
     return warning_lines(
-        f"{site_packages}/torch/utils/checkpoint.py", 1399, "FutureWarning",
+        f"{site_packages}/torch/utils/checkpoint.py",
+        1399,
+        "FutureWarning",
         "`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.",
-        "with device_autocast_ctx, torch.cpu.amp.autocast(**cpu_autocast_kwargs), recompute_context:  # type: ignore[attr-defined]")
+        "with device_autocast_ctx, torch.cpu.amp.autocast(**cpu_autocast_kwargs), recompute_context:  # type: ignore[attr-defined]",
+    )
 
 
 def nccl_line(host: str, pid: int, tid: int, device: int, msg: str) -> str:
@@ -132,8 +145,7 @@ NCCL_INIT = [
     "NCCL INFO Failed to open libibverbs.so[.1]",
     "NCCL INFO NET/Socket : Using [0]eth0:10.52.3.17<0>",
     "NCCL INFO Using network Socket",
-    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId "
-    "0x9a1f5ad2c8e7b341 - Init START",
+    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9a1f5ad2c8e7b341 - Init START",
     "NCCL INFO Setting affinity for GPU 0 to ffffffff,00000000,ffffffff",
     "NCCL INFO NVLS multicast support is available on dev 0",
     "NCCL INFO Channel 00/24 :    0   1   2   3   4   5   6   7",
@@ -142,8 +154,6 @@ NCCL_INIT = [
     "NCCL INFO P2P Chunksize set to 524288",
     "NCCL INFO Connected all rings",
     "NCCL INFO Connected all trees",
-    "NCCL INFO NVLS comm 0x55d4c2a1e6b0 headRank 0 nHeads 8 buffSize 4194304 memSize 2097152 "
-    "nvlsPerRankSize 201326592 nvlsTotalSize 1610612736",
-    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId "
-    "0x9a1f5ad2c8e7b341 - Init COMPLETE",
+    "NCCL INFO NVLS comm 0x55d4c2a1e6b0 headRank 0 nHeads 8 buffSize 4194304 memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize 1610612736",
+    "NCCL INFO comm 0x55d4c2a1e6b0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 18000 commId 0x9a1f5ad2c8e7b341 - Init COMPLETE",
 ]

@@ -95,9 +95,19 @@ def used_fraction(used_gib: float, total_gib: float) -> str:
     return f"{used_gib / total_gib:.6g}"
 
 
-def memory_monitor_kill(*, node_ip: str, node_id: str, lease_id: str, worker_name: str, pid: int,
-                        worker_gib: float, used_gib: float, total_gib: float, threshold: float,
-                        worker_id: str) -> str:
+def memory_monitor_kill(
+    *,
+    node_ip: str,
+    node_id: str,
+    lease_id: str,
+    worker_name: str,
+    pid: int,
+    worker_gib: float,
+    used_gib: float,
+    total_gib: float,
+    threshold: float,
+    worker_id: str,
+) -> str:
     """Ray ~2.4x lease wording, up to ``Top 10 memory users:`` (the table follows: ``top_memory_users``)."""
     return (
         f"Memory on the node (IP: {node_ip}, ID: {node_id}) where the lease (lease ID: {lease_id}, "
@@ -115,13 +125,14 @@ def top_memory_users(rows: list[tuple[int, float, str]]) -> list[str]:
     return ["PID\tMEM(GB)\tCOMMAND", *(f"{pid}\t{gb:.2f}\t{cmd}" for pid, gb, cmd in rows)]
 
 
-def worker_died(*, task_id: str, worker_id: str, node_id: str, ip: str, port: int, pid: int,
-                exit_type: str, exit_detail: str) -> str:
+def worker_died(*, task_id: str, worker_id: str, node_id: str, ip: str, port: int, pid: int, exit_type: str, exit_detail: str) -> str:
     """The error-channel message when a worker running a task dies."""
-    return (f"A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
-            f"problem, check the logs for the dead worker. RayTask ID: {task_id} Worker ID: {worker_id} "
-            f"Node ID: {node_id} Worker IP address: {ip} Worker port: {port} Worker PID: {pid} "
-            f"Worker exit type: {exit_type} Worker exit detail: {exit_detail}")
+    return (
+        f"A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
+        f"problem, check the logs for the dead worker. RayTask ID: {task_id} Worker ID: {worker_id} "
+        f"Node ID: {node_id} Worker IP address: {ip} Worker port: {port} Worker PID: {pid} "
+        f"Worker exit type: {exit_type} Worker exit detail: {exit_detail}"
+    )
 
 
 def raylet_log_head(ts: str, pid: int, where: str, level: str = "E") -> str:
@@ -131,6 +142,8 @@ def raylet_log_head(ts: str, pid: int, where: str, level: str = "E") -> str:
 
 def oom_killer_summary(node_id: str, node_ip: str, killed: int = 1, crashed: int = 0) -> str:
     """node_manager.cc's periodic summary of workers the memory monitor killed."""
-    return (f"{killed} Workers (tasks / actors) killed due to memory pressure (OOM), {crashed} Workers crashed due to "
-            f"other reasons at node (ID: {node_id}, IP: {node_ip}) over the last time period. To see more "
-            f"information about the Workers killed on this node, use `ray logs raylet.out -ip {node_ip}`")
+    return (
+        f"{killed} Workers (tasks / actors) killed due to memory pressure (OOM), {crashed} Workers crashed due to "
+        f"other reasons at node (ID: {node_id}, IP: {node_ip}) over the last time period. To see more "
+        f"information about the Workers killed on this node, use `ray logs raylet.out -ip {node_ip}`"
+    )

@@ -32,21 +32,42 @@ def snapshot(sites: list[tuple[list[dict], list[int]]], rng: random.Random, *, p
     rng.shuffle(blocks)
     segments, address = [], 0x7F0000000000 + rng.randrange(1 << 20) * 4096
     for start in range(0, len(blocks), 16):
-        chunk = [(size, state, frames) for size, state, frames in blocks[start:start + 16]]
+        chunk = [(size, state, frames) for size, state, frames in blocks[start : start + 16]]
         used = sum(size for size, _, _ in chunk)
         cached = max(512, SEGMENT_BYTES - used)
         cells = [_block(address, size, state, frames, history_layout) for size, state, frames in chunk]
         cells.append(_block(address + used, cached, "inactive", [], history_layout))
-        segments.append({
-            "device": 0, "address": address, "total_size": used + cached, "allocated_size": used, "active_size": used,
-            "requested_size": used, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
-            "frames": [], "blocks": cells,
-        })
+        segments.append(
+            {
+                "device": 0,
+                "address": address,
+                "total_size": used + cached,
+                "allocated_size": used,
+                "active_size": used,
+                "requested_size": used,
+                "stream": 0,
+                "segment_type": "large",
+                "segment_pool_id": (0, 0),
+                "is_expandable": False,
+                "frames": [],
+                "blocks": cells,
+            }
+        )
         address += used + cached
-    return {"segments": segments, "device_traces": [[]], "allocator_settings": {
-        "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False,
-        "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False, "pinned_use_cuda_host_register": False,
-        "roundup_power2_divisions": {"1": 0, "2": 0}}}
+    return {
+        "segments": segments,
+        "device_traces": [[]],
+        "allocator_settings": {
+            "PYTORCH_CUDA_ALLOC_CONF": "",
+            "max_split_size": -1,
+            "garbage_collection_threshold": 0.0,
+            "expandable_segments": False,
+            "pinned_num_register_threads": 1,
+            "release_lock_on_cudamalloc": False,
+            "pinned_use_cuda_host_register": False,
+            "roundup_power2_divisions": {"1": 0, "2": 0},
+        },
+    }
 
 
 def _block(address: int, size: int, state: str, frames: list[dict], history_layout: bool) -> dict:
@@ -59,5 +80,7 @@ def _block(address: int, size: int, state: str, frames: list[dict], history_layo
 def steady_sites(rng: random.Random, count: int) -> list[tuple[list[dict], list[int]]]:
     """`count` sites in model and data code, each holding one to four blocks of 512 B to 64 MiB."""
     files = [f"/workspace/model/layer_{i}.py" for i in range(40)] + [f"{SITE_PACKAGES}/transformers/models/llama/modeling_llama.py"]
-    return [(stack(rng.choice(files), 10 + i, f"forward_{i % 97}"), [rng.choice([512, 4096, 1 << 20, 1 << 22, 1 << 26]) for _ in range(rng.randint(1, 4))])
-            for i in range(count)]
+    return [
+        (stack(rng.choice(files), 10 + i, f"forward_{i % 97}"), [rng.choice([512, 4096, 1 << 20, 1 << 22, 1 << 26]) for _ in range(rng.randint(1, 4))])
+        for i in range(count)
+    ]

@@ -59,8 +59,7 @@ def log_line(msg: str, *, ts: str, level: str = "INFO", rank: int | None = None,
 # --------------------------------------------------------------------------
 
 
-def step_line_2024_07(*, step: int, loss: float, mem_gib: float, mem_pct: float, wps: float, mfu: float,
-                      color: Palette = NO_COLOR) -> str:
+def step_line_2024_07(*, step: int, loss: float, mem_gib: float, mem_pct: float, wps: float, mfu: float, color: Palette = NO_COLOR) -> str:
     """train.py (2024-03-20 .. 2024-11-25): cyan step, yellow memory, wps, mfu."""
     c = color
     return (
@@ -72,8 +71,9 @@ def step_line_2024_07(*, step: int, loss: float, mem_gib: float, mem_pct: float,
     )
 
 
-def step_line_2025_03(*, step: int, loss: float, mem_gib: float | None, mem_pct: float | None, tps: float,
-                      tflops: float, mfu: float, color: Palette = NO_COLOR) -> str:
+def step_line_2025_03(
+    *, step: int, loss: float, mem_gib: float | None, mem_pct: float | None, tps: float, tflops: float, mfu: float, color: Palette = NO_COLOR
+) -> str:
     """components/metrics.py (2025-03 .. 2025-06-25): red step, tps, tflops, no grad_norm.
     ``mem_gib`` None leaves the memory field out (the scenario grid's kinds without a torchtitan field)."""
     c = color
@@ -88,8 +88,9 @@ def step_line_2025_03(*, step: int, loss: float, mem_gib: float | None, mem_pct:
     )
 
 
-def step_line_2025_09(*, step: int, loss: float, grad_norm: float, mem_gib: float, mem_pct: float, tps: float,
-                      tflops: float, mfu: float, color: Palette = NO_COLOR) -> str:
+def step_line_2025_09(
+    *, step: int, loss: float, grad_norm: float, mem_gib: float, mem_pct: float, tps: float, tflops: float, mfu: float, color: Palette = NO_COLOR
+) -> str:
     """components/metrics.py (2025-07-15 .. 2026-02-06): + orange grad_norm, turquoise memory, loss 7.4f."""
     c = color
     return (
@@ -103,8 +104,9 @@ def step_line_2025_09(*, step: int, loss: float, grad_norm: float, mem_gib: floa
     )
 
 
-def step_line_newest(*, step: int, loss: float, grad_norm: float, mem_gib: float, mem_pct: float, tps: float,
-                     tflops: float, mfu: float | None, color: Palette = NO_COLOR) -> str:
+def step_line_newest(
+    *, step: int, loss: float, grad_norm: float, mem_gib: float, mem_pct: float, tps: float, tflops: float, mfu: float | None, color: Palette = NO_COLOR
+) -> str:
     """components/metrics.py HEAD: loss 8.5f (2026-02-06); ``mfu: N/A`` (``mfu`` None) under FP8/MX (2026-02-28)."""
     c = color
     mfu_str = f"{mfu:.2f}%" if mfu is not None else "N/A"
@@ -119,8 +121,7 @@ def step_line_newest(*, step: int, loss: float, grad_norm: float, mem_gib: float
     )
 
 
-def validate_line(*, step: int, loss: float, mem_gib: float, mem_pct: float, tps: float,
-                  color: Palette = NO_COLOR) -> str:
+def validate_line(*, step: int, loss: float, mem_gib: float, mem_pct: float, tps: float, color: Palette = NO_COLOR) -> str:
     """MetricsProcessor.log_validation (since 2025-07-15): yellow, loss 7.4f."""
     c = color
     return (
@@ -169,9 +170,7 @@ def pp_loss_not_visible(loss_rank: int, color: Palette = NO_COLOR) -> str:
     """components/metrics.py ensure_pp_loss_visible (since 2025-03-18)."""
     c = color
     return (
-        f"{c.red}Pipeline Parallel loss is not visible. "
-        f"Please add {c.yellow}rank {loss_rank}{c.red} "
-        f"to LOG_RANK environment variable in run_train.sh.{c.reset}"
+        f"{c.red}Pipeline Parallel loss is not visible. Please add {c.yellow}rank {loss_rank}{c.red} to LOG_RANK environment variable in run_train.sh.{c.reset}"
     )
 
 

@@ -27,5 +27,4 @@ def step_line(step: int, metrics: Mapping[str, object], *, np_float64: Collectio
 
 def gpu_memory_usage(head: str, *, allocated: float, reserved: float, used: float, total: float = H100_GIB) -> str:
     """log_gpu_memory_usage (v0.4+): GiB as ``.2f`` strings; used/total is the whole device."""
-    return (f"{head}, memory allocated (GB): {allocated:.2f}, memory reserved (GB): {reserved:.2f}, "
-            f"device memory used/total (GB): {used:.2f}/{total:.2f}")
+    return f"{head}, memory allocated (GB): {allocated:.2f}, memory reserved (GB): {reserved:.2f}, device memory used/total (GB): {used:.2f}/{total:.2f}"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memlog.engine.api import parse_sources
-from memlog.parse.catalog import load_specs
 from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.base.events import typed_detail
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
 
 SPECS = list(load_specs().values())
 
@@ -29,8 +29,7 @@ def parse(sample, directory: Path):
 def as_read(record: dict) -> tuple:
     """A record as (worker, kind, step, reading, its non-null values), values to 12 significant
     digits; a NaN as the string 'nan' (NaN equals nothing, itself included)."""
-    values = tuple(sorted((c, "nan" if record[c] != record[c] else float(f"{record[c]:.12g}"))
-                          for c in ALL_VALUE_COLUMNS if record.get(c) is not None))
+    values = tuple(sorted((c, "nan" if record[c] != record[c] else float(f"{record[c]:.12g}")) for c in ALL_VALUE_COLUMNS if record.get(c) is not None))
     return record["worker"], record["kind"], record["step"], record["reading"], values
 
 
@@ -42,8 +41,9 @@ def records_match(sample, tables) -> tuple[list, list]:
 
 def events_match(sample, tables, fields: dict[str, tuple[str, ...]]) -> tuple[list, list]:
     """(memlog's events, the generator's) as (kind, line, detail fields), typed as memlog/base/events.py reads them."""
-    expected = sorted((e["kind"], e["line_no"], tuple(typed_detail(e["kind"], {f: e.get(f) for f in fields.get(e["kind"], ())})
-                                                      .get(f) for f in fields.get(e["kind"], ())))
-                      for e in sample.truth.events)
+    expected = sorted(
+        (e["kind"], e["line_no"], tuple(typed_detail(e["kind"], {f: e.get(f) for f in fields.get(e["kind"], ())}).get(f) for f in fields.get(e["kind"], ())))
+        for e in sample.truth.events
+    )
     got = sorted((e.kind, e.line_no, tuple(e.detail.get(f) for f in fields.get(e.kind, ()))) for e in tables.events)
     return got, expected

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memlog.engine.api import analyze, parse_sources
-from memlog.parse.catalog import load_specs
-from memlog.cli import app
 from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.base.events import typed_detail
-
+from memlog.cli import app
+from memlog.engine.api import analyze, parse_sources
+from memlog.parse.catalog import load_specs
 from tests.samplegen import build_all
 from tests.samplegen.deepspeed import merge_readings, reading
 
@@ -123,8 +122,12 @@ def test_verdict_is_sane(sample, tmp_path):
 
 
 def test_merge_readings_follows_the_same_rules():
-    readings = [reading("w", mem_allocated_gib=1.0), reading("w", ordinal=True, loss=2.0),
-                reading("w", mem_allocated_gib=3.0), reading("v", mem_allocated_gib=9.0)]
+    readings = [
+        reading("w", mem_allocated_gib=1.0),
+        reading("w", ordinal=True, loss=2.0),
+        reading("w", mem_allocated_gib=3.0),
+        reading("v", mem_allocated_gib=9.0),
+    ]
     assert merge_readings(readings) == [
         {"worker": "w", "kind": "train", "step": 1, "reading": 0, "mem_allocated_gib": 1.0},
         {"worker": "w", "kind": "train", "step": 1, "reading": 0, "loss": 2.0},

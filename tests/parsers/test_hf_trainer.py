@@ -11,10 +11,9 @@ import pytest
 
 from memlog.engine.api import analyze, parse_sources
 from memlog.parse.catalog import load_specs
+from memlog.parse.chunks import parse_line
 from tests.logwriters import hf_trainer as hf
 from tests.logwriters.deepspeed import see_memory_usage
-from memlog.parse.chunks import parse_line
-
 from tests.parsers.sample_truth import parse, records_match, write
 from tests.samplegen import build_all
 
@@ -29,23 +28,29 @@ def _records(tmp_path: Path, lines: list[str]):
 
 
 def test_loss_dicts_without_step_lines_are_numbered_and_memory_inherits(tmp_path):
-    got = _records(tmp_path, [
-        see_memory_usage(ma=1.0, max_ma=1.0, ca=2.0, max_ca=2),  # before the first dict: joins it
-        "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
-        see_memory_usage(ma=1.5, max_ma=1.5, ca=2.0, max_ca=2),  # after dict 1: step 1's second reading
-        "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
-        "{'eval_loss': 2.75, 'eval_runtime': 1.0, 'epoch': 0.2}",
-    ])
+    got = _records(
+        tmp_path,
+        [
+            see_memory_usage(ma=1.0, max_ma=1.0, ca=2.0, max_ca=2),  # before the first dict: joins it
+            "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+            see_memory_usage(ma=1.5, max_ma=1.5, ca=2.0, max_ca=2),  # after dict 1: step 1's second reading
+            "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
+            "{'eval_loss': 2.75, 'eval_runtime': 1.0, 'epoch': 0.2}",
+        ],
+    )
     assert got == [(1, "train", None, 1.0), (1, "train", 2.5, None), (1, "train", None, 1.5), (2, "train", 2.25, None), (2, "validate", 2.75, None)]
 
 
 def test_loss_dicts_take_the_deepspeed_step_when_there_is_one(tmp_path):
-    got = _records(tmp_path, [
-        "[2023-11-07 01:55:23,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
-        "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
-        "[2023-11-07 01:55:33,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
-        "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
-    ])
+    got = _records(
+        tmp_path,
+        [
+            "[2023-11-07 01:55:23,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
+            "{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+            "[2023-11-07 01:55:33,711] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]",
+            "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 0.2}",
+        ],
+    )
     assert got == [(10, "train", None, None), (10, "train", 2.5, None), (20, "train", None, None), (20, "train", 2.25, None)]
 
 
@@ -71,13 +76,21 @@ def test_axolotl_verdict_is_not_a_leak(sample, tmp_path):
     assert report.verdict in ("stable", "inconclusive") and "memory-leak" not in {f.rule for f in report.findings}
 
 
-@pytest.mark.parametrize(("keys", "columns"), [
-    ("v0.12", ("mem_max_allocated_gib", "mem_max_reserved_gib")),
-    ("v0.13", ("mem_peak_allocated_gib", "mem_peak_reserved_gib")),
-])
+@pytest.mark.parametrize(
+    ("keys", "columns"),
+    [
+        ("v0.12", ("mem_max_allocated_gib", "mem_max_reserved_gib")),
+        ("v0.13", ("mem_peak_allocated_gib", "mem_peak_reserved_gib")),
+    ],
+)
 def test_axolotl_memory_keys_read_back_in_both_transformers_styles(keys, columns):
-    logs = {"loss": 1.2345, "grad_norm": 0.5, "learning_rate": 1e-05,
-            **hf.axolotl_memory(active=20.314, allocated=20.111, reserved=23.449, keys=keys), "epoch": 0.1}
+    logs = {
+        "loss": 1.2345,
+        "grad_norm": 0.5,
+        "learning_rate": 1e-05,
+        **hf.axolotl_memory(active=20.314, allocated=20.111, reserved=23.449, keys=keys),
+        "epoch": 0.1,
+    }
     for text in (hf.log_dict(logs), hf.log_dict_v5(logs)):
         record = parse_line(SPECS, text)[0][0]
         assert (record[columns[0]], record[columns[1]]) == (20.11, 23.45), text

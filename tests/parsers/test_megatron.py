@@ -11,16 +11,14 @@ from datetime import datetime
 import pytest
 
 from memlog.engine.api import analyze
-from tests.logwriters import megatron as mg
 from memlog.parse.chunks import parse_line
-
+from tests.logwriters import megatron as mg
 from tests.parsers.sample_truth import SPECS, events_match, parse, records_match, write
 from tests.samplegen import build_all
 from tests.samplegen.megatron import DP0_RANKS
 
 SAMPLES = [s for s in build_all() if s.path.startswith("megatron/")]
-EVENT_FIELDS = {"oom": ("tried", "capacity", "free"), "process_exit": ("return_code",),
-                "version": ("framework", "version")}
+EVENT_FIELDS = {"oom": ("tried", "capacity", "free"), "process_exit": ("return_code",), "version": ("framework", "version")}
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[s.path for s in SAMPLES])
@@ -103,35 +101,97 @@ def test_verdict_is_a_maintainers(sample, tmp_path):
 
 def test_writers_read_back():
     """Each writer's line parses to the values it was given, as the framework rounds them."""
-    line = mg.iteration_line(iteration=20, train_iters=100, elapsed_ms=812.44, lr=1.5e-4, global_batch_size=16,
-                             consumed_samples=320, losses={"lm loss": 2.5, "load_balancing_loss": 1.1}, loss_scale=1.0,
-                             skipped=1, nan=1, grad_norm=float("nan"), throughput=301.26, time=datetime(2026, 1, 1, 8, 0, 0, 5))
+    line = mg.iteration_line(
+        iteration=20,
+        train_iters=100,
+        elapsed_ms=812.44,
+        lr=1.5e-4,
+        global_batch_size=16,
+        consumed_samples=320,
+        losses={"lm loss": 2.5, "load_balancing_loss": 1.1},
+        loss_scale=1.0,
+        skipped=1,
+        nan=1,
+        grad_norm=float("nan"),
+        throughput=301.26,
+        time=datetime(2026, 1, 1, 8, 0, 0, 5),
+    )
     rec = parse_line(SPECS, line)[0][0]
     assert (rec["step"], rec["loss"], rec["lr"], rec["tflops"], rec["skipped_iterations"], rec["nan_iterations"]) == (20, 2.5, 1.5e-4, 301.3, 1, 1)
     assert math.isnan(rec["grad_norm"]) and rec["ts"] == "2026-01-01 08:00:00.000005"
-    gone = mg.iteration_line(iteration=30, train_iters=100, elapsed_ms=800.0, lr=1.5e-4, global_batch_size=16,
-                             consumed_samples=480, losses={"lm loss": float("nan")}, loss_scale=1.0, skipped=0, nan=0)
+    gone = mg.iteration_line(
+        iteration=30,
+        train_iters=100,
+        elapsed_ms=800.0,
+        lr=1.5e-4,
+        global_batch_size=16,
+        consumed_samples=480,
+        losses={"lm loss": float("nan")},
+        loss_scale=1.0,
+        skipped=0,
+        nan=0,
+    )
     assert "lm loss" not in gone and parse_line(SPECS, gone)[0][0]["loss"] is None
-    neox = mg.neox_iteration_line(iteration=50, train_iters=1000, samples_per_sec=301.2, elapsed_ms=425.1, lr=6e-5,
-                                  flops_per_gpu=87.3e12, losses={"lm_loss": float("nan")}, loss_scale=None, skipped=0, nan=0,
-                                  mfu=27.98, hfu=35.31)
+    neox = mg.neox_iteration_line(
+        iteration=50,
+        train_iters=1000,
+        samples_per_sec=301.2,
+        elapsed_ms=425.1,
+        lr=6e-5,
+        flops_per_gpu=87.3e12,
+        losses={"lm_loss": float("nan")},
+        loss_scale=None,
+        skipped=0,
+        nan=0,
+        mfu=27.98,
+        hfu=35.31,
+    )
     rec = parse_line(SPECS, neox)[0][0]
     assert math.isnan(rec["loss"]) and (rec["tflops"], rec["mfu_pct"]) == (87.3, 27.98)
-    mds = mg.mds_iteration_line(iteration=10, train_iters=1000, consumed_samples=1280, consumed_tokens=5242880, elapsed_ms=6201.1,
-                                lr=3e-6, global_batch_size=128, losses={"lm loss": 10.8123}, loss_scale=None, grad_norm=5.623,
-                                num_zeros=0.0, seq_len=4096, skipped=0, nan=0, samples_per_sec=20.641, tgs=2641.9, tflops=121.07)
+    mds = mg.mds_iteration_line(
+        iteration=10,
+        train_iters=1000,
+        consumed_samples=1280,
+        consumed_tokens=5242880,
+        elapsed_ms=6201.1,
+        lr=3e-6,
+        global_batch_size=128,
+        losses={"lm loss": 10.8123},
+        loss_scale=None,
+        grad_norm=5.623,
+        num_zeros=0.0,
+        seq_len=4096,
+        skipped=0,
+        nan=0,
+        samples_per_sec=20.641,
+        tgs=2641.9,
+        tflops=121.07,
+    )
     rec = parse_line(SPECS, mds)[0][0]
     assert (rec["loss"], rec["grad_norm"], rec["tps"], rec["tflops"]) == (10.8123, 5.623, 2641.9, 121.07)
     for two_decimals in (True, False):
-        memory = mg.report_memory("(after 10 iterations)", allocated=mg.mib(3 << 30), max_allocated=mg.mib(5 << 30),
-                                  reserved=mg.mib(6 << 30), max_reserved=mg.mib(6 << 30), device_used=mg.mib(7 << 30), rank=3,
-                                  two_decimals=two_decimals)
+        memory = mg.report_memory(
+            "(after 10 iterations)",
+            allocated=mg.mib(3 << 30),
+            max_allocated=mg.mib(5 << 30),
+            reserved=mg.mib(6 << 30),
+            max_reserved=mg.mib(6 << 30),
+            device_used=mg.mib(7 << 30),
+            rank=3,
+            two_decimals=two_decimals,
+        )
         rec = parse_line(SPECS, memory)[0][0]
         assert (rec["rank"], rec["step"], rec["mem_allocated_gib"], rec["mem_max_reserved_gib"], rec["device_mem_used_gib"]) == (3, 10, 3.0, 6.0, 7.0)
-    for line in (*mg.theoretical_memory(61234.57, 21876.25), mg.print_datetime("after training is done", datetime(2026, 1, 1), micro=True),
-                 *mg.timers_minmax({"forward-backward": (1.0, 2.0)}, logger=True), mg.argument("train_iters", 300),
-                 mg.saving_checkpoint(datetime(2026, 1, 1), 100, "/ckpt"), mg.saved_checkpoint(datetime(2026, 1, 1), 100, "/ckpt", (1, 2), (1, 2)),
-                 mg.parameters_on_rank(0, 1, 123), *mg.parameter_counts(6.98, 1.05, 2.29, 1.75)):
+    for line in (
+        *mg.theoretical_memory(61234.57, 21876.25),
+        mg.print_datetime("after training is done", datetime(2026, 1, 1), micro=True),
+        *mg.timers_minmax({"forward-backward": (1.0, 2.0)}, logger=True),
+        mg.argument("train_iters", 300),
+        mg.saving_checkpoint(datetime(2026, 1, 1), 100, "/ckpt"),
+        mg.saved_checkpoint(datetime(2026, 1, 1), 100, "/ckpt", (1, 2), (1, 2)),
+        mg.parameters_on_rank(0, 1, 123),
+        *mg.parameter_counts(6.98, 1.05, 2.29, 1.75),
+    ):
         assert parse_line(SPECS, line) == ([], []), line
     validation = mg.validation_lines(100, {"lm loss": 2.75})
     assert [r["loss"] for r in parse_line(SPECS, "\n".join(validation))[0]] == [2.75]

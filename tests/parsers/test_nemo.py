@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from memlog.engine.api import analyze
-from tests.logwriters import nemo
 from memlog.parse.chunks import parse_line
-
+from tests.logwriters import nemo
 from tests.parsers.sample_truth import SPECS, events_match, parse, records_match, write
 from tests.samplegen import build_all
 
@@ -42,8 +41,15 @@ def test_verdict_is_a_maintainers(sample, tmp_path):
 
 
 def test_progress_line_reads_back():
-    metrics = {"lr": nemo.f32(1.5e-6), "global_batch_size": 256.0, "global_step": 9.0, "max_memory_reserved": 62193385472.5,  # averaged over a progress_interval
-               "max_memory_allocated": nemo.f32(54113218560.0), "reduced_train_loss": nemo.f32(9.874), "train_step_timing in s": 2.411}
+    metrics = {
+        "lr": nemo.f32(1.5e-6),
+        "global_batch_size": 256.0,
+        "global_step": 9.0,
+        "max_memory_reserved": 62193385472.5,  # averaged over a progress_interval
+        "max_memory_allocated": nemo.f32(54113218560.0),
+        "reduced_train_loss": nemo.f32(9.874),
+        "train_step_timing in s": 2.411,
+    }
     line = nemo.progress_line(epoch=0, iteration=9, total=1999, metrics=metrics)
     assert "| global_step: 9 |" in line and "| max_memory_reserved: 6.219e+10 |" in line
     rec = parse_line(SPECS, line)[0][0]

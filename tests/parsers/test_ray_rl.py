@@ -13,16 +13,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memlog.engine.api import analyze, parse_sources, select_specs
-from memlog.parse.catalog import load_specs
 from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.base.errors import NoRecordsError
-from memlog.base.events import typed_detail
+from memlog.base.events import build_events, typed_detail
+from memlog.engine.api import analyze, parse_sources, select_specs
+from memlog.parse.catalog import load_specs
 from memlog.parse.chunks import ChunkParser, parse_line
 from memlog.read.source import Source, read_chunks
-from memlog.base.events import build_events
 from memlog.tables.records import build_records, source_frame
-
 from tests.samplegen import build_all
 
 SAMPLES = [s for s in build_all() if s.path.startswith(("easyr1/", "verl/"))]
@@ -124,8 +122,7 @@ def test_fr3_host_stairs_flat_device_and_the_kill(tmp_path):
     assert max(r["mem_max_allocated_gib"] for r in runner) - min(r["mem_max_allocated_gib"] for r in runner) < 0.05
     assert "offload_params: true" in s.text and "offload_optimizer: true" in s.text and "\r" in s.text
     (oom,) = [e for e in s.truth.events if e["kind"] == "oom" and "top_memory_users" in e]  # the monitor's report, not the driver's echo
-    assert (oom["host_used_gib"], oom["host_total_gib"], oom["used_fraction"], oom["threshold"]) == (
-        "891.06", "937.50", "0.950459", "0.95")
+    assert (oom["host_used_gib"], oom["host_total_gib"], oom["used_fraction"], oom["threshold"]) == ("891.06", "937.50", "0.950459", "0.95")
     assert len(oom["top_memory_users"]) == 10
     report = analyze([str(_write_to(tmp_path, s))])
     assert report.verdict == "leak"
@@ -161,8 +158,7 @@ def test_fr3_oom_is_attributed_to_the_killed_worker_during_step_8(tmp_path):
     tables, _ = parse_sources([str(_write_to(tmp_path, s))], SPECS)
     (oom,) = [e for e in tables.events_of("oom") if "worker_pid" in e.detail]  # the monitor's, not the driver's echo
     assert oom.worker == "WorkerDict pid=3322" and oom.after_step == 7
-    assert oom.detail["top_memory_users"][0] == {"pid": "3323", "mem_gib": "110.59",
-                                                 "command": "ray::WorkerDict.actor_rollout_update_actor"}
+    assert oom.detail["top_memory_users"][0] == {"pid": "3323", "mem_gib": "110.59", "command": "ray::WorkerDict.actor_rollout_update_actor"}
 
 
 # -- EasyR1's YAML blocks ---------------------------------------------------------------------------
@@ -170,17 +166,20 @@ def test_fr3_oom_is_attributed_to_the_killed_worker_during_step_8(tmp_path):
 
 def test_a_yaml_block_interrupted_by_its_own_worker_ends_there():
     """A Runner line that is no `key: value` closes its block: later look-alikes are not metrics."""
-    block = "\n".join([
-        "(Runner pid=5) Step 4", "(Runner pid=5) perf:", "(Runner pid=5)   cpu_memory_used_gb: 100.5",
-        "(WorkerDict pid=9) perf: interleaved lines of others do not end it",
-        "(Runner pid=5)   max_memory_allocated_gb: 30.25",
-        "(Runner pid=5) Running step:   7%|▋         | 4/60 [09:51<2:18:00, 147.86s/it]",
-        "(Runner pid=5)   max_memory_reserved_gb: 99.0",
-    ])
+    block = "\n".join(
+        [
+            "(Runner pid=5) Step 4",
+            "(Runner pid=5) perf:",
+            "(Runner pid=5)   cpu_memory_used_gb: 100.5",
+            "(WorkerDict pid=9) perf: interleaved lines of others do not end it",
+            "(Runner pid=5)   max_memory_allocated_gb: 30.25",
+            "(Runner pid=5) Running step:   7%|▋         | 4/60 [09:51<2:18:00, 147.86s/it]",
+            "(Runner pid=5)   max_memory_reserved_gb: 99.0",
+        ]
+    )
     records, _ = parse_line(SPECS, block)
     (row,) = [r for r in records if r["actor"] == "Runner"]
-    assert (row["step"], row["host_mem_used_gib"], row["mem_max_allocated_gib"], row["mem_max_reserved_gib"]) == (
-        4, 100.5, 30.25, None)
+    assert (row["step"], row["host_mem_used_gib"], row["mem_max_allocated_gib"], row["mem_max_reserved_gib"]) == (4, 100.5, 30.25, None)
 
 
 # -- detection, forcing, several files --------------------------------------------------------------

@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from memlog.base.errors import FormatSpecError
+from memlog.cli import app
 from memlog.engine.api import parse_sources, select_specs
 from memlog.parse.catalog import load_specs
-from memlog.cli import app
-from memlog.base.errors import FormatSpecError
+from memlog.parse.chunks import ChunkParser, entry_sample_mismatches, sample_mismatches
 from memlog.parse.formats import load_spec
 from tests.logwriters.deepspeed import see_memory_usage
-from memlog.parse.chunks import ChunkParser, entry_sample_mismatches, sample_mismatches
 
 SPECS = load_specs()
 SAMPLES = [(name, i) for name, spec in SPECS.items() for i in range(len(spec.samples))]
@@ -111,8 +111,7 @@ def test_ordinal_step_needs_inherit_step(tmp_path):
 
 def test_a_sample_marked_nothing_fails_when_something_matches(tmp_path):
     spec = tmp_path / "x.yaml"
-    spec.write_text("name: x\nrecords:\n  - name: s\n    literal: 'it='\n    regex: 'it=(?P<step>\\d+)'\n"
-                    "samples:\n  - line: 'it=3'\n    nothing: true\n")
+    spec.write_text("name: x\nrecords:\n  - name: s\n    literal: 'it='\n    regex: 'it=(?P<step>\\d+)'\nsamples:\n  - line: 'it=3'\n    nothing: true\n")
     assert sample_mismatches(load_spec(spec)) == ["x sample 1: expected nothing from 'it=3', got 1 records and 0 events"]
 
 
@@ -126,22 +125,30 @@ def test_a_sample_marked_nothing_fails_when_something_matches(tmp_path):
     [
         ({"x.yaml": "name: x\nblock_parser: missing.py\n"}, "no such Python file in"),
         ({"x.yaml": "name: x\nblock_parser: {options: 1}\n"}, "give the module file"),
-        ({"x.yaml": "name: x\nblock_parser: b.py\n", "b.py": "def create(options):\n    raise ValueError('boom')\n"},
-         "cannot load (ValueError: boom)"),
-        ({"x.yaml": "name: x\nblock_parser: {module: b.py, metrics: {perf/x: host_gib}}\n",
-          "b.py": "from pathlib import Path\nimport importlib.util\n"
-                  "spec = importlib.util.spec_from_file_location('e', Path(__file__).parent / 'easyr1_blocks.py')\n"
-                  "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\ncreate = mod.create\n",
-          "easyr1_blocks.py": None},
-         "columns ['host_gib'] are not canonical"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t}}\n"},
-         "`continuation` needs either `regex:` (table rows) or `ends: outdented`"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: x, ends: outdented}}\n"},
-         "`continuation` needs either `regex:` (table rows) or `ends: outdented`"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {regex: x}}\n"},
-         "`continuation` needs `detail:`"),
-        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: '(?<=x)y'}}\n"},
-         "continuation: invalid"),
+        ({"x.yaml": "name: x\nblock_parser: b.py\n", "b.py": "def create(options):\n    raise ValueError('boom')\n"}, "cannot load (ValueError: boom)"),
+        (
+            {
+                "x.yaml": "name: x\nblock_parser: {module: b.py, metrics: {perf/x: host_gib}}\n",
+                "b.py": "from pathlib import Path\nimport importlib.util\n"
+                "spec = importlib.util.spec_from_file_location('e', Path(__file__).parent / 'easyr1_blocks.py')\n"
+                "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\ncreate = mod.create\n",
+                "easyr1_blocks.py": None,
+            },
+            "columns ['host_gib'] are not canonical",
+        ),
+        (
+            {"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t}}\n"},
+            "`continuation` needs either `regex:` (table rows) or `ends: outdented`",
+        ),
+        (
+            {"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: x, ends: outdented}}\n"},
+            "`continuation` needs either `regex:` (table rows) or `ends: outdented`",
+        ),
+        ({"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {regex: x}}\n"}, "`continuation` needs `detail:`"),
+        (
+            {"x.yaml": "name: x\nevents:\n  - {name: e, event: oom, literal: a, regex: a, continuation: {detail: t, regex: '(?<=x)y'}}\n"},
+            "continuation: invalid",
+        ),
     ],
 )
 def test_invalid_multiline_keys_are_rejected_with_a_reason(tmp_path, files, message):
@@ -160,8 +167,7 @@ def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
 
     (tmp_path / "yaml_blocks.py").write_text((builtin_dir() / "easyr1_blocks.py").read_text())
     (tmp_path / "mine.yaml").write_text(
-        "name: mine\nblock_parser: {module: yaml_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', "
-        "metrics: {mem/host: host_mem_used_gib}}\n"
+        "name: mine\nblock_parser: {module: yaml_blocks.py, start_literal: 'Iteration ', start: '^Iteration (\\d+)$', metrics: {mem/host: host_mem_used_gib}}\n"
     )
     log = tmp_path / "run.log"
     log.write_text("Iteration 1\nmem:\n  host: 10.5\nIteration 2\nmem:\n  host: 11.0\n")
@@ -169,8 +175,9 @@ def test_a_users_block_parser_runs_from_a_trusted_plugins_folder(tmp_path):
     assert tables.records.select("step", "host_mem_used_gib").rows() == [(1, 10.5), (2, 11.0)]
 
 
-@pytest.mark.parametrize("log", ["easyr1/fr3_geometry3k_host_stairs_raykill.log", "threads/easyr1_260_vllm_sleep_wake_host_leak.log",
-                                 "verl/ray_driver_mixed.log"])
+@pytest.mark.parametrize(
+    "log", ["easyr1/fr3_geometry3k_host_stairs_raykill.log", "threads/easyr1_260_vllm_sleep_wake_host_leak.log", "verl/ray_driver_mixed.log"]
+)
 def test_a_block_parser_may_return_dicts_or_a_frame(tmp_path, log):
     """feed() and finish() may return a list of record dicts or a polars frame of them
     (memlog/parse/multiline.py): the records are the same either way, on multi-worker Ray logs."""
@@ -217,12 +224,24 @@ def test_block_metrics_at_any_depth_and_keys_holding_slashes_are_read(tmp_path):
         "metrics: {a/b/c: loss, a/x/y: grad_norm, z: lr, a/k: host_mem_used_gib}}\n"
     )
     log = tmp_path / "run.log"
-    block = ["Iteration {i}", "a:", "  b:", "    c: {c}", "    deep:", "      c: 99", "  k: {k}", "  x/y: {xy}", "other:", "  c: 98",
-             "  k: 97", "  x/y: 96", "z: {z}"]
+    block = [
+        "Iteration {i}",
+        "a:",
+        "  b:",
+        "    c: {c}",
+        "    deep:",
+        "      c: 99",
+        "  k: {k}",
+        "  x/y: {xy}",
+        "other:",
+        "  c: 98",
+        "  k: 97",
+        "  x/y: 96",
+        "z: {z}",
+    ]
     log.write_text("".join(line.format(i=i, c=i + 0.5, k=i + 0.25, xy=i * 2, z=i / 10) + "\n" for i in (1, 2) for line in block))
     tables, _ = parse_sources([str(log)], select_specs(load_specs([tmp_path]), "mine"))
-    assert tables.records.select("step", "loss", "host_mem_used_gib", "grad_norm", "lr").rows() == [
-        (1, 1.5, 1.25, 2.0, 0.1), (2, 2.5, 2.25, 4.0, 0.2)]
+    assert tables.records.select("step", "loss", "host_mem_used_gib", "grad_norm", "lr").rows() == [(1, 1.5, 1.25, 2.0, 0.1), (2, 2.5, 2.25, 4.0, 0.2)]
 
 
 # --------------------------------------------------------------------------
@@ -232,13 +251,18 @@ def test_block_metrics_at_any_depth_and_keys_holding_slashes_are_read(tmp_path):
 
 def test_formats_check_counts_matches_and_explains_a_near_miss(tmp_path):
     log = tmp_path / "run.log"
-    log.write_text("\n".join([
-        "[2023-11-07 01:55:23,714] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
-        "RunningAvgSamplesPerSec=25.0, CurrSamplesPerSec=25.7, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
-        see_memory_usage(ma=14.23, max_ma=18.9, ca=16.5, max_ca=21),
-        see_memory_usage(ma=14.23, max_ma=18.9, ca=16.5, max_ca=21).replace("CA 16.5 GB", "CA 16.5 GiB"),  # a near miss
-        "{'loss': 1.2345, 'learning_rate': 1.9e-05, 'epoch': 0.01}",
-    ]) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                "[2023-11-07 01:55:23,714] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
+                "RunningAvgSamplesPerSec=25.0, CurrSamplesPerSec=25.7, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+                see_memory_usage(ma=14.23, max_ma=18.9, ca=16.5, max_ca=21),
+                see_memory_usage(ma=14.23, max_ma=18.9, ca=16.5, max_ca=21).replace("CA 16.5 GB", "CA 16.5 GiB"),  # a near miss
+                "{'loss': 1.2345, 'learning_rate': 1.9e-05, 'epoch': 0.01}",
+            ]
+        )
+        + "\n"
+    )
     result = runner.invoke(app, ["formats", "check", str(log)])
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -261,7 +285,7 @@ def test_formats_check_of_a_missing_file_is_one_error_line(tmp_path):
 def test_where_it_stops_is_bounded_on_hostile_patterns():
     from memlog.engine.formatcheck import where_it_stops
 
-    assert where_it_stops(r"(a+)+$", "a" * 40 + "b") [0] > 0
+    assert where_it_stops(r"(a+)+$", "a" * 40 + "b")[0] > 0
     assert where_it_stops(r"xyz", "abc") == (0, 0)
     assert where_it_stops(r"ab[c", "abd") == (2, 2)  # the unclosed class is skipped, "ab" matches
     # `^step: (?P<step>\d+) los` still matches "step: 12 los"; the final "s" is where it stops.

@@ -10,14 +10,18 @@ import pytest
 from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
 from memlog.parse.chunks import parse_line
-
 from tests.samplegen import build_all
 
 SAMPLES = [s for s in build_all() if s.path.startswith("torchtitan/")]
 SPECS = list(load_specs().values())
 # Event kinds whose truth the generator records, and the detail field each carries.
-EVENT_FIELDS = {"capacity": ("capacity_gib", "mem_capacity_gib"), "model_memory": ("mem_gib", "mem_gib"),
-                "alloc_retries": ("count", "count"), "pp_loss_not_visible": ("loss_rank", "loss_rank"), "oom": (None, None)}
+EVENT_FIELDS = {
+    "capacity": ("capacity_gib", "mem_capacity_gib"),
+    "model_memory": ("mem_gib", "mem_gib"),
+    "alloc_retries": ("count", "count"),
+    "pp_loss_not_visible": ("loss_rank", "loss_rank"),
+    "oom": (None, None),
+}
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[s.path for s in SAMPLES])
@@ -52,11 +56,11 @@ def _number(value):
 def test_events_on_their_lines(parsed):
     sample, tables = parsed
     for kind, (truth_field, detail_field) in EVENT_FIELDS.items():
-        expected = {(e["rank"], e["line_no"], _number(e.get(truth_field)) if truth_field else None)
-                    for e in sample.truth.events if e["kind"] == kind}
+        expected = {(e["rank"], e["line_no"], _number(e.get(truth_field)) if truth_field else None) for e in sample.truth.events if e["kind"] == kind}
         # Only rank-prefixed copies: torchrun's failure summary repeats each OOM message unprefixed.
-        got = {(e.rank, e.line_no, _number(e.detail.get(detail_field)) if detail_field else None)
-               for e in tables.events if e.kind == kind and e.rank is not None}
+        got = {
+            (e.rank, e.line_no, _number(e.detail.get(detail_field)) if detail_field else None) for e in tables.events if e.kind == kind and e.rank is not None
+        }
         assert got == expected, kind
 
 

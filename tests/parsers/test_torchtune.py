@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from memlog.engine.api import analyze
-from tests.logwriters import torchtune as tt
 from memlog.parse.chunks import parse_line
-
+from tests.logwriters import torchtune as tt
 from tests.parsers.sample_truth import SPECS, parse, records_match, write
 from tests.samplegen import build_all
 
@@ -32,11 +31,9 @@ def test_verdict_is_a_maintainers(sample, tmp_path):
 
 def test_writers_read_back():
     stats = tt.memory_stats(active_bytes=21 << 30, allocated_bytes=20 << 30, reserved_bytes=24 << 30)
-    line = tt.log_line(25, {"loss": tt.item(1.0743), "lr": 2e-05, "tokens_per_second_per_gpu": tt.item(2864.12), **stats,
-                            "grad_norm": tt.item(0.43)})
+    line = tt.log_line(25, {"loss": tt.item(1.0743), "lr": 2e-05, "tokens_per_second_per_gpu": tt.item(2864.12), **stats, "grad_norm": tt.item(0.43)})
     assert line.endswith(" ") and "peak_memory_active:21.0 " in line
     rec = parse_line(SPECS, line)[0][0]
-    assert (rec["step"], rec["loss"], rec["lr"], rec["mem_peak_allocated_gib"], rec["mem_peak_reserved_gib"]) == (
-        25, tt.item(1.0743), 2e-05, 20.0, 24.0)
+    assert (rec["step"], rec["loss"], rec["lr"], rec["mem_peak_allocated_gib"], rec["mem_peak_reserved_gib"]) == (25, tt.item(1.0743), 2e-05, 20.0, 24.0)
     for text in tt.model_init_summary(allocated=16.02, reserved=16.13, active=16.02):
         assert parse_line(SPECS, text) == ([], [])

@@ -14,8 +14,8 @@ writes; ``write_all`` never touches other files.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import axolotl, deepspeed, megatron, nemo, ray_rl, torchtitan, torchtune
 from .common import Sample, Truth

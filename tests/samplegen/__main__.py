@@ -15,8 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.samplegen", description=__doc__)
-    parser.add_argument("root", nargs="?", type=Path, default=REPO_ROOT / "sample_logs",
-                        help="output directory (default: <repo>/sample_logs)")
+    parser.add_argument("root", nargs="?", type=Path, default=REPO_ROOT / "sample_logs", help="output directory (default: <repo>/sample_logs)")
     args = parser.parse_args(argv)
     for path in write_all(args.root):
         data = path.read_bytes()

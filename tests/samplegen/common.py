@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from tests.logwriters import python, pytorch
 from tests.logwriters.mixing import interleave, interleave_chunks, seeded_rng
@@ -24,8 +24,22 @@ from tests.logwriters.pytorch import excepthook_prefix, torchrun_prefix
 from tests.logwriters.torchtitan import COLOR, NO_COLOR, Palette
 
 __all__ = [  # the line writers and mixing helpers are tests.logwriters'; re-exported for the generators
-    "COLOR", "NO_COLOR", "Clock", "Emit", "LogDoc", "Palette", "Sample", "Truth", "clamp", "excepthook_prefix",
-    "interleave", "interleave_chunks", "merge_readings", "reading", "seeded_rng", "torchrun_prefix",
+    "COLOR",
+    "NO_COLOR",
+    "Clock",
+    "Emit",
+    "LogDoc",
+    "Palette",
+    "Sample",
+    "Truth",
+    "clamp",
+    "excepthook_prefix",
+    "interleave",
+    "interleave_chunks",
+    "merge_readings",
+    "reading",
+    "seeded_rng",
+    "torchrun_prefix",
 ]
 
 # --------------------------------------------------------------------------
@@ -204,6 +218,11 @@ def merge_readings(readings: list[dict]) -> list[dict]:
         at = (r["worker"], r["kind"], steps[id(r)])
         index = nth[(*at, line_kind)]
         nth[(*at, line_kind)] += 1
-        merged[(*at, line_kind, index)] = {"worker": r["worker"], "kind": r["kind"], "step": steps[id(r)], "reading": index,
-                                           **{k: v for k, v in r["values"].items() if v is not None}}
+        merged[(*at, line_kind, index)] = {
+            "worker": r["worker"],
+            "kind": r["kind"],
+            "step": steps[id(r)],
+            "reading": index,
+            **{k: v for k, v in r["values"].items() if v is not None},
+        }
     return list(merged.values())

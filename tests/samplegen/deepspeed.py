@@ -26,13 +26,13 @@ Events: one per line that carries one, with the fields the specs extract (string
 
 from __future__ import annotations
 
-import base64
 import ast
+import base64
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
 from tests.logwriters import deepspeed as ds
 from tests.logwriters import hf_trainer as hf
@@ -43,8 +43,7 @@ from tests.logwriters.pytorch import H100_GIB as H100_CAPACITY_GIB
 from .common import Clock, Emit, LogDoc, Sample, clamp, merge_readings, reading, seeded_rng
 
 GIB = 1024**3
-MEMORY_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward",
-                 "Engine after backward", "Engine before step", "Engine after step")
+MEMORY_PHASES = ("Engine before forward", "Engine after forward", "Engine before backward", "Engine after backward", "Engine before step", "Engine after step")
 
 
 # --------------------------------------------------------------------------
@@ -147,24 +146,32 @@ def ev(kind: str, **fields) -> list[dict]:
     return [{"kind": kind, **fields}]
 
 
-def throughput_line(epoch: int, micro: int, step: int, avg: float, cur: float, alloc: float,
-                    max_alloc: float) -> tuple[str, dict]:
+def throughput_line(epoch: int, micro: int, step: int, avg: float, cur: float, alloc: float, max_alloc: float) -> tuple[str, dict]:
     """ThroughputTimer's line and the memory it prints."""
     text = ds.throughput(epoch=epoch, micro_step=micro, step=step, avg=avg, cur=cur, alloc=alloc, max_alloc=max_alloc)
     return text, {"mem_allocated_gib": float(ds.r2(alloc)), "mem_max_allocated_gib": float(ds.r2(max_alloc))}
 
 
-def see_memory_usage(log: DSLog, t: float, worker: str, label: str, mem: tuple[float, float, float, float],
-                     host: HostMemory, used_gib: float, *, prefix: str = "", where: tuple[int, int, int] | None,
-                     step_rec: bool = True) -> None:
+def see_memory_usage(
+    log: DSLog,
+    t: float,
+    worker: str,
+    label: str,
+    mem: tuple[float, float, float, float],
+    host: HostMemory,
+    used_gib: float,
+    *,
+    prefix: str = "",
+    where: tuple[int, int, int] | None,
+    step_rec: bool = True,
+) -> None:
     """The three prints of runtime/utils.py see_memory_usage: through the logger (`where` = the
     three line numbers of utils.py) or, from v0.18.3, bare prints (`where` None)."""
     mem_text, mem_values = memory_line(*mem)
     cpu_text, cpu_values = host.line(used_gib)
     texts = (label, mem_text, cpu_text)
     if where is not None:
-        texts = tuple(log.ds(t + 0.001 * i, "INFO", f"utils.py:{n}:see_memory_usage", text)
-                      for i, (n, text) in enumerate(zip(where, texts)))
+        texts = tuple(log.ds(t + 0.001 * i, "INFO", f"utils.py:{n}:see_memory_usage", text) for i, (n, text) in enumerate(zip(where, texts)))
     log.line(t, prefix + texts[0])
     log.line(t, prefix + texts[1], reading(worker, **mem_values) if step_rec else None)
     log.line(t, prefix + texts[2], reading(worker, **cpu_values) if step_rec else None)
@@ -196,39 +203,52 @@ class OrzRun(DSLog):
         self.line(t + 5.0, ray_prefix(actor, pids[-1]) + text + ray.repeated(len(pids) - 1, notice))
 
 
-def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: HostMemory, *, trains: bool,
-                     first_notice: bool, lr0: float) -> float:
+def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: HostMemory, *, trains: bool, first_notice: bool, lr0: float) -> float:
     """deepspeed.initialize in one model group (rank 0 prints; a few lines from every rank)."""
     rng = run.rng
     worker = f"{actor} pid={pids[0]}"
     p = ray_prefix(actor, pids[0])
-    run.deduped(t, actor, pids, run.ds(t, "INFO", "real_accelerator.py:219:get_accelerator",
-                                       "Setting ds_accelerator to cuda (auto detect)"), notice=first_notice)
+    run.deduped(
+        t, actor, pids, run.ds(t, "INFO", "real_accelerator.py:219:get_accelerator", "Setting ds_accelerator to cuda (auto detect)"), notice=first_notice
+    )
     t += 6.2
     run.deduped(t, actor, pids, run.ds(t, "INFO", "comm.py:652:init_distributed", "cdb=None"))
     t += 5.4
-    run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.version("0.16.0")),
-             events=ev("version", framework="DeepSpeed", version="0.16.0", git_hash="unknown", git_branch="unknown"))
+    run.line(
+        t,
+        p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.version("0.16.0")),
+        events=ev("version", framework="DeepSpeed", version="0.16.0", git_hash="unknown", git_branch="unknown"),
+    )
     run.line(t + 0.001, p + run.ds(t + 0.001, "INFO", "config.py:733:__init__", "Config mesh_device None world_size = 8"))
     t += 0.4
     if trains:
-        for msg in ("DeepSpeed Flops Profiler Enabled: False",
-                    "Using client Optimizer as basic optimizer",
-                    "Removing param_group that has no 'params' in the basic Optimizer",
-                    "DeepSpeed Basic Optimizer = DeepSpeedCPUAdam",
-                    "Creating fp16 ZeRO stage 3 optimizer, MiCS is enabled False, Hierarchical params gather False",
-                    "Creating torch.bfloat16 ZeRO stage 3 optimizer"):
+        for msg in (
+            "DeepSpeed Flops Profiler Enabled: False",
+            "Using client Optimizer as basic optimizer",
+            "Removing param_group that has no 'params' in the basic Optimizer",
+            "DeepSpeed Basic Optimizer = DeepSpeedCPUAdam",
+            "Creating fp16 ZeRO stage 3 optimizer, MiCS is enabled False, Hierarchical params gather False",
+            "Creating torch.bfloat16 ZeRO stage 3 optimizer",
+        ):
             t += rng.uniform(0.001, 0.02)
             run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.log_dist(msg)))
     # Device memory grows through the init phases; the host holds the CPU Adam state.
     base = 0.0
-    phases = [("Stage 3 initialize beginning", 0.0, 0.0), ("DeepSpeedZeRoOffload initialize [begin]", 0.0, 0.0),
-              ("DeepSpeedZeRoOffload initialize [end]", 1.74, 1.74)]
+    phases = [
+        ("Stage 3 initialize beginning", 0.0, 0.0),
+        ("DeepSpeedZeRoOffload initialize [begin]", 0.0, 0.0),
+        ("DeepSpeedZeRoOffload initialize [end]", 1.74, 1.74),
+    ]
     if trains:
-        phases += [("Before creating fp16 partitions", 1.74, 0.0), ("After creating fp16 partitions: 2", 1.79, 0.05),
-                   ("Before creating fp32 partitions", 1.79, 0.0), ("After creating fp32 partitions", 1.79, 0.0),
-                   ("Before initializing optimizer states", 1.79, 0.0), ("After initializing optimizer states", 1.79, 0.0),
-                   ("After initializing ZeRO optimizer", 1.81, 0.54)]
+        phases += [
+            ("Before creating fp16 partitions", 1.74, 0.0),
+            ("After creating fp16 partitions: 2", 1.79, 0.05),
+            ("Before creating fp32 partitions", 1.79, 0.0),
+            ("After creating fp32 partitions", 1.79, 0.0),
+            ("Before initializing optimizer states", 1.79, 0.0),
+            ("After initializing optimizer states", 1.79, 0.0),
+            ("After initializing ZeRO optimizer", 1.81, 0.54),
+        ]
     used = {"RefRayActorBase": 151.3, "PolicyRayActorBase": 233.6, "CriticRayActorBase": 312.9}[actor]
     for label, ma, bump in phases:
         t += rng.uniform(0.05, 2.5)
@@ -239,21 +259,33 @@ def _orz_engine_init(run: OrzRun, t: float, actor: str, pids: list[int], host: H
             used += 83.2  # DeepSpeedCPUAdam: fp32 master + moments of this rank's shard, pinned
         base = max(base, ma)
         ca = ma + (0.56 if ma else 0.0)
-        see_memory_usage(run, t, worker, label, (ma, ma + bump, ca, ca + bump * 0.5), host, used + rng.uniform(-0.3, 0.3),
-                         prefix=p, where=(781, 782, 789))
+        see_memory_usage(run, t, worker, label, (ma, ma + bump, ca, ca + bump * 0.5), host, used + rng.uniform(-0.3, 0.3), prefix=p, where=(781, 782, 789))
     if trains:
         t += 0.8
-        for msg in ("DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer_Stage3",
-                    "DeepSpeed using client LR scheduler",
-                    "DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f3c2c0b1d50>"):
+        for msg in (
+            "DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer_Stage3",
+            "DeepSpeed using client LR scheduler",
+            "DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f3c2c0b1d50>",
+        ):
             run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.log_dist(msg)))
-        run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=[(0.9, 0.95), (0.9, 0.95)])),
-                 reading(worker, 0, lr=lr0))
+        run.line(
+            t,
+            p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=[(0.9, 0.95), (0.9, 0.95)])),
+            reading(worker, 0, lr=lr0),
+        )
         run.line(t + 0.002, p + run.ds(t + 0.002, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:"))
-        for key, value in (("bfloat16_enabled", "True"), ("gradient_accumulation_steps", "1"),
-                           ("gradient_clipping", "1.0"), ("memory_breakdown", "False"), ("steps_per_print", "100"),
-                           ("train_batch_size", "8"), ("train_micro_batch_size_per_gpu", "1"),
-                           ("wall_clock_breakdown", "False"), ("zero_enabled", "True"), ("zero_optimization_stage", "3")):
+        for key, value in (
+            ("bfloat16_enabled", "True"),
+            ("gradient_accumulation_steps", "1"),
+            ("gradient_clipping", "1.0"),
+            ("memory_breakdown", "False"),
+            ("steps_per_print", "100"),
+            ("train_batch_size", "8"),
+            ("train_micro_batch_size_per_gpu", "1"),
+            ("wall_clock_breakdown", "False"),
+            ("zero_enabled", "True"),
+            ("zero_optimization_stage", "3"),
+        ):
             run.line(t + 0.003, p + run.ds(t + 0.003, "INFO", "config.py:1001:print", ds.config_entry(key, value)))
     return t + 3.0
 
@@ -270,23 +302,37 @@ def build_fr4_orz_offload_leak() -> Sample:
 
     # ---- driver start, config dump, Ray and vLLM start-up ------------------
     run.line(0.0, ray.driver_log("2025-02-27 08:10:41,227", "worker.py:1821", ray.started_local()))
-    config = ("PPOExpConfig(total_num_nodes=8, ref_num_nodes=8, actor_num_nodes=8, critic_num_nodes=8, "
-              "colocate_all=True, vllm_num_engines=8, zero_stage=3, adam_offload=True, "
-              "pretrain='/models/Qwen2.5-7B', actor_learning_rate=1e-06, critic_learning_rate=5e-06, "
-              "num_warmup_steps=50, rollout_batch_size=128, n_samples_per_prompt=16, "
-              "policy_update_steps=12, critic_update_steps=12, micro_train_batch_size=1, "
-              "packing_max_len=16384, generate_max_len=8000, num_episodes=10)")
+    config = (
+        "PPOExpConfig(total_num_nodes=8, ref_num_nodes=8, actor_num_nodes=8, critic_num_nodes=8, "
+        "colocate_all=True, vllm_num_engines=8, zero_stage=3, adam_offload=True, "
+        "pretrain='/models/Qwen2.5-7B', actor_learning_rate=1e-06, critic_learning_rate=5e-06, "
+        "num_warmup_steps=50, rollout_batch_size=128, n_samples_per_prompt=16, "
+        "policy_update_steps=12, critic_update_steps=12, micro_train_batch_size=1, "
+        "packing_max_len=16384, generate_max_len=8000, num_episodes=10)"
+    )
     run.line(1.2, run.loguru(1.2, "__main__:<module>:229", config))
     t = 14.0
-    run.line(t, ray_prefix("LLMActor", vllm_pids[0]) + "INFO 02-27 08:10:55 config.py:510] This model supports multiple "
-                                                   "tasks: {'generate', 'embed', 'reward', 'score', 'classify'}. Defaulting to 'generate'.")
-    run.deduped(t + 0.4, "LLMActor", vllm_pids, "INFO 02-27 08:10:55 llm_engine.py:234] Initializing an LLM engine "
-                "(v0.6.5) with config: model='/models/Qwen2.5-7B', dtype=torch.bfloat16, max_seq_len=16384, "
-                "tensor_parallel_size=1, enable_prefix_caching=True", notice=False)
+    run.line(
+        t,
+        ray_prefix("LLMActor", vllm_pids[0]) + "INFO 02-27 08:10:55 config.py:510] This model supports multiple "
+        "tasks: {'generate', 'embed', 'reward', 'score', 'classify'}. Defaulting to 'generate'.",
+    )
+    run.deduped(
+        t + 0.4,
+        "LLMActor",
+        vllm_pids,
+        "INFO 02-27 08:10:55 llm_engine.py:234] Initializing an LLM engine "
+        "(v0.6.5) with config: model='/models/Qwen2.5-7B', dtype=torch.bfloat16, max_seq_len=16384, "
+        "tensor_parallel_size=1, enable_prefix_caching=True",
+        notice=False,
+    )
     t += 40.0
-    run.line(t, ray_prefix("LLMActor", vllm_pids[3]) + "INFO 02-27 08:11:35 worker.py:266] Memory profiling takes 3.12 "
-                                                   "seconds; the current vLLM instance can use total_gpu_memory (79.11GiB) x "
-                                                   "gpu_memory_utilization (0.35) = 27.69GiB")
+    run.line(
+        t,
+        ray_prefix("LLMActor", vllm_pids[3]) + "INFO 02-27 08:11:35 worker.py:266] Memory profiling takes 3.12 "
+        "seconds; the current vLLM instance can use total_gpu_memory (79.11GiB) x "
+        "gpu_memory_utilization (0.35) = 27.69GiB",
+    )
 
     # ---- model groups: ref, policy, critic (colocate_all: one after another) ----
     t = _orz_engine_init(run, t + 20.0, "RefRayActorBase", ref_pids, host, trains=False, first_notice=True, lr0=0.0)
@@ -309,8 +355,8 @@ def build_fr4_orz_offload_leak() -> Sample:
     lr_policy, lr_critic = 1e-06, 5e-06
     # The leak: each print of the policy's ThroughputTimer shows more allocated memory; the
     # running peak (MaxMemAllocated) rides on top of it. The critic creeps more slowly.
-    policy_alloc = lambda step: 6.12 + 1.35 * (step / 100 - 1) + rng.gauss(0, 0.04)  # noqa: E731
-    critic_alloc = lambda step: 5.40 + 0.62 * (step / 100 - 1) + rng.gauss(0, 0.03)  # noqa: E731
+    policy_alloc = lambda step: 6.12 + 1.35 * (step / 100 - 1) + rng.gauss(0, 0.04)
+    critic_alloc = lambda step: 5.40 + 0.62 * (step / 100 - 1) + rng.gauss(0, 0.03)
     peaks = {policy: 0.0, critic: 0.0}
     episode_start, ep = t, 0
     policy_step = critic_step = 0
@@ -318,16 +364,18 @@ def build_fr4_orz_offload_leak() -> Sample:
     def lr_at(base: float, step: int) -> float:
         return base * min(1.0, step / warmup)  # constant_with_warmup (LambdaLR)
 
-    def train_group(t: float, actor: str, pids: list[int], worker: str, step0: int, base_lr: float,
-                    alloc: Callable[[int], float], activations: float) -> float:
+    def train_group(t: float, actor: str, pids: list[int], worker: str, step0: int, base_lr: float, alloc: Callable[[int], float], activations: float) -> float:
         p = ray_prefix(actor, pids[0])
         for step in range(step0 + 1, step0 + updates_per_iteration + 1):
             t += rng.uniform(3.5, 4.6)
             if step % steps_per_print:
                 continue
             lr = lr_at(base_lr, step)
-            run.line(t, p + run.ds(t, "INFO", "logging.py:128:log_dist",
-                                   ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.95), (0.9, 0.95)])), reading(worker, step, lr=lr))
+            run.line(
+                t,
+                p + run.ds(t, "INFO", "logging.py:128:log_dist", ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.95), (0.9, 0.95)])),
+                reading(worker, step, lr=lr),
+            )
             now = alloc(step)
             peaks[worker] = max(peaks[worker], now + activations + rng.uniform(0, 0.6))
             avg = 8 / rng.uniform(3.9, 4.2)
@@ -335,8 +383,9 @@ def build_fr4_orz_offload_leak() -> Sample:
             run.line(t + 0.003, p + run.ds(t + 0.003, "INFO", "timer.py:264:stop", text), reading(worker, step, **values))
             if actor == "PolicyRayActorBase" and step >= 2200 and rng.random() < 0.7:
                 n = rng.randint(1, 4)
-                run.line(t + 0.004, p + run.ds(t + 0.004, "WARNING", "stage3.py:2114:step", ds.cache_flushes(n)),
-                         events=ev("alloc_retries", new_retries=str(n)))
+                run.line(
+                    t + 0.004, p + run.ds(t + 0.004, "WARNING", "stage3.py:2114:step", ds.cache_flushes(n)), events=ev("alloc_retries", new_retries=str(n))
+                )
         return t
 
     for it in range(1, iterations + 2):
@@ -345,15 +394,19 @@ def build_fr4_orz_offload_leak() -> Sample:
             episode_start = t
             run.bar(tqdm_bar(f"Episode [{ep}/10]", 0, iterations_per_episode, 0.0))
         t += rng.uniform(88, 104)
-        run.line(t, run.loguru(t, "orz.ppo.trainer:make_experience:214",
-                               f"Generate sequences via vllm engines, time cost: {rng.uniform(88, 104):.2f}s"))
+        run.line(t, run.loguru(t, "orz.ppo.trainer:make_experience:214", f"Generate sequences via vllm engines, time cost: {rng.uniform(88, 104):.2f}s"))
         rewards = clamp(0.12 + 0.0011 * it + rng.gauss(0, 0.03), 0.0, 1.0)
         kl = abs(rng.gauss(0.0004 + 0.000004 * it, 0.0002))
         length = 1150 + 2.1 * it + rng.gauss(0, 40)
         t += rng.uniform(40, 48)
-        run.line(t, run.loguru(t, "orz.ppo.trainer:make_experience:330",
-                               f"avg_raw_rewards: {rewards!r}, avg_kl: {kl!r}, avg_response_length: {length!r}, "
-                               f"avg_orm_score: 0.0, avg_custom_rewards: {rewards!r}"))
+        run.line(
+            t,
+            run.loguru(
+                t,
+                "orz.ppo.trainer:make_experience:330",
+                f"avg_raw_rewards: {rewards!r}, avg_kl: {kl!r}, avg_response_length: {length!r}, avg_orm_score: 0.0, avg_custom_rewards: {rewards!r}",
+            ),
+        )
         t0 = t
         t = train_group(t + 6.0, "CriticRayActorBase", critic_pids, critic, critic_step, lr_critic, critic_alloc, 14.8)
         critic_step += updates_per_iteration
@@ -377,8 +430,11 @@ def build_fr4_orz_offload_leak() -> Sample:
             "return": rewards,
             "policy_update_steps": float(updates_per_iteration),
         }
-        run.line(t + 0.01, run.loguru(t + 0.01, "orz.ppo.trainer:train:150", repr(status)),
-                 reading("main", ordinal=True, loss=status["policy_loss"], lr=status["actor_lr"]))
+        run.line(
+            t + 0.01,
+            run.loguru(t + 0.01, "orz.ppo.trainer:train:150", repr(status)),
+            reading("main", ordinal=True, loss=status["policy_loss"], lr=status["actor_lr"]),
+        )
         done = (it - 1) % iterations_per_episode + 1
         run.bar(tqdm_bar(f"Episode [{ep}/10]", done, iterations_per_episode, t - episode_start))
 
@@ -404,18 +460,36 @@ def build_fr4_orz_offload_leak() -> Sample:
         (f"{SITE}/deepspeed/runtime/fp16/loss_scaler.py", 63, "backward", "scaled_loss.backward(retain_graph=retain_graph)"),
         (f"{SITE}/torch/_tensor.py", 581, "backward", "torch.autograd.backward("),
         (f"{SITE}/torch/autograd/__init__.py", 347, "backward", "_engine_run_backward("),
-        (f"{SITE}/torch/autograd/graph.py", 825, "_engine_run_backward",
-         "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
+        (
+            f"{SITE}/torch/autograd/graph.py",
+            825,
+            "_engine_run_backward",
+            "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
+        ),
     ]
-    oom = pytorch.cuda_oom(tried="4.63 GiB", gpu=0, capacity_gib=H100_CAPACITY_GIB, free="2.85 GiB",
-                           processes=[(2771, "9.42 GiB"), (2690, "1.12 GiB")], in_use="65.61 GiB",
-                           allocated="39.52 GiB", unallocated="23.71 GiB")
+    oom = pytorch.cuda_oom(
+        tried="4.63 GiB",
+        gpu=0,
+        capacity_gib=H100_CAPACITY_GIB,
+        free="2.85 GiB",
+        processes=[(2771, "9.42 GiB"), (2690, "1.12 GiB")],
+        in_use="65.61 GiB",
+        allocated="39.52 GiB",
+        unallocated="23.71 GiB",
+    )
     run.line(t, "Traceback (most recent call last):")
     for line in frame_lines(frames):
         run.line(t, line)
-    raised = ray.task_error("OutOfMemoryError", ray.task_ref(
-        "PolicyRayActorBase.ppo_train", pid=policy_pids[0], ip="10.0.0.12", actor_id="8b1f0e2c9a6d4e1f7c3b5a0d01000000",
-        repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90"))
+    raised = ray.task_error(
+        "OutOfMemoryError",
+        ray.task_ref(
+            "PolicyRayActorBase.ppo_train",
+            pid=policy_pids[0],
+            ip="10.0.0.12",
+            actor_id="8b1f0e2c9a6d4e1f7c3b5a0d01000000",
+            repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90",
+        ),
+    )
     run.line(t, raised, events=ev("exception", exception=raised))  # the traceback's final line
     for line in frame_lines(remote):
         run.line(t, line)
@@ -441,20 +515,28 @@ def _launcher(log: DSLog, t: float, n_gpus: int, python: str, script: list[str],
     world = base64.urlsafe_b64encode(json.dumps({"localhost": ranks}).encode()).decode()
     log.line(t, log.ds(t, "INFO", "real_accelerator.py:203:get_accelerator", "Setting ds_accelerator to cuda (auto detect)"))
     t += 2.8
-    log.line(t, log.ds(t, "WARNING", "runner.py:212:fetch_hostfile",
-                       "Unable to find hostfile, will proceed with training with local resources only."))
-    log.line(t, log.ds(t, "INFO", "runner.py:585:main",
-                       f"cmd = {python} -u -m deepspeed.launcher.launch --world_info={world} --master_addr=127.0.0.1 "
-                       f"--master_port=29500 --enable_each_rank_log=None {' '.join(script)}"))
+    log.line(t, log.ds(t, "WARNING", "runner.py:212:fetch_hostfile", "Unable to find hostfile, will proceed with training with local resources only."))
+    log.line(
+        t,
+        log.ds(
+            t,
+            "INFO",
+            "runner.py:585:main",
+            f"cmd = {python} -u -m deepspeed.launcher.launch --world_info={world} --master_addr=127.0.0.1 "
+            f"--master_port=29500 --enable_each_rank_log=None {' '.join(script)}",
+        ),
+    )
     t += 2.1
     log.line(t, log.ds(t, "INFO", "real_accelerator.py:203:get_accelerator", "Setting ds_accelerator to cuda (auto detect)"))
     t += 2.0
-    for where, msg in (("launch.py:146:main", f"WORLD INFO DICT: {{'localhost': {ranks}}}"),
-                       ("launch.py:152:main", f"nnodes=1, num_local_procs={n_gpus}, node_rank=0"),
-                       ("launch.py:163:main", f"global_rank_mapping=defaultdict(<class 'list'>, {{'localhost': {ranks}}})"),
-                       ("launch.py:164:main", f"dist_world_size={n_gpus}"),
-                       ("launch.py:168:main", f"Setting CUDA_VISIBLE_DEVICES={','.join(map(str, ranks))}"),
-                       ("launch.py:256:main", None)):
+    for where, msg in (
+        ("launch.py:146:main", f"WORLD INFO DICT: {{'localhost': {ranks}}}"),
+        ("launch.py:152:main", f"nnodes=1, num_local_procs={n_gpus}, node_rank=0"),
+        ("launch.py:163:main", f"global_rank_mapping=defaultdict(<class 'list'>, {{'localhost': {ranks}}})"),
+        ("launch.py:164:main", f"dist_world_size={n_gpus}"),
+        ("launch.py:168:main", f"Setting CUDA_VISIBLE_DEVICES={','.join(map(str, ranks))}"),
+        ("launch.py:256:main", None),
+    ):
         if msg is not None:
             log.line(t, log.ds(t, "INFO", where, msg))
             continue
@@ -473,26 +555,44 @@ def _launcher(log: DSLog, t: float, n_gpus: int, python: str, script: list[str],
     return t + 1.0
 
 
-def _zero2_init(log: DSLog, t: float, version: str, dtype: str, states: list[tuple[float, float, float, float]],
-                host: HostMemory, used: float, *, logged: bool, basic: str, lr0: float, moms: list) -> float:
+def _zero2_init(
+    log: DSLog,
+    t: float,
+    version: str,
+    dtype: str,
+    states: list[tuple[float, float, float, float]],
+    host: HostMemory,
+    used: float,
+    *,
+    logged: bool,
+    basic: str,
+    lr0: float,
+    moms: list,
+) -> float:
     """deepspeed.initialize with ZeRO stage 1/2: log_dist lines and the three forced see_memory_usage calls.
 
     `logged` False: DeepSpeed >= 0.17.6 (INFO silent) and >= 0.18.3 (see_memory_usage printed bare)."""
-    info = lambda where, msg: log.line(t, log.ds(t, "INFO", where, msg)) if logged else None  # noqa: E731
+    info = lambda where, msg: log.line(t, log.ds(t, "INFO", where, msg)) if logged else None
     if logged:
-        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.version(version)),
-                 events=ev("version", framework="DeepSpeed", version=version, git_hash="unknown", git_branch="unknown"))
+        log.line(
+            t,
+            log.ds(t, "INFO", "logging.py:96:log_dist", ds.version(version)),
+            events=ev("version", framework="DeepSpeed", version=version, git_hash="unknown", git_branch="unknown"),
+        )
     info("logging.py:96:log_dist", ds.log_dist("DeepSpeed Flops Profiler Enabled: False"))
     info("logging.py:96:log_dist", ds.log_dist("Using DeepSpeed Optimizer param name adamw as basic optimizer"))
     info("logging.py:96:log_dist", ds.log_dist("Removing param_group that has no 'params' in the basic Optimizer"))
     info("logging.py:96:log_dist", ds.log_dist(f"DeepSpeed Basic Optimizer = {basic}"))
     info("logging.py:96:log_dist", ds.log_dist(f"Creating {dtype} ZeRO stage 2 optimizer"))
-    for n, msg in ((148, "Reduce bucket size 200000000"), (149, "Allgather bucket size 200000000"),
-                   (150, "CPU Offload: False"), (151, "Round robin gradient partitioning: False")):
+    for n, msg in (
+        (148, "Reduce bucket size 200000000"),
+        (149, "Allgather bucket size 200000000"),
+        (150, "CPU Offload: False"),
+        (151, "Round robin gradient partitioning: False"),
+    ):
         info(f"stage_1_and_2.py:{n}:__init__", msg)
     where = (781, 782, 789) if logged else None
-    for label, mem in zip(("Before initializing optimizer states", "After initializing optimizer states",
-                           "After initializing ZeRO optimizer"), states):
+    for label, mem in zip(("Before initializing optimizer states", "After initializing optimizer states", "After initializing ZeRO optimizer"), states):
         t += log.rng.uniform(0.2, 1.5)
         see_memory_usage(log, t, "main", label, mem, host, used + log.rng.uniform(-0.2, 0.2), where=where)
         if label == "After initializing optimizer states":
@@ -502,8 +602,7 @@ def _zero2_init(log: DSLog, t: float, version: str, dtype: str, states: list[tup
     info("logging.py:96:log_dist", ds.log_dist("DeepSpeed using client LR scheduler"))
     info("logging.py:96:log_dist", ds.log_dist("DeepSpeed LR Scheduler = <torch.optim.lr_scheduler.LambdaLR object at 0x7f6e1c2b7a90>"))
     if logged:
-        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=moms)),
-                 reading("main", 0, lr=lr0))
+        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=0, skipped=0, lr=[lr0, lr0], mom=moms)), reading("main", 0, lr=lr0))
         info("config.py:997:print", "DeepSpeedEngine configuration:")
     return t + 0.5
 
@@ -520,11 +619,26 @@ def build_memory_breakdown_fragmentation() -> Sample:
     t = _launcher(log, 0.0, 8, "/usr/bin/python3", ["train.py", "--deepspeed", "ds_config.json"], 41201)
     used = 96.2
     base, grads = 23.53, 0.78  # bf16 params + fp32 master/Adam shard; this rank's gradient partition
-    t = _zero2_init(log, t + 6.0, "0.14.4", "torch.bfloat16",
-                    [(12.57, 12.57, 12.79, 13.0), (21.99, 22.41, 22.26, 22.0), (21.99, 21.99, 22.26, 22.0)],
-                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms=[(0.9, 0.999), (0.9, 0.999)])
-    for key, value in (("memory_breakdown", "True"), ("steps_per_print", "1"), ("train_batch_size", "64"),
-                       ("zero_optimization_stage", "2"), ("wall_clock_breakdown", "False")):
+    t = _zero2_init(
+        log,
+        t + 6.0,
+        "0.14.4",
+        "torch.bfloat16",
+        [(12.57, 12.57, 12.79, 13.0), (21.99, 22.41, 22.26, 22.0), (21.99, 21.99, 22.26, 22.0)],
+        host,
+        used,
+        logged=True,
+        basic="FusedAdam",
+        lr0=0.0,
+        moms=[(0.9, 0.999), (0.9, 0.999)],
+    )
+    for key, value in (
+        ("memory_breakdown", "True"),
+        ("steps_per_print", "1"),
+        ("train_batch_size", "64"),
+        ("zero_optimization_stage", "2"),
+        ("wall_clock_breakdown", "False"),
+    ):
         log.line(t, log.ds(t, "INFO", "config.py:1001:print", ds.config_entry(key, value)))
 
     # Reserved memory only grows: batches of varying sequence length leave the caching allocator's
@@ -549,8 +663,11 @@ def build_memory_breakdown_fragmentation() -> Sample:
             tc = t + dt * (0.0, 0.35, 0.36, 0.9, 0.91, 0.99)[i]
             if label == "Engine after step":
                 lr = peak_lr * min(1.0, step / warmup)
-                log.line(tc, log.ds(tc, "INFO", "logging.py:96:log_dist",
-                                    ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.999), (0.9, 0.999)])), reading("main", step, lr=lr))
+                log.line(
+                    tc,
+                    log.ds(tc, "INFO", "logging.py:96:log_dist", ds.progress(step=step, skipped=0, lr=[lr, lr], mom=[(0.9, 0.999), (0.9, 0.999)])),
+                    reading("main", step, lr=lr),
+                )
                 if step >= 3:  # ThroughputTimer starts timing at its third step
                     elapsed += dt
                     text, values = throughput_line(0, step, step, 64 * (step - 2) / elapsed, 64 / dt, base, base + grads + 0.42)
@@ -562,7 +679,7 @@ def build_memory_breakdown_fragmentation() -> Sample:
         log.line(t, log.ds(t, "INFO", "launch.py:351:main", ds.launcher_exit(41201 + rank)))
     return log.sample(
         "deepspeed/memory_breakdown_fragmentation.log",
-        "DeepSpeed 0.14.4 ZeRO-2 bf16 on 8 GPUs with \"memory_breakdown\": true and steps_per_print 1: "
+        'DeepSpeed 0.14.4 ZeRO-2 bf16 on 8 GPUs with "memory_breakdown": true and steps_per_print 1: '
         "see_memory_usage six times per step plus `[Rank 0] step=N` and ThroughputTimer lines; allocated "
         "memory (MA, MemAllocated) is the same every step while reserved memory (CA) climbs in jumps from "
         "38 to over 50 GiB: the caching allocator fragments under variable-length batches, no tensor leaks.",
@@ -574,6 +691,7 @@ def build_memory_breakdown_fragmentation() -> Sample:
 # (c) HF Trainer (transformers 4.x) + DeepSpeed 0.14.4 ZeRO-2 fp16: healthy
 # ==========================================================================
 
+
 def hf_logger(log: DSLog, t: float, level: str, where: str, msg: str) -> str:
     """transformers' own handler in the example scripts: `[INFO|trainer.py:2243] 2024-10-02 14:01:41,220 >> `."""
     return hf.logger_line(log.clock.asctime(t), level, where, msg)
@@ -583,33 +701,92 @@ def build_healthy_hf_trainer() -> Sample:
     log = DSLog("healthy_hf_trainer", datetime(2024, 10, 2, 14, 1, 12, 331000))
     rng = log.rng
     host = HostMemory(total_bytes=503 * GIB + 214_000_000)
-    script = ["run_clm.py", "--model_name_or_path", "Qwen/Qwen2.5-1.5B", "--dataset_name", "wikitext",
-              "--dataset_config_name", "wikitext-2-raw-v1", "--per_device_train_batch_size", "4", "--do_train",
-              "--do_eval", "--fp16", "--logging_steps", "10", "--eval_strategy", "epoch", "--num_train_epochs", "2",
-              "--output_dir", "/tmp/test-clm", "--deepspeed", "ds_config_zero2.json"]
+    script = [
+        "run_clm.py",
+        "--model_name_or_path",
+        "Qwen/Qwen2.5-1.5B",
+        "--dataset_name",
+        "wikitext",
+        "--dataset_config_name",
+        "wikitext-2-raw-v1",
+        "--per_device_train_batch_size",
+        "4",
+        "--do_train",
+        "--do_eval",
+        "--fp16",
+        "--logging_steps",
+        "10",
+        "--eval_strategy",
+        "epoch",
+        "--num_train_epochs",
+        "2",
+        "--output_dir",
+        "/tmp/test-clm",
+        "--deepspeed",
+        "ds_config_zero2.json",
+    ]
     t = _launcher(log, 0.0, 4, "/opt/conda/bin/python", script, 5123)
     for rank in range(4):
-        log.line(t, hf.script_line(log.clock.at(t + 0.01 * rank), "WARNING", "__main__", f"Process rank: {rank}, "
-                                   f"device: cuda:{rank}, n_gpu: 1, distributed training: True, 16-bits training: True"))
-    log.line(t, hf.script_line(log.clock.at(t), "INFO", "__main__", "Training/evaluation parameters TrainingArguments(_n_gpu=1, "
-                "deepspeed=ds_config_zero2.json, eval_strategy=IntervalStrategy.EPOCH, fp16=True, learning_rate=2e-05, "
-                "logging_steps=10, lr_scheduler_type=SchedulerType.LINEAR, num_train_epochs=2.0, "
-                "per_device_train_batch_size=4, warmup_steps=30, ...)"))
+        log.line(
+            t,
+            hf.script_line(
+                log.clock.at(t + 0.01 * rank),
+                "WARNING",
+                "__main__",
+                f"Process rank: {rank}, device: cuda:{rank}, n_gpu: 1, distributed training: True, 16-bits training: True",
+            ),
+        )
+    log.line(
+        t,
+        hf.script_line(
+            log.clock.at(t),
+            "INFO",
+            "__main__",
+            "Training/evaluation parameters TrainingArguments(_n_gpu=1, "
+            "deepspeed=ds_config_zero2.json, eval_strategy=IntervalStrategy.EPOCH, fp16=True, learning_rate=2e-05, "
+            "logging_steps=10, lr_scheduler_type=SchedulerType.LINEAR, num_train_epochs=2.0, "
+            "per_device_train_batch_size=4, warmup_steps=30, ...)",
+        ),
+    )
     t += 14.2
-    log.line(t, hf_logger(log, t, "INFO", "modeling_utils.py:3678", "loading weights file model.safetensors from cache at "
-                          "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-1.5B/snapshots/8faed761d45a263340a0528343f099c05c9a4323/model.safetensors"))
+    log.line(
+        t,
+        hf_logger(
+            log,
+            t,
+            "INFO",
+            "modeling_utils.py:3678",
+            "loading weights file model.safetensors from cache at "
+            "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-1.5B/snapshots/8faed761d45a263340a0528343f099c05c9a4323/model.safetensors",
+        ),
+    )
     t += 9.6
     used = 61.4
-    t = _zero2_init(log, t, "0.14.4", "torch.float16",
-                    [(2.88, 2.88, 3.04, 3.0), (7.2, 7.53, 7.43, 7.0), (7.21, 7.21, 7.43, 7.0)],
-                    host, used, logged=True, basic="FusedAdam", lr0=0.0, moms=[[0.9, 0.999], [0.9, 0.999]])
+    t = _zero2_init(
+        log,
+        t,
+        "0.14.4",
+        "torch.float16",
+        [(2.88, 2.88, 3.04, 3.0), (7.2, 7.53, 7.43, 7.0), (7.21, 7.21, 7.43, 7.0)],
+        host,
+        used,
+        logged=True,
+        basic="FusedAdam",
+        lr0=0.0,
+        moms=[[0.9, 0.999], [0.9, 0.999]],
+    )
     steps_per_epoch, epochs, logging_steps, spp, warmup, peak_lr = 145, 2, 10, 10, 30, 2e-05
     total = steps_per_epoch * epochs
-    for n, msg in ((2243, "***** Running training *****"), (2244, "  Num examples = 2,318"), (2245, "  Num Epochs = 2"),
-                   (2246, "  Instantaneous batch size per device = 4"),
-                   (2249, "  Total train batch size (w. parallel, distributed & accumulation) = 16"),
-                   (2250, "  Gradient Accumulation steps = 1"), (2251, f"  Total optimization steps = {total}"),
-                   (2252, "  Number of trainable parameters = 1,543,714,304")):
+    for n, msg in (
+        (2243, "***** Running training *****"),
+        (2244, "  Num examples = 2,318"),
+        (2245, "  Num Epochs = 2"),
+        (2246, "  Instantaneous batch size per device = 4"),
+        (2249, "  Total train batch size (w. parallel, distributed & accumulation) = 16"),
+        (2250, "  Gradient Accumulation steps = 1"),
+        (2251, f"  Total optimization steps = {total}"),
+        (2252, "  Number of trainable parameters = 1,543,714,304"),
+    ):
         log.line(t, hf_logger(log, t, "INFO", f"trainer.py:{n}", msg))
     bar_width = len(tqdm_bar("", 0, total, 0.0))
     log.bar(tqdm_bar("", 0, total, 0.0))
@@ -623,17 +800,22 @@ def build_healthy_hf_trainer() -> Sample:
         t += dt
         elapsed += dt
         if step in overflow_steps:
-            log.line(t, log.ds(t, "INFO", "loss_scaler.py:183:update_scale",
-                               ds.overflow(scale)),
-                     events=ev("overflow", loss_scale=str(scale), new_loss_scale=str(scale // 2)))
+            log.line(
+                t,
+                log.ds(t, "INFO", "loss_scaler.py:183:update_scale", ds.overflow(scale)),
+                events=ev("overflow", loss_scale=str(scale), new_loss_scale=str(scale // 2)),
+            )
             scale //= 2
             skipped += 1
         applied = step - skipped
         lr = peak_lr * applied / warmup if applied <= warmup else peak_lr * (total - applied) / (total - warmup)
         peak_alloc = max(peak_alloc, alloc + 11.9 + (rng.uniform(0.0, 0.8) if step < 40 else 0.0))
         if step % spp == 0:
-            log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist",
-                               ds.progress(step=step, skipped=skipped, lr=[lr, lr], mom=[[0.9, 0.999], [0.9, 0.999]])), reading("main", step, lr=lr))
+            log.line(
+                t,
+                log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=step, skipped=skipped, lr=[lr, lr], mom=[[0.9, 0.999], [0.9, 0.999]])),
+                reading("main", step, lr=lr),
+            )
             # epoch stays 0: the Trainer feeds its own dataloader, not DeepSpeed's (which counts epochs).
             text, values = throughput_line(0, step, step, 16 * (step - 2) / (timed or dt), 16 / dt, alloc, peak_alloc)
             log.line(t + 0.002, log.ds(t + 0.002, "INFO", "timer.py:259:stop", text), reading("main", step, **values))
@@ -642,33 +824,47 @@ def build_healthy_hf_trainer() -> Sample:
         log.bar(tqdm_bar("", step, total, elapsed))
         loss = max(1.55, loss - 0.011) + rng.gauss(0, 0.01)
         if step % logging_steps == 0:
-            logged = {"loss": round(loss + rng.gauss(0, 0.03), 4), "grad_norm": abs(rng.gauss(1.1, 0.35)),
-                      "learning_rate": lr, "epoch": round(step / steps_per_epoch, 2)}
+            logged = {
+                "loss": round(loss + rng.gauss(0, 0.03), 4),
+                "grad_norm": abs(rng.gauss(1.1, 0.35)),
+                "learning_rate": lr,
+                "epoch": round(step / steps_per_epoch, 2),
+            }
             log.clear_bar(bar_width)
-            log.line(t, hf.log_dict(logged), reading("main", None, ordinal=True, loss=logged["loss"],
-                                              grad_norm=logged["grad_norm"], lr=logged["learning_rate"]))
+            log.line(
+                t, hf.log_dict(logged), reading("main", None, ordinal=True, loss=logged["loss"], grad_norm=logged["grad_norm"], lr=logged["learning_rate"])
+            )
             log.bar(tqdm_bar("", step, total, elapsed))
         if step % steps_per_epoch == 0:
             for n in (0, 10, 20, 37):
                 log.bar(tqdm_bar("", n, 37, n * 0.14))
-            metrics = {"eval_loss": round(loss + 0.21 + rng.gauss(0, 0.01), 4), "eval_runtime": round(37 * 0.14 + 0.31, 4),
-                       "eval_samples_per_second": 25.52, "eval_steps_per_second": 6.38, "epoch": float(step // steps_per_epoch)}
+            metrics = {
+                "eval_loss": round(loss + 0.21 + rng.gauss(0, 0.01), 4),
+                "eval_runtime": round(37 * 0.14 + 0.31, 4),
+                "eval_samples_per_second": 25.52,
+                "eval_steps_per_second": 6.38,
+                "epoch": float(step // steps_per_epoch),
+            }
             log.clear_bar(bar_width)
             log.line(t + 5.5, hf.log_dict(metrics), reading("main", None, "validate", loss=metrics["eval_loss"]))
             t += 5.5
             elapsed += 5.5
             log.bar(tqdm_bar("", step, total, elapsed))
     log.clear_bar(bar_width)
-    summary = {"train_runtime": round(elapsed, 4), "train_samples_per_second": round(total * 16 / elapsed, 3),
-               "train_steps_per_second": round(total / elapsed, 3), "train_loss": 1.8312, "epoch": 2.0}
+    summary = {
+        "train_runtime": round(elapsed, 4),
+        "train_samples_per_second": round(total * 16 / elapsed, 3),
+        "train_steps_per_second": round(total / elapsed, 3),
+        "train_loss": 1.8312,
+        "epoch": 2.0,
+    }
     log.line(t, hf.log_dict(summary))
     # tqdm.write redraws the bar, then on_train_end closes it: one more draw and a newline.
     log.bar(tqdm_bar("", total, total, elapsed))
     log.bar(tqdm_bar("", total, total, elapsed))
     log.flush()
     log.line(t, "***** train metrics *****")
-    for key, value in (("epoch", "2.0"), ("total_flos", "25956771GF"), ("train_loss", "1.8312"),
-                       ("train_runtime", format_interval(elapsed) + ".31")):
+    for key, value in (("epoch", "2.0"), ("total_flos", "25956771GF"), ("train_loss", "1.8312"), ("train_runtime", format_interval(elapsed) + ".31")):
         log.line(t, hf.metrics_line(key, value))
     for rank in range(4):
         t += rng.uniform(0.5, 2.0)
@@ -694,14 +890,23 @@ def build_healthy_hf5_bare_memory() -> Sample:
     # DeepSpeed >= 0.17.6 logs at WARNING by default: the launcher, version, progress and
     # ThroughputTimer lines are silent; only warnings and the bare see_memory_usage prints remain.
     t = 0.0
-    log.line(t, log.ds(t, "WARNING", "runner.py:234:fetch_hostfile",
-                       "Unable to find hostfile, will proceed with training with local resources only."))
+    log.line(t, log.ds(t, "WARNING", "runner.py:234:fetch_hostfile", "Unable to find hostfile, will proceed with training with local resources only."))
     t += 21.0
     log.line(t, "`torch_dtype` is deprecated! Use `dtype` instead!")
     used = 88.3
-    t = _zero2_init(log, t + 12.0, "0.18.4", "torch.bfloat16",
-                    [(2.32, 2.32, 2.46, 2.0), (4.61, 4.94, 4.71, 5.0), (4.61, 4.61, 4.71, 5.0)],
-                    host, used, logged=False, basic="FusedAdam", lr0=0.0, moms=[])
+    t = _zero2_init(
+        log,
+        t + 12.0,
+        "0.18.4",
+        "torch.bfloat16",
+        [(2.32, 2.32, 2.46, 2.0), (4.61, 4.94, 4.71, 5.0), (4.61, 4.61, 4.71, 5.0)],
+        host,
+        used,
+        logged=False,
+        basic="FusedAdam",
+        lr0=0.0,
+        moms=[],
+    )
     total, warmup, peak_lr = 60, 6, 1e-05
     bar_width = len(tqdm_bar("", 0, total, 0.0))
     log.bar(tqdm_bar("", 0, total, 0.0))
@@ -728,16 +933,19 @@ def build_healthy_hf5_bare_memory() -> Sample:
         lr = peak_lr * step / warmup if step <= warmup else peak_lr * (total - step) / (total - warmup)
         loss = max(1.05, loss - 0.015) + rng.gauss(0, 0.02)
         # transformers 5.x: every float of the logs formatted f"{v:.4g}" (and quoted by the dict repr).
-        text = hf.log_dict_v5({"loss": loss, "grad_norm": abs(rng.gauss(0.9, 0.2)), "learning_rate": lr,
-                               "epoch": step / total})
+        text = hf.log_dict_v5({"loss": loss, "grad_norm": abs(rng.gauss(0.9, 0.2)), "learning_rate": lr, "epoch": step / total})
         shown = ast.literal_eval(text)  # the values as printed
         log.clear_bar(bar_width)
-        log.line(t, text, reading("main", None, ordinal=True, loss=float(shown["loss"]),
-                                  grad_norm=float(shown["grad_norm"]), lr=float(shown["learning_rate"])))
+        log.line(t, text, reading("main", None, ordinal=True, loss=float(shown["loss"]), grad_norm=float(shown["grad_norm"]), lr=float(shown["learning_rate"])))
         log.bar(tqdm_bar("", step, total, elapsed))
     log.clear_bar(bar_width)
-    summary = {"train_runtime": elapsed, "train_samples_per_second": total * 64 / elapsed,
-               "train_steps_per_second": total / elapsed, "train_loss": 1.214, "epoch": 1.0}
+    summary = {
+        "train_runtime": elapsed,
+        "train_samples_per_second": total * 64 / elapsed,
+        "train_steps_per_second": total / elapsed,
+        "train_loss": 1.214,
+        "epoch": 1.0,
+    }
     log.line(t, hf.log_dict_v5(summary))
     # tqdm.write redraws the bar, then on_train_end closes it: one more draw and a newline.
     log.bar(tqdm_bar("", total, total, elapsed))

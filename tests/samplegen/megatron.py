@@ -19,8 +19,8 @@ Ground truth is common.reading / merge_readings (one record per line read).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from tests.logwriters import deepspeed as ds
 from tests.logwriters import megatron as mg
@@ -68,12 +68,24 @@ def iteration_truth(text: str, worker: str = "main") -> dict:
 def memory_report(name: str, step: int, rank: int, state: dict[str, int], *, two_decimals: bool) -> tuple[str, dict]:
     """report_memory's line of one rank and its reading: bytes as MiB, read back as printed, in GiB."""
     mibs = {k: mg.mib(v) for k, v in state.items()}
-    text = mg.report_memory(name, allocated=mibs["allocated"], max_allocated=mibs["max_allocated"],
-                            reserved=mibs["reserved"], max_reserved=mibs["max_reserved"],
-                            device_used=mibs.get("device_used"), rank=rank, two_decimals=two_decimals)
+    text = mg.report_memory(
+        name,
+        allocated=mibs["allocated"],
+        max_allocated=mibs["max_allocated"],
+        reserved=mibs["reserved"],
+        max_reserved=mibs["max_reserved"],
+        device_used=mibs.get("device_used"),
+        rank=rank,
+        two_decimals=two_decimals,
+    )
     printed = {k: (float(f"{v:.2f}") if two_decimals else v) / 1024 for k, v in mibs.items()}
-    columns = {"allocated": "mem_allocated_gib", "max_allocated": "mem_max_allocated_gib", "reserved": "mem_reserved_gib",
-               "max_reserved": "mem_max_reserved_gib", "device_used": "device_mem_used_gib"}
+    columns = {
+        "allocated": "mem_allocated_gib",
+        "max_allocated": "mem_max_allocated_gib",
+        "reserved": "mem_reserved_gib",
+        "max_reserved": "mem_max_reserved_gib",
+        "device_used": "device_mem_used_gib",
+    }
     return text, reading(f"rank{rank}", step, **{columns[k]: v for k, v in printed.items()})
 
 
@@ -98,10 +110,8 @@ def _stage_memory(stage: int) -> dict[str, int]:
     of the distributed optimizer's fp32 state; the first stage holds the embedding and two
     microbatches' activations in flight, the last the output layer and the logits."""
     if stage == 0:
-        return {"allocated": 24_443_862_016, "max_allocated": 54_649_585_664, "reserved": 61_203_283_968,
-                "max_reserved": 61_203_283_968}
-    return {"allocated": 25_037_828_096, "max_allocated": 48_130_703_360, "reserved": 53_687_091_200,
-            "max_reserved": 53_687_091_200}
+        return {"allocated": 24_443_862_016, "max_allocated": 54_649_585_664, "reserved": 61_203_283_968, "max_reserved": 61_203_283_968}
+    return {"allocated": 25_037_828_096, "max_allocated": 48_130_703_360, "reserved": 53_687_091_200, "max_reserved": 53_687_091_200}
 
 
 def build_core_v016_pp_healthy() -> Sample:
@@ -111,15 +121,32 @@ def build_core_v016_pp_healthy() -> Sample:
     t = 0.0
     torchrun_banner(log, t, 2219804)
     t += 9.4
-    log.line(t, "using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel "
-                "sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2")
+    log.line(
+        t,
+        "using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel "
+        "sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2",
+    )
     log.line(t, "------------------------ arguments ------------------------")
-    for name, value in (("bf16", True), ("eval_interval", 100), ("eval_iters", 10), ("global_batch_size", 128),
-                        ("log_device_memory_used", True), ("log_interval", 10), ("log_memory_interval", 50),
-                        ("log_throughput", True), ("lr", 0.0003), ("micro_batch_size", 1),
-                        ("pipeline_model_parallel_size", PP), ("save", "/checkpoints/llama3-8b-tp2pp2"),
-                        ("save_interval", 100), ("seq_length", 4096), ("tensor_model_parallel_size", TP),
-                        ("timing_log_level", 0), ("train_iters", 300), ("use_distributed_optimizer", True)):
+    for name, value in (
+        ("bf16", True),
+        ("eval_interval", 100),
+        ("eval_iters", 10),
+        ("global_batch_size", 128),
+        ("log_device_memory_used", True),
+        ("log_interval", 10),
+        ("log_memory_interval", 50),
+        ("log_throughput", True),
+        ("lr", 0.0003),
+        ("micro_batch_size", 1),
+        ("pipeline_model_parallel_size", PP),
+        ("save", "/checkpoints/llama3-8b-tp2pp2"),
+        ("save_interval", 100),
+        ("seq_length", 4096),
+        ("tensor_model_parallel_size", TP),
+        ("timing_log_level", 0),
+        ("train_iters", 300),
+        ("use_distributed_optimizer", True),
+    ):
         log.line(t, mg.argument(name, value))
     log.line(t, "-------------------- end of arguments ---------------------")
     t += 31.2
@@ -138,8 +165,7 @@ def build_core_v016_pp_healthy() -> Sample:
     t += 6.1
     log.line(t, mg.print_datetime("after dataloaders are built", at(t), micro=True))
     log.line(t, "done with setup ...")
-    for line in mg.timers_minmax({"model-and-optimizer-setup": (14702.31, 14811.06),
-                                  "train/valid/test-data-iterators-setup": (5903.12, 6088.47)}, logger=True):
+    for line in mg.timers_minmax({"model-and-optimizer-setup": (14702.31, 14811.06), "train/valid/test-data-iterators-setup": (5903.12, 6088.47)}, logger=True):
         log.line(t, line)
     log.line(t, "training ...")
     log.line(t, mg.print_datetime("before the start of training step", at(t), micro=True))
@@ -174,10 +200,22 @@ def build_core_v016_pp_healthy() -> Sample:
         lr = 3e-4 * min(1.0, it / 100) if it <= 100 else 3e-5 + 0.5 * (3e-4 - 3e-5) * (1 + math.cos(math.pi * (it - 100) / 200))
         loss = 11.93 if it == 1 else 5.0 + 6.9 * math.exp(-it / 60) + rng.gauss(0, 0.02)
         grad = 17.36 if it == 1 else max(0.6, 6.0 / (1 + it / 40)) + abs(rng.gauss(0, 0.05))
-        text = mg.iteration_line(iteration=it, train_iters=train_iters, elapsed_ms=(dt if it == 1 else dt / 10) * 1000,
-                                 throughput=168.2 if it == 1 else rng.uniform(401.0, 409.5), lr=lr, global_batch_size=gbs,
-                                 consumed_samples=it * gbs, losses={"lm loss": loss}, loss_scale=1.0, grad_norm=grad,
-                                 skipped=0, nan=0, time=at(t), micro=True)
+        text = mg.iteration_line(
+            iteration=it,
+            train_iters=train_iters,
+            elapsed_ms=(dt if it == 1 else dt / 10) * 1000,
+            throughput=168.2 if it == 1 else rng.uniform(401.0, 409.5),
+            lr=lr,
+            global_batch_size=gbs,
+            consumed_samples=it * gbs,
+            losses={"lm loss": loss},
+            loss_scale=1.0,
+            grad_norm=grad,
+            skipped=0,
+            nan=0,
+            time=at(t),
+            micro=True,
+        )
         log.line(t, text, iteration_truth(text))
         if it in (1, 10):  # report_memory_flag: the first iteration and the next log interval
             theoretical(t + 0.01)
@@ -187,8 +225,7 @@ def build_core_v016_pp_healthy() -> Sample:
         if it % 100 == 0:  # --eval-interval 100 (last rank), then --save-interval 100
             t += 41.7
             for line in mg.validation_lines(it, {"lm loss": loss + 0.06 + rng.gauss(0, 0.01)}):
-                log.line(t, line, reading("main", it, "validate", loss=six_e(float(line.split("value: ")[1].split(" ")[0])))
-                         if "value: " in line else None)
+                log.line(t, line, reading("main", it, "validate", loss=six_e(float(line.split("value: ")[1].split(" ")[0]))) if "value: " in line else None)
             t = report(f"(before save_checkpoint for iteration {it})", it, memory, t + 0.5)
             log.line(t, mg.saving_checkpoint(at(t), it, save_dir))
             t += rng.uniform(38.0, 44.0)
@@ -234,13 +271,36 @@ def build_mds_zero2_leak_oom() -> Sample:
     rng = log.rng
     at = log.clock.at
     host = HostMemory(total_bytes=1_007 * GIB + 812_000_000)
-    script = ["pretrain_gpt.py", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
-              "--no-pipeline-parallel", "--num-layers", "24", "--hidden-size", "2048", "--seq-length", "2048",
-              "--micro-batch-size", "4", "--global-batch-size", "256", "--train-iters", "2000", "--log-interval", "10",
-              "--bf16", "--deepspeed", "--deepspeed_config", "ds_config_zero2.json", "--zero-stage", "2"]
+    script = [
+        "pretrain_gpt.py",
+        "--tensor-model-parallel-size",
+        "1",
+        "--pipeline-model-parallel-size",
+        "1",
+        "--no-pipeline-parallel",
+        "--num-layers",
+        "24",
+        "--hidden-size",
+        "2048",
+        "--seq-length",
+        "2048",
+        "--micro-batch-size",
+        "4",
+        "--global-batch-size",
+        "256",
+        "--train-iters",
+        "2000",
+        "--log-interval",
+        "10",
+        "--bf16",
+        "--deepspeed",
+        "--deepspeed_config",
+        "ds_config_zero2.json",
+        "--zero-stage",
+        "2",
+    ]
     t = _launcher(log, 0.0, 8, "/usr/bin/python", script, 31400)
-    log.line(t, "using world size: 8, data-parallel-size: 8, sequence-parallel size: 1, tensor-model-parallel size: 1, "
-                "pipeline-model-parallel size: 1 ")
+    log.line(t, "using world size: 8, data-parallel-size: 8, sequence-parallel size: 1, tensor-model-parallel size: 1, pipeline-model-parallel size: 1 ")
     t += 8.2
     log.line(t, mg.print_datetime("after megatron is initialized", at(t), micro=False))
     log.line(t, "building GPT model ...")
@@ -249,9 +309,19 @@ def build_mds_zero2_leak_oom() -> Sample:
     t += 3.9
     see_memory_usage(log, t, "main", "After Building Model", (2.46, 2.46, 2.59, 3.0), host, used + 4.1, where=(781, 782, 789))
     log.line(t, mg.parameters_on_rank(0, 0, 1_315_577_856))
-    t = _zero2_init(log, t + 2.0, "0.15.4", "torch.bfloat16",
-                    [(2.46, 2.46, 2.59, 3.0), (7.37, 7.37, 7.58, 8.0), (7.37, 7.37, 7.58, 8.0)],
-                    host, used + 4.3, logged=True, basic="FusedAdam", lr0=0.0, moms=[(0.9, 0.95), (0.9, 0.95)])
+    t = _zero2_init(
+        log,
+        t + 2.0,
+        "0.15.4",
+        "torch.bfloat16",
+        [(2.46, 2.46, 2.59, 3.0), (7.37, 7.37, 7.58, 8.0), (7.37, 7.37, 7.58, 8.0)],
+        host,
+        used + 4.3,
+        logged=True,
+        basic="FusedAdam",
+        lr0=0.0,
+        moms=[(0.9, 0.95), (0.9, 0.95)],
+    )
     log.line(t, mg.print_datetime("after model, optimizer, and learning rate scheduler are built", at(t), micro=False))
     log.line(t, "> building train, validation, and test datasets ...")
     t += 12.6
@@ -279,21 +349,41 @@ def build_mds_zero2_leak_oom() -> Sample:
         if it % 10:
             continue
         lr = 1.5e-4 * min(1.0, it / 200)
-        log.line(t, log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=it, skipped=0, lr=[lr], mom=[(0.9, 0.95)])),
-                 reading("main", it, lr=float(f"{lr!r}")))
+        log.line(
+            t,
+            log.ds(t, "INFO", "logging.py:96:log_dist", ds.progress(step=it, skipped=0, lr=[lr], mom=[(0.9, 0.95)])),
+            reading("main", it, lr=float(f"{lr!r}")),
+        )
         text, values = throughput_line(0, it * gas, it, gbs * (it - 2) / timed, gbs / dt, alloc, peak)
         log.line(t + 0.002, log.ds(t + 0.002, "INFO", "timer.py:264:stop", text), reading("main", it, **values))
         samples_per_sec = gbs * 10 / elapsed
-        text = mg.mds_iteration_line(iteration=it, train_iters=train_iters, consumed_samples=it * gbs,
-                                     consumed_tokens=it * gbs * seq, elapsed_ms=elapsed * 100, lr=lr, global_batch_size=gbs,
-                                     losses={"lm loss": loss}, loss_scale=None, grad_norm=None, num_zeros=None, seq_len=seq,
-                                     skipped=0, nan=0, samples_per_sec=samples_per_sec, tgs=samples_per_sec * seq / 8,
-                                     tflops=samples_per_sec * seq * 6 * 1.316e9 * 1.27 / 8 / 1e12)
+        text = mg.mds_iteration_line(
+            iteration=it,
+            train_iters=train_iters,
+            consumed_samples=it * gbs,
+            consumed_tokens=it * gbs * seq,
+            elapsed_ms=elapsed * 100,
+            lr=lr,
+            global_batch_size=gbs,
+            losses={"lm loss": loss},
+            loss_scale=None,
+            grad_norm=None,
+            num_zeros=None,
+            seq_len=seq,
+            skipped=0,
+            nan=0,
+            samples_per_sec=samples_per_sec,
+            tgs=samples_per_sec * seq / 8,
+            tflops=samples_per_sec * seq * 6 * 1.316e9 * 1.27 / 8 / 1e12,
+        )
         log.line(t + 0.01, text, iteration_truth(text))
         elapsed = 0.0
         if it == 10:  # report_memory once, at the first log interval with lr > 0 (data-parallel rank 0 only)
-            state = {"allocated": round(alloc * GIB / 512) * 512, "max_allocated": round(peak * GIB / 512) * 512,
-                     "reserved": round((peak + 0.42) * GIB / 2 / MIB) * 2 * MIB}
+            state = {
+                "allocated": round(alloc * GIB / 512) * 512,
+                "max_allocated": round(peak * GIB / 512) * 512,
+                "reserved": round((peak + 0.42) * GIB / 2 / MIB) * 2 * MIB,
+            }
             state["max_reserved"] = state["reserved"]
             text, rec = memory_report("(after 10 iterations)", 10, 0, state, two_decimals=False)
             log.line(t + 0.02, text, rec)
@@ -305,10 +395,8 @@ def build_mds_zero2_leak_oom() -> Sample:
         (f"{MDS}/megatron/training.py", 227, "pretrain", "iteration = train(forward_step_func,"),
         (f"{MDS}/megatron/training.py", 1281, "train", "train_step(forward_step_func,"),
         (f"{MDS}/megatron/training.py", 716, "train_step", "losses_reduced = forward_backward_func("),
-        (f"{MDS}/megatron/core/pipeline_parallel/schedules.py", 391, "forward_backward_no_pipelining",
-         "output_tensor = forward_step("),
-        (f"{MDS}/megatron/core/pipeline_parallel/schedules.py", 217, "forward_step",
-         "output_tensor, loss_func = forward_step_func(data_iterator, model)"),
+        (f"{MDS}/megatron/core/pipeline_parallel/schedules.py", 391, "forward_backward_no_pipelining", "output_tensor = forward_step("),
+        (f"{MDS}/megatron/core/pipeline_parallel/schedules.py", 217, "forward_step", "output_tensor, loss_func = forward_step_func(data_iterator, model)"),
         (f"{MDS}/pretrain_gpt.py", 263, "forward_step", "output_tensor, other_losses = model(tokens, position_ids, attention_mask,"),
         (f"{SITE}/torch/nn/modules/module.py", 1747, "_call_impl", "return forward_call(*args, **kwargs)"),
         (f"{SITE}/deepspeed/runtime/engine.py", 1899, "forward", "loss = self.module(*inputs, **kwargs)"),
@@ -318,8 +406,9 @@ def build_mds_zero2_leak_oom() -> Sample:
     log.line(t, "Traceback (most recent call last):")
     for line in frame_lines(frames):
         log.line(t, line)
-    oom = pytorch.cuda_oom(tried="1.50 GiB", gpu=oom_rank, capacity_gib=A100_40_GIB, free="1.07 GiB", in_use="38.31 GiB",
-                           allocated="36.62 GiB", unallocated="1.18 GiB")
+    oom = pytorch.cuda_oom(
+        tried="1.50 GiB", gpu=oom_rank, capacity_gib=A100_40_GIB, free="1.07 GiB", in_use="38.31 GiB", allocated="36.62 GiB", unallocated="1.18 GiB"
+    )
     # The error is also the traceback's final line, and the launcher's kills are crash notices.
     log.line(t, oom, events=ev("oom", tried=1.5, capacity=A100_40_GIB, free=1.07) + ev("exception"))
     t += 1.4
@@ -328,8 +417,7 @@ def build_mds_zero2_leak_oom() -> Sample:
         if rank != oom_rank:
             log.line(t, log.ds(t, "INFO", "launch.py:319:sigkill_handler", f"Killing subprocess {31400 + rank}"), events=ev("crash"))
     argv = ["/usr/bin/python", "-u", script[0], f"--local_rank={oom_rank}", *script[1:]]
-    log.line(t + 0.3, log.ds(t + 0.3, "ERROR", "launch.py:325:sigkill_handler", f"{argv} exits with return code = 1"),
-             events=ev("process_exit", return_code=1))
+    log.line(t + 0.3, log.ds(t + 0.3, "ERROR", "launch.py:325:sigkill_handler", f"{argv} exits with return code = 1"), events=ev("process_exit", return_code=1))
     return log.sample(
         "megatron/mds_zero2_leak_oom.log",
         "Megatron-DeepSpeed GPT 1.3B with DeepSpeed 0.15.4 ZeRO-2 (--no-pipeline-parallel, bf16, 8x A100 40GB): "
@@ -351,8 +439,11 @@ def build_core_v011_bf16_nan() -> Sample:
     t = 0.0
     torchrun_banner(log, t, 88412)
     t += 7.7
-    log.line(t, "using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel "
-                "sizes: None, tensor-model-parallel size: 4, pipeline-model-parallel size: 1")
+    log.line(
+        t,
+        "using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel "
+        "sizes: None, tensor-model-parallel size: 4, pipeline-model-parallel size: 1",
+    )
     t += 28.0
     log.line(t, mg.print_datetime("after megatron is initialized", at(t), micro=False))
     log.line(t, "> building GPT model ...")
@@ -378,22 +469,42 @@ def build_core_v011_bf16_nan() -> Sample:
                 grad *= rng.uniform(3.5, 8.0)
                 loss += rng.uniform(0.05, 0.3)
         shown_loss = loss if it < diverge else float("nan")
-        text = mg.iteration_line(iteration=it, train_iters=train_iters, elapsed_ms=dt * 1000, lr=lr, global_batch_size=gbs,
-                                 consumed_samples=it * gbs, losses={"lm loss": shown_loss}, loss_scale=1.0,
-                                 grad_norm=grad if it < diverge else float("nan"), num_zeros=0,
-                                 throughput=rng.uniform(361.0, 366.0), skipped=0, nan=0, time=at(t), micro=False, keep="gt")
+        text = mg.iteration_line(
+            iteration=it,
+            train_iters=train_iters,
+            elapsed_ms=dt * 1000,
+            lr=lr,
+            global_batch_size=gbs,
+            consumed_samples=it * gbs,
+            losses={"lm loss": shown_loss},
+            loss_scale=1.0,
+            grad_norm=grad if it < diverge else float("nan"),
+            num_zeros=0,
+            throughput=rng.uniform(361.0, 366.0),
+            skipped=0,
+            nan=0,
+            time=at(t),
+            micro=False,
+            keep="gt",
+        )
         log.line(t, text, iteration_truth(text))
         if it == 10:  # report_memory once, at the first log interval (core_v0.11: no lr condition)
             # report_theoretical_memory, core_v0.7 .. v0.14 wording (no activation estimate without SP + selective recompute).
-            for line in ("Number of parameters in transformer layers in billions:  6.98",
-                         "Number of parameters in embedding layers in billions: 1.05",
-                         "Total number of parameters in billions: 8.03",
-                         "Number of parameters in most loaded shard in billions: 2.0073",
-                         "Theoretical memory footprints: weight and optimizer=22970.51 MB"):
+            for line in (
+                "Number of parameters in transformer layers in billions:  6.98",
+                "Number of parameters in embedding layers in billions: 1.05",
+                "Total number of parameters in billions: 8.03",
+                "Number of parameters in most loaded shard in billions: 2.0073",
+                "Theoretical memory footprints: weight and optimizer=22970.51 MB",
+            ):
                 log.line(t, line)
             for rank in rng.sample(range(4), 4):
-                state = {"allocated": 23_731_109_376 + rank * 512, "max_allocated": 61_899_902_464 + rank * 1024,
-                         "reserved": 69_047_975_936, "max_reserved": 69_047_975_936}
+                state = {
+                    "allocated": 23_731_109_376 + rank * 512,
+                    "max_allocated": 61_899_902_464 + rank * 1024,
+                    "reserved": 69_047_975_936,
+                    "max_reserved": 69_047_975_936,
+                }
                 text, rec = memory_report("(after 10 iterations)", 10, rank, state, two_decimals=False)
                 log.line(t + 0.01, text, rec)
     return log.sample(

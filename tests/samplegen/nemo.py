@@ -14,8 +14,8 @@ Ground truth is common.reading / merge_readings: the printing task is srun's lab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from tests.logwriters import nemo
 
@@ -36,10 +36,9 @@ def build_llama3_memory_usage() -> Sample:
     rng = log.rng
     at = log.clock.at
     ntasks, max_steps, gbs, val_every = 16, 60, 512, 25
-    label = lambda task: srun_label(task, ntasks)  # noqa: E731
+    label = lambda task: srun_label(task, ntasks)
     t = 0.0
-    log.line(t, label(0) + nemo.log_header(at(t), "I", "nemo_logging:393") + "Experiments will be logged at "
-             "/results/llama3_8b/default/2025-07-14_03-21-40")
+    log.line(t, label(0) + nemo.log_header(at(t), "I", "nemo_logging:393") + "Experiments will be logged at /results/llama3_8b/default/2025-07-14_03-21-40")
     log.line(t, label(0) + "GPU available: True (cuda), used: True")
     log.line(t, label(0) + "TPU available: False, using: 0 TPU cores")
     log.line(t, label(0) + "HPU available: False, using: 0 HPUs")
@@ -72,26 +71,43 @@ def build_llama3_memory_usage() -> Sample:
         elif step == 11:
             reserved += 209_715_200
         lr = 3e-4 * (step + 1) / 2000
-        loss = 12.08 if step == 0 else max(6.9, loss - 0.19 * (0.96 ** step)) + rng.gauss(0, 0.012)
-        metrics = {"lr": nemo.f32(lr), "global_batch_size": float(gbs), "global_step": float(step),
-                   "max_memory_reserved": nemo.f32(float(reserved)), "max_memory_allocated": nemo.f32(float(allocated)),
-                   "reduced_train_loss": nemo.f32(loss), "train_step_timing in s": nemo.f32(dt)}
+        loss = 12.08 if step == 0 else max(6.9, loss - 0.19 * (0.96**step)) + rng.gauss(0, 0.012)
+        metrics = {
+            "lr": nemo.f32(lr),
+            "global_batch_size": float(gbs),
+            "global_step": float(step),
+            "max_memory_reserved": nemo.f32(float(reserved)),
+            "max_memory_allocated": nemo.f32(float(allocated)),
+            "reduced_train_loss": nemo.f32(loss),
+            "train_step_timing in s": nemo.f32(dt),
+        }
         if step:  # MegatronDataSampler logs consumed_samples from the second step on
             metrics["consumed_samples"] = float((step + 1) * gbs)
         text = nemo.progress_line(epoch=0, iteration=step, total=max_steps - 1, metrics=metrics)
         shown = {k.strip(): v for k, v in (part.split(": ", 1) for part in text.split(" | ")[1:])}
-        log.line(t, label(0) + text, reading(
-            "rank0", int(shown["global_step"]), loss=float(shown["reduced_train_loss"]), lr=float(shown["lr"]),
-            mem_max_reserved_gib=float(shown["max_memory_reserved"]) / GIB,
-            mem_max_allocated_gib=float(shown["max_memory_allocated"]) / GIB))
+        log.line(
+            t,
+            label(0) + text,
+            reading(
+                "rank0",
+                int(shown["global_step"]),
+                loss=float(shown["reduced_train_loss"]),
+                lr=float(shown["lr"]),
+                mem_max_reserved_gib=float(shown["max_memory_reserved"]) / GIB,
+                mem_max_allocated_gib=float(shown["max_memory_allocated"]) / GIB,
+            ),
+        )
         log.line(t, label(0))
         if (step + 1) % val_every == 0:
             for n in range(1, 6):
                 t += rng.uniform(1.9, 2.2)
                 log.line(t, label(0) + nemo.validation_progress(n, 5))
-            log.line(t, label(0) + nemo.log_header(at(t), "I", "model_checkpoint:497") + "Scheduled async checkpoint save for "
-                     f"/results/llama3_8b/default/checkpoints/model_name=0--val_loss={loss + 0.05:.2f}-step={step}-"
-                     f"consumed_samples={(step + 1) * gbs}.0-last.ckpt")
+            log.line(
+                t,
+                label(0) + nemo.log_header(at(t), "I", "model_checkpoint:497") + "Scheduled async checkpoint save for "
+                f"/results/llama3_8b/default/checkpoints/model_name=0--val_loss={loss + 0.05:.2f}-step={step}-"
+                f"consumed_samples={(step + 1) * gbs}.0-last.ckpt",
+            )
     t += 3.0
     log.line(t, label(0) + f"`Trainer.fit` stopped: `max_steps={max_steps}` reached.")
     return log.sample(

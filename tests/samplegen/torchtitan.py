@@ -23,14 +23,14 @@ Ground-truth conventions (shared with the parser tests):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from tests.logwriters import python, pytorch
 from tests.logwriters import torchtitan as titan
+from tests.logwriters.python import Frame
 from tests.logwriters.pytorch import H100
 from tests.logwriters.pytorch import H100_GIB as CAPACITY_GIB
-from tests.logwriters.python import Frame
 from tests.logwriters.torchtitan import DSV2_LITE_FPT, LLAMA3_8B_FPT, QWEN3_1_7B_FPT, reserved, throughput
 
 from .common import (
@@ -142,8 +142,7 @@ def _llama3_stage_modules(stage: int) -> list[str]:
 class TitanRun:
     """Builds the lines of one ``torchrun --tee 3 --local-ranks-filter ...`` job."""
 
-    def __init__(self, *, name: str, start: datetime, titan_tag: bool, color: Palette,
-                 launcher_pid: int, launcher_tid: int | None = None):
+    def __init__(self, *, name: str, start: datetime, titan_tag: bool, color: Palette, launcher_pid: int, launcher_tid: int | None = None):
         self.rng = seeded_rng(name)
         self.clock = Clock(start)
         self.doc = LogDoc()
@@ -155,8 +154,7 @@ class TitanRun:
 
     # ---- single-line builders ---------------------------------------------
 
-    def log(self, rank: int, t: float, level: str, msg: str, *, record: dict | None = None,
-            events: list[dict] | None = None) -> Emit:
+    def log(self, rank: int, t: float, level: str, msg: str, *, record: dict | None = None, events: list[dict] | None = None) -> Emit:
         """A torchtitan logger line, teed by torchrun."""
         text = titan.log_line(msg, ts=self.clock.asctime(t), level=level, rank=rank, titan=self.titan_tag)
         return Emit(t, rank, text, record, list(events or []))
@@ -234,8 +232,7 @@ def emit_training_completed(run: TitanRun, ranks: list[int], t: float) -> None:
     run.emit([run.log(0, t + 0.1, "INFO", "Sleeping 2 seconds for other ranks to complete")])
     done = {r: t + (2.1 if r == 0 else 0.12) + rng.uniform(0, 0.01) for r in ranks}
     run.emit_ranks([[run.log(r, done[r], "INFO", "Training completed")] for r in ranks])
-    run.emit_ranks([[run.log(r, max(done.values()) + 0.5 + rng.uniform(0, 0.05), "INFO",
-                             "Process group destroyed.")] for r in ranks])
+    run.emit_ranks([[run.log(r, max(done.values()) + 0.5 + rng.uniform(0, 0.05), "INFO", "Process group destroyed.")] for r in ranks])
 
 
 def _ev(kind: str, **fields) -> list[dict]:
@@ -256,32 +253,32 @@ RUNPY = [
 
 
 def record_wrapper(line: int) -> Frame:
-    return Frame(f"{VENV}/torch/distributed/elastic/multiprocessing/errors/__init__.py", line,
-                 "wrapper", "return f(*args, **kwargs)", "f(*args, **kwargs)")
+    return Frame(f"{VENV}/torch/distributed/elastic/multiprocessing/errors/__init__.py", line, "wrapper", "return f(*args, **kwargs)", "f(*args, **kwargs)")
 
 
 def module_call_frames() -> list[Frame]:
     return [
-        Frame(f"{VENV}/torch/nn/modules/module.py", 1751, "_wrapped_call_impl",
-              "return self._call_impl(*args, **kwargs)", "self._call_impl(*args, **kwargs)"),
-        Frame(f"{VENV}/torch/nn/modules/module.py", 1762, "_call_impl",
-              "return forward_call(*args, **kwargs)", "forward_call(*args, **kwargs)"),
+        Frame(f"{VENV}/torch/nn/modules/module.py", 1751, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)", "self._call_impl(*args, **kwargs)"),
+        Frame(f"{VENV}/torch/nn/modules/module.py", 1762, "_call_impl", "return forward_call(*args, **kwargs)", "forward_call(*args, **kwargs)"),
     ]
 
 
-def torchrun_main_frames(run_line: int, main_line: int, call_line: int, launch_line: int,
-                         wrapper_line: int) -> list[Frame]:
+def torchrun_main_frames(run_line: int, main_line: int, call_line: int, launch_line: int, wrapper_line: int) -> list[Frame]:
     return [
         Frame("/home/dev/.venv/bin/torchrun", 10, "<module>", "sys.exit(main())", "main()"),
-        Frame(f"{VENV}/torch/distributed/elastic/multiprocessing/errors/__init__.py", wrapper_line,
-              "wrapper", "return f(*args, **kwargs)", "f(*args, **kwargs)"),
+        Frame(
+            f"{VENV}/torch/distributed/elastic/multiprocessing/errors/__init__.py", wrapper_line, "wrapper", "return f(*args, **kwargs)", "f(*args, **kwargs)"
+        ),
         Frame(f"{VENV}/torch/distributed/run.py", main_line, "main", "run(args)"),
         Frame(f"{VENV}/torch/distributed/run.py", run_line, "run", "elastic_launch("),
-        Frame(f"{VENV}/torch/distributed/launcher/api.py", call_line, "__call__",
-              "return launch_agent(self._config, self._entrypoint, list(args))",
-              "launch_agent(self._config, self._entrypoint, list(args))"),
-        Frame(f"{VENV}/torch/distributed/launcher/api.py", launch_line, "launch_agent",
-              "raise ChildFailedError("),
+        Frame(
+            f"{VENV}/torch/distributed/launcher/api.py",
+            call_line,
+            "__call__",
+            "return launch_agent(self._config, self._entrypoint, list(args))",
+            "launch_agent(self._config, self._entrypoint, list(args))",
+        ),
+        Frame(f"{VENV}/torch/distributed/launcher/api.py", launch_line, "launch_agent", "raise ChildFailedError("),
     ]
 
 
@@ -293,55 +290,97 @@ def torchrun_main_frames(run_line: int, main_line: int, call_line: int, launch_l
 def _fr1_oom_frames(stage: int) -> tuple[list[Frame], str]:
     """Frames of the step-7 OOM: first stage dies in an MoE expert matmul,
     the last stage in the output projection (vocab-sized logits)."""
-    head = RUNPY + [
-        Frame(f"{TITAN}/torchtitan/train.py", 486, "<module>", "trainer.train()"),
-        record_wrapper(355),
-        Frame(f"{TITAN}/torchtitan/train.py", 402, "train", "self.train_step(inputs, labels)"),
-        Frame(f"{TITAN}/torchtitan/train.py", 318, "train_step",
-              "self.pp_schedule.step(inputs, target=targets, losses=losses)"
-              if stage == 0 else "self.pp_schedule.step(target=targets, losses=losses)"),
-        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 625, "step",
-              "self._step_microbatches(args_split, kwargs_split, targets_split, losses)"),
-        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 717, "_step_microbatches",
-              "output = self._stage.forward_one_chunk(fwd_mb_index, arg_mbs[fwd_mb_index], kwarg_mbs[fwd_mb_index])  # type: ignore[index]",
-              "self._stage.forward_one_chunk(fwd_mb_index, arg_mbs[fwd_mb_index], kwarg_mbs[fwd_mb_index])"),
-        Frame(f"{VENV}/torch/distributed/pipelining/stage.py", 641, "forward_one_chunk",
-              "output = self.forward_maybe_with_nosync(*composite_args, **composite_kwargs)",
-              "self.forward_maybe_with_nosync(*composite_args, **composite_kwargs)"),
-        Frame(f"{VENV}/torch/distributed/pipelining/stage.py", 476, "forward_maybe_with_nosync",
-              "out_val = self.submod(*args, **kwargs)", "self.submod(*args, **kwargs)"),
-    ] + module_call_frames()
+    head = (
+        RUNPY
+        + [
+            Frame(f"{TITAN}/torchtitan/train.py", 486, "<module>", "trainer.train()"),
+            record_wrapper(355),
+            Frame(f"{TITAN}/torchtitan/train.py", 402, "train", "self.train_step(inputs, labels)"),
+            Frame(
+                f"{TITAN}/torchtitan/train.py",
+                318,
+                "train_step",
+                "self.pp_schedule.step(inputs, target=targets, losses=losses)" if stage == 0 else "self.pp_schedule.step(target=targets, losses=losses)",
+            ),
+            Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 625, "step", "self._step_microbatches(args_split, kwargs_split, targets_split, losses)"),
+            Frame(
+                f"{VENV}/torch/distributed/pipelining/schedules.py",
+                717,
+                "_step_microbatches",
+                "output = self._stage.forward_one_chunk(fwd_mb_index, arg_mbs[fwd_mb_index], kwarg_mbs[fwd_mb_index])  # type: ignore[index]",
+                "self._stage.forward_one_chunk(fwd_mb_index, arg_mbs[fwd_mb_index], kwarg_mbs[fwd_mb_index])",
+            ),
+            Frame(
+                f"{VENV}/torch/distributed/pipelining/stage.py",
+                641,
+                "forward_one_chunk",
+                "output = self.forward_maybe_with_nosync(*composite_args, **composite_kwargs)",
+                "self.forward_maybe_with_nosync(*composite_args, **composite_kwargs)",
+            ),
+            Frame(
+                f"{VENV}/torch/distributed/pipelining/stage.py",
+                476,
+                "forward_maybe_with_nosync",
+                "out_val = self.submod(*args, **kwargs)",
+                "self.submod(*args, **kwargs)",
+            ),
+        ]
+        + module_call_frames()
+    )
     model = f"{TITAN}/torchtitan/models/deepseek_v2/model.py"
     moe = f"{TITAN}/torchtitan/models/deepseek_v2/moe.py"
     if stage == 0:
-        tail = [
-            Frame(model, 388, "forward", "h = layer(h, self.freqs_cis)", "layer(h, self.freqs_cis)"),
-        ] + module_call_frames() + [
-            Frame(model, 311, "forward", "x = x + self.moe(self.ffn_norm(x))", "self.moe(self.ffn_norm(x))"),
-        ] + module_call_frames() + [
-            Frame(moe, 262, "forward", "routed_output = self.experts(routed_input, num_tokens_per_expert)",
-                  "self.experts(routed_input, num_tokens_per_expert)"),
-        ] + module_call_frames() + [
-            Frame(moe, 118, "forward",
-                  "h = F.silu(torch._grouped_mm(x, self.w1.transpose(-2, -1), offs=offsets))",
-                  "torch._grouped_mm(x, self.w1.transpose(-2, -1), offs=offsets)"),
-        ]
+        tail = (
+            [
+                Frame(model, 388, "forward", "h = layer(h, self.freqs_cis)", "layer(h, self.freqs_cis)"),
+            ]
+            + module_call_frames()
+            + [
+                Frame(model, 311, "forward", "x = x + self.moe(self.ffn_norm(x))", "self.moe(self.ffn_norm(x))"),
+            ]
+            + module_call_frames()
+            + [
+                Frame(
+                    moe,
+                    262,
+                    "forward",
+                    "routed_output = self.experts(routed_input, num_tokens_per_expert)",
+                    "self.experts(routed_input, num_tokens_per_expert)",
+                ),
+            ]
+            + module_call_frames()
+            + [
+                Frame(
+                    moe,
+                    118,
+                    "forward",
+                    "h = F.silu(torch._grouped_mm(x, self.w1.transpose(-2, -1), offs=offsets))",
+                    "torch._grouped_mm(x, self.w1.transpose(-2, -1), offs=offsets)",
+                ),
+            ]
+        )
     else:
-        tail = [
-            Frame(model, 394, "forward", "output = self.output(h) if self.output else h",
-                  "self.output(h)"),
-        ] + module_call_frames() + [
-            Frame(f"{VENV}/torch/nn/modules/linear.py", 125, "forward",
-                  "return F.linear(input, self.weight, self.bias)",
-                  "F.linear(input, self.weight, self.bias)"),
-        ]
+        tail = (
+            [
+                Frame(model, 394, "forward", "output = self.output(h) if self.output else h", "self.output(h)"),
+            ]
+            + module_call_frames()
+            + [
+                Frame(
+                    f"{VENV}/torch/nn/modules/linear.py",
+                    125,
+                    "forward",
+                    "return F.linear(input, self.weight, self.bias)",
+                    "F.linear(input, self.weight, self.bias)",
+                ),
+            ]
+        )
     return head + tail, ("2.00 GiB" if stage == 0 else "3.13 GiB")
 
 
 def build_fr1_pp2_ep2_leak_oom() -> Sample:
     c = COLOR
-    run = TitanRun(name="fr1_pp2_ep2_leak_oom", start=datetime(2025, 3, 18, 10, 2, 11, 530000),
-                   titan_tag=True, color=c, launcher_pid=1843021)
+    run = TitanRun(name="fr1_pp2_ep2_leak_oom", start=datetime(2025, 3, 18, 10, 2, 11, 530000), titan_tag=True, color=c, launcher_pid=1843021)
     rng = run.rng
     ranks = [0, 1, 2, 3]
     stage_of = {0: 0, 1: 0, 2: 1, 3: 1}  # pp is the outer mesh dim: ranks 0,1 | 2,3
@@ -359,19 +398,27 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
             (0.28, "WARNING", titan.NCCL_ENV_WARNING, None),
             (0.006, "INFO", titan.mesh(["pp", "dp_shard"], [2, 2]), None),
             (0.02, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
-            (0.21, None, lambda t: pytorch.c10_warning(run.clock.at(t), 318722 + rank * 1117, "ProcessGroupNCCL.cpp:4561",
-                                   f"[PG ID 0 PG GUID 0 Rank {rank}]  using GPU {rank} to perform barrier as "
-                                   "devices used by this process are currently unknown. This can potentially "
-                                   "cause a hang if this rank to GPU mapping is incorrect. Specify device_ids "
-                                   "in barrier() to force use of a particular device, or call "
-                                   "init_process_group() with a device_id."), None),
+            (
+                0.21,
+                None,
+                lambda t: pytorch.c10_warning(
+                    run.clock.at(t),
+                    318722 + rank * 1117,
+                    "ProcessGroupNCCL.cpp:4561",
+                    f"[PG ID 0 PG GUID 0 Rank {rank}]  using GPU {rank} to perform barrier as "
+                    "devices used by this process are currently unknown. This can potentially "
+                    "cause a hang if this rank to GPU mapping is incorrect. Specify device_ids "
+                    "in barrier() to force use of a particular device, or call "
+                    "init_process_group() with a device_id.",
+                ),
+                None,
+            ),
             (0.31, "INFO", "Loading tokenizer from tokenizer.json", None),
             (0.72, "INFO", "Preparing c4 dataset from allenai/c4", None),
             (4.1, "INFO", f"Building deepseek_v2 16B with {DSV2_LITE_ARGS}", None),
             (0.002, "INFO", titan.capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
             (0.19, "INFO", titan.model_size("deepseek_v2", "16B", DSV2_LITE_PARAMS, c), None),
-            (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with start_layer "
-                           f"{start_layer}, stop_layer {stop_layer}", None),
+            (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with start_layer {start_layer}, stop_layer {stop_layer}", None),
             (0.08, "INFO", "Applied full activation checkpointing to the model", None),
             (0.05, "INFO", "Applied FSDP to the model", None),
             (0.01, "INFO", "Using pipeline schedule 1F1B with 8 microbatches and 2 stages.", None),
@@ -400,8 +447,7 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
             tps = 181 * rng.uniform(0.97, 1.03) if step == 1 else rng.gauss(2965, 35)
             tflops, mfu = throughput(tps, DSV2_LITE_FPT)
             loss = -1.0 if stage_of[rank] == 0 else losses[step - 1]
-            msg, fields = step_line(titan.step_line_2025_03, step=step, loss=loss, mem_gib=gib, mem_pct=pct, tps=tps,
-                                     tflops=tflops, mfu=mfu, color=c)
+            msg, fields = step_line(titan.step_line_2025_03, step=step, loss=loss, mem_gib=gib, mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c)
             record = {"rank": rank, "step": step, "kind": "train", **fields}
             stream = [run.log(rank, tr, "INFO", msg, record=record)]
             if step == 1:
@@ -422,30 +468,52 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
         tr = t + rng.uniform(0.0, 0.35)
         death_time[rank] = tr
         frames, tried = _fr1_oom_frames(stage_of[rank])
-        exc = pytorch.cuda_oom(tried=tried, gpu=rank, capacity_gib=CAPACITY_GIB, free=free[rank], in_use=in_use[rank],
-                               allocated=alloc[rank], unallocated=unalloc[rank])
+        exc = pytorch.cuda_oom(
+            tried=tried, gpu=rank, capacity_gib=CAPACITY_GIB, free=free[rank], in_use=in_use[rank], allocated=alloc[rank], unallocated=unalloc[rank]
+        )
         lines = python.traceback(frames, exc)
         tracebacks[rank] = lines
         stream = []
         for line in lines:
             events = _ev("oom") if line.startswith("torch.OutOfMemoryError") else None
             stream.append(run.raw(rank, tr, excepthook_prefix(rank) + line, events=events))
-        stream.append(run.c10_warning(
-            rank, tr + 0.4, "ProcessGroupNCCL.cpp:1496",
-            "Warning: WARNING: destroy_process_group() was not called before program exit, which can "
-            "leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown "
-            "(function operator())"))
+        stream.append(
+            run.c10_warning(
+                rank,
+                tr + 0.4,
+                "ProcessGroupNCCL.cpp:1496",
+                "Warning: WARNING: destroy_process_group() was not called before program exit, which can "
+                "leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown "
+                "(function operator())",
+            )
+        )
         streams.append(stream)
     run.emit_chunked(streams)
 
     t = max(death_time.values()) + 1.3
     root = min(ranks, key=lambda r: death_time[r])
-    run.emit([run.torch_log(t, "E", "torch/distributed/elastic/multiprocessing/api.py:874",
-                            f"failed (exitcode: 1) local_rank: {root} (pid: {pids[root]}) of binary: "
-                            "/home/dev/.venv/bin/python3")])
-    _emit_child_failed(run, t + 0.05, "torchtitan.train", host="gpu-h100-03", ranks=ranks, root=root,
-                       pids=pids, death_time=death_time, tracebacks=tracebacks,
-                       error_dir="/tmp/torchelastic_7bq1x0ke/none_4k2z9m1c")
+    run.emit(
+        [
+            run.torch_log(
+                t,
+                "E",
+                "torch/distributed/elastic/multiprocessing/api.py:874",
+                f"failed (exitcode: 1) local_rank: {root} (pid: {pids[root]}) of binary: /home/dev/.venv/bin/python3",
+            )
+        ]
+    )
+    _emit_child_failed(
+        run,
+        t + 0.05,
+        "torchtitan.train",
+        host="gpu-h100-03",
+        ranks=ranks,
+        root=root,
+        pids=pids,
+        death_time=death_time,
+        tracebacks=tracebacks,
+        error_dir="/tmp/torchelastic_7bq1x0ke/none_4k2z9m1c",
+    )
 
     return run.doc.to_sample(
         "torchtitan/fr1_pp2_ep2_leak_oom.log",
@@ -456,9 +524,19 @@ def build_fr1_pp2_ep2_leak_oom() -> Sample:
     )
 
 
-def _emit_child_failed(run: TitanRun, t: float, name: str, *, host: str, ranks: list[int], root: int,
-                       pids: dict[int, int], death_time: dict[int, float],
-                       tracebacks: dict[int, list[str]], error_dir: str) -> None:
+def _emit_child_failed(
+    run: TitanRun,
+    t: float,
+    name: str,
+    *,
+    host: str,
+    ranks: list[int],
+    root: int,
+    pids: dict[int, int],
+    death_time: dict[int, float],
+    tracebacks: dict[int, list[str]],
+    error_dir: str,
+) -> None:
     """torchrun's own traceback plus the ChildFailedError summary (tests.logwriters.pytorch)."""
     lines = python.traceback(
         torchrun_main_frames(run_line=909, main_line=918, call_line=138, launch_line=269, wrapper_line=355),
@@ -466,9 +544,15 @@ def _emit_child_failed(run: TitanRun, t: float, name: str, *, host: str, ranks: 
     )
 
     def failure(rank: int) -> list[str]:
-        return pytorch.failure_lines(ranks.index(rank), time=run.clock.elastic(death_time[rank]), host=host, rank=rank,
-                                     pid=pids[rank], error_file=f"{error_dir}/attempt_0/{rank}/error.json",
-                                     traceback=tracebacks[rank])
+        return pytorch.failure_lines(
+            ranks.index(rank),
+            time=run.clock.elastic(death_time[rank]),
+            host=host,
+            rank=rank,
+            pid=pids[rank],
+            error_file=f"{error_dir}/attempt_0/{rank}/error.json",
+            traceback=tracebacks[rank],
+        )
 
     lines += pytorch.child_failed_summary(name, [failure(r) for r in ranks if r != root], failure(root))
     run.emit([run.plain(t, line) for line in lines])
@@ -478,10 +562,12 @@ def _emit_child_failed(run: TitanRun, t: float, name: str, *, host: str, ranks: 
 # Scenario 2: field report 2 -- llama3 8B FSDP, log_freq=10, slow creep
 # ==========================================================================
 
+
 def build_fr2_logfreq_creep() -> Sample:
     c = COLOR
-    run = TitanRun(name="fr2_logfreq_creep", start=datetime(2024, 7, 15, 9, 41, 3, 114000),
-                   titan_tag=False, color=c, launcher_pid=2871, launcher_tid=140234567891200)
+    run = TitanRun(
+        name="fr2_logfreq_creep", start=datetime(2024, 7, 15, 9, 41, 3, 114000), titan_tag=False, color=c, launcher_pid=2871, launcher_tid=140234567891200
+    )
     rng = run.rng
     rank = 0
     host, pid = "h100-node-07", 2903
@@ -502,8 +588,7 @@ def build_fr2_logfreq_creep() -> Sample:
             (0.004, "INFO", titan.capacity_2024(H100, 0), _ev("capacity", capacity_gib=CAPACITY_GIB)),
             (0.003, "INFO", titan.mesh(["dp"], [8]), None),
             (0.012, "INFO", "[GC] Initial GC collection. 0.00 seconds.", None),
-            (0.25, "INFO", "Building tiktoken tokenizer locally from "
-                           "./torchtitan/datasets/tokenizer/original/tokenizer.model", None),
+            (0.25, "INFO", "Building tiktoken tokenizer locally from ./torchtitan/datasets/tokenizer/original/tokenizer.model", None),
             (0.41, "INFO", "TikTokenizer built: #words 128256, BOS ID 128000, EOS ID 128001", None),
             (0.002, "INFO", "Preparing c4_mini dataset from ./torchtitan/datasets/c4_mini", None),
             # HF datasets' tqdm bar: '\r'-separated refreshes on one physical line
@@ -512,11 +597,14 @@ def build_fr2_logfreq_creep() -> Sample:
             (0.21, "INFO", titan.model_size("llama3", "8B", LLAMA3_8B_PARAMS, c), None),
             (0.05, "INFO", "Applied selective activation checkpointing to the model", None),
             (0.09, "INFO", "Applied FSDP to the model", None),
-            (1.2, "INFO", titan.model_memory("GPU", model_gib, model_pct),
-             _ev("model_memory", mem_gib=float(f"{model_gib:.2f}"))),
+            (1.2, "INFO", titan.model_memory("GPU", model_gib, model_pct), _ev("model_memory", mem_gib=float(f"{model_gib:.2f}"))),
             (0.02, "INFO", "Profiling active. Traces will be saved at ./outputs/profile_trace", None),
-            (0.01, "INFO", "Training starts at step 1, with local batch size 1, global batch size 8, "
-                           "sequence length 8192, total steps 1000 (warmup 200)", None),
+            (
+                0.01,
+                "INFO",
+                "Training starts at step 1, with local batch size 1, global batch size 8, sequence length 8192, total steps 1000 (warmup 200)",
+                None,
+            ),
         ]
 
     t = run.startup([rank], 0.0, entries)
@@ -551,8 +639,7 @@ def build_fr2_logfreq_creep() -> Sample:
         for s in range(prev_step + 1, step + 1):
             ts = t + pending_dump + (s - prev_step - 0.5) * (elapsed - pending_dump) / window
             if s > 1 and s % 50 == 0:
-                pre.append(run.log(rank, ts, "INFO", f"[GC] Peforming periodical GC collection. "
-                                                     f"{rng.uniform(0.04, 0.07):.2f} seconds."))
+                pre.append(run.log(rank, ts, "INFO", f"[GC] Peforming periodical GC collection. {rng.uniform(0.04, 0.07):.2f} seconds."))
             if s in reloop_steps:
                 pre.append(run.log(rank, ts, "WARNING", "Dataset c4_mini is being re-looped"))
         run.emit(pre)
@@ -560,8 +647,7 @@ def build_fr2_logfreq_creep() -> Sample:
         wps = window * 8192 / elapsed
         gib, pct = reserved(mem)
         _tflops, mfu = throughput(wps, LLAMA3_8B_FPT)
-        msg, fields = step_line(titan.step_line_2024_07, step=step, loss=loss, mem_gib=gib, mem_pct=pct, wps=wps,
-                                 mfu=mfu, color=c)
+        msg, fields = step_line(titan.step_line_2024_07, step=step, loss=loss, mem_gib=gib, mem_pct=pct, wps=wps, mfu=mfu, color=c)
         items = [run.log(rank, t, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
         if step == 1:
             items.append(run.log(rank, t + 0.001, "INFO", titan.SYNC_TIMEOUT))
@@ -569,16 +655,17 @@ def build_fr2_logfreq_creep() -> Sample:
         if step % 100 == 0:
             pending_dump = rng.uniform(0.9, 1.3)
             items.append(run.log(rank, t + 0.002, "INFO", f"Dumping traces at step {step}"))
-            items.append(run.log(rank, t + 0.002 + pending_dump, "INFO",
-                                 f"Finished dumping traces in {pending_dump:.2f} seconds"))
+            items.append(run.log(rank, t + 0.002 + pending_dump, "INFO", f"Finished dumping traces in {pending_dump:.2f} seconds"))
         run.emit(items)
         prev_step = step
 
     t += pending_dump
-    run.emit([
-        run.log(rank, t + 0.05, "INFO", "Sleeping 2 seconds for other ranks to complete"),
-        run.log(rank, t + 2.06, "INFO", "Training completed"),
-    ])
+    run.emit(
+        [
+            run.log(rank, t + 0.05, "INFO", "Sleeping 2 seconds for other ranks to complete"),
+            run.log(rank, t + 2.06, "INFO", "Training completed"),
+        ]
+    )
     return run.doc.to_sample(
         "torchtitan/fr2_logfreq_creep.log",
         "llama3 8B FSDP on 8 GPUs, rank 0 only, log_freq=10 (2024-07 format, wps, colour): after the "
@@ -593,8 +680,7 @@ def build_fr2_logfreq_creep() -> Sample:
 # ==========================================================================
 
 
-def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float, steps: int,
-                       pp_warning_rank: int | None, validation: bool) -> list[tuple]:
+def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float, steps: int, pp_warning_rank: int | None, validation: bool) -> list[tuple]:
     """Startup of a 2025-09 torchtitan llama3 8B run with pp=2 on 8 GPUs."""
     c = run.c
     gib, pct = reserved(model_mem)
@@ -608,15 +694,13 @@ def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float
         (3.8, "INFO", f"Building llama3 8B with {LLAMA3_8B_ARGS_2025}", None),
         (0.002, "INFO", titan.capacity(H100), _ev("capacity", capacity_gib=CAPACITY_GIB)),
         (0.2, "INFO", titan.model_size("llama3", "8B", LLAMA3_8B_PARAMS, c), None),
-        (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with modules "
-                       f"{_llama3_stage_modules(stage)}", None),
+        (0.03, "INFO", f"PP rank {stage} is building stage_idx {stage} with modules {_llama3_stage_modules(stage)}", None),
         (0.06, "INFO", "Applied selective activation checkpointing to the model", None),
         (0.05, "INFO", "Applied FSDP to the model", None),
         (0.01, "INFO", "Using pipeline schedule 1F1B with 8 microbatches and 2 stages.", None),
     ]
     if pp_warning_rank is not None:
-        entries.append((0.4, "WARNING", titan.pp_loss_not_visible(pp_warning_rank, c),
-                        _ev("pp_loss_not_visible", loss_rank=pp_warning_rank)))
+        entries.append((0.4, "WARNING", titan.pp_loss_not_visible(pp_warning_rank, c), _ev("pp_loss_not_visible", loss_rank=pp_warning_rank)))
     entries += [
         (0.5, "INFO", "Peak FLOPS used for computing MFU: 9.890e+14", None),
         (0.001, "INFO", titan.model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
@@ -625,8 +709,13 @@ def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float
     if validation:
         entries.append((0.7, "INFO", "Preparing c4_validation dataset from allenai/c4", None))
     entries += [
-        (0.05, "INFO", "Trainer is initialized with local batch size 8, global batch size 32, gradient "
-                       f"accumulation steps 1, sequence length 8192, total steps {steps} (warmup 200).", None),
+        (
+            0.05,
+            "INFO",
+            "Trainer is initialized with local batch size 8, global batch size 32, gradient "
+            f"accumulation steps 1, sequence length 8192, total steps {steps} (warmup 200).",
+            None,
+        ),
         (0.3, "INFO", "Training starts at step 1.", None),
         (0.001, "INFO", "Profiling active. Traces will be saved at ./outputs/profile_trace", None),
     ]
@@ -635,16 +724,17 @@ def _llama3_pp_entries(run: TitanRun, rank: int, stage: int, *, model_mem: float
 
 def build_fr5_pp8_warmup_plateau() -> Sample:
     c = COLOR
-    run = TitanRun(name="fr5_pp8_warmup_plateau", start=datetime(2025, 9, 12, 2, 11, 47, 208000),
-                   titan_tag=True, color=c, launcher_pid=2210987)
+    run = TitanRun(name="fr5_pp8_warmup_plateau", start=datetime(2025, 9, 12, 2, 11, 47, 208000), titan_tag=True, color=c, launcher_pid=2210987)
     rng = run.rng
     ranks = list(range(8))
     stage_of = {r: 0 if r < 4 else 1 for r in ranks}  # ranks 0-3 first stage, 4-7 last
 
     run.torchrun_banner(0.0, "torch/distributed/run.py:811")
-    t = run.startup(ranks, 0.0, lambda r: _llama3_pp_entries(
-        run, r, stage_of[r], model_mem=2.38 if stage_of[r] == 0 else 2.21, steps=30,
-        pp_warning_rank=None, validation=True))
+    t = run.startup(
+        ranks,
+        0.0,
+        lambda r: _llama3_pp_entries(run, r, stage_of[r], model_mem=2.38 if stage_of[r] == 0 else 2.21, steps=30, pp_warning_rank=None, validation=True),
+    )
 
     # Memory: step 1 (no optimizer state yet), step 2 jumps (Adam state), step
     # 3 settles +0.3, then flat with noise sd 0.03; each stage keeps its level.
@@ -674,8 +764,18 @@ def build_fr5_pp8_warmup_plateau() -> Sample:
             tps = tps_base * rng.uniform(0.995, 1.005)
             tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
             loss = -1.0 if stage_of[rank] == 0 else loss_curve[step - 1]
-            msg, fields = step_line(titan.step_line_2025_09, step=step, loss=loss, grad_norm=grad_norms[step - 1],
-                                     mem_gib=gib, mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c)
+            msg, fields = step_line(
+                titan.step_line_2025_09,
+                step=step,
+                loss=loss,
+                grad_norm=grad_norms[step - 1],
+                mem_gib=gib,
+                mem_pct=pct,
+                tps=tps,
+                tflops=tflops,
+                mfu=mfu,
+                color=c,
+            )
             stream = [run.log(rank, tr, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
             if step == 1:
                 stream.append(run.log(rank, tr + 0.001, "INFO", titan.SYNC_TIMEOUT))
@@ -689,8 +789,7 @@ def build_fr5_pp8_warmup_plateau() -> Sample:
                 tr = t + rng.uniform(0.0, 0.005)
                 gib, pct = reserved(memory(rank, step))
                 loss = -1.0 if stage_of[rank] == 0 else loss_curve[24] + 0.137
-                msg, fields = step_line(titan.validate_line, step=step, loss=loss, mem_gib=gib, mem_pct=pct,
-                                         tps=rng.gauss(15800, 60), color=c)
+                msg, fields = step_line(titan.validate_line, step=step, loss=loss, mem_gib=gib, mem_pct=pct, tps=rng.gauss(15800, 60), color=c)
                 rec = {"rank": rank, "step": step, "kind": "validate", **fields}
                 streams.append([run.log(rank, tr, "INFO", msg, record=rec)])
             run.emit_ranks(streams)
@@ -712,15 +811,13 @@ def build_fr5_pp8_warmup_plateau() -> Sample:
 
 def build_fr5_two_points() -> Sample:
     c = COLOR
-    run = TitanRun(name="fr5_two_points", start=datetime(2025, 9, 15, 16, 40, 2, 671000),
-                   titan_tag=True, color=c, launcher_pid=3316402)
+    run = TitanRun(name="fr5_two_points", start=datetime(2025, 9, 15, 16, 40, 2, 671000), titan_tag=True, color=c, launcher_pid=3316402)
     rng = run.rng
     rank = 0
 
     run.torchrun_banner(0.0, "torch/distributed/run.py:811")
     # Rank 4 (first rank of the last stage) holds the loss but is not teed.
-    t = run.startup([rank], 0.0, lambda r: _llama3_pp_entries(
-        run, r, 0, model_mem=2.38, steps=1000, pp_warning_rank=4, validation=False))
+    t = run.startup([rank], 0.0, lambda r: _llama3_pp_entries(run, r, 0, model_mem=2.38, steps=1000, pp_warning_rank=4, validation=False))
 
     points = [(1, 19.5, 39.7, 812, 11.8342), (10, 33.8, 6.2 * 9, 5310, 5.9127)]
     for step, mem, dt, tps, grad_norm in points:
@@ -728,8 +825,9 @@ def build_fr5_two_points() -> Sample:
         gib, pct = reserved(mem)
         tps *= rng.uniform(0.99, 1.01)
         tflops, mfu = throughput(tps, LLAMA3_8B_FPT)
-        msg, fields = step_line(titan.step_line_2025_09, step=step, loss=-1.0, grad_norm=grad_norm, mem_gib=gib,
-                                 mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c)
+        msg, fields = step_line(
+            titan.step_line_2025_09, step=step, loss=-1.0, grad_norm=grad_norm, mem_gib=gib, mem_pct=pct, tps=tps, tflops=tflops, mfu=mfu, color=c
+        )
         items = [run.log(rank, t, "INFO", msg, record={"rank": rank, "step": step, "kind": "train", **fields})]
         if step == 1:
             items.append(run.log(rank, t + 0.001, "INFO", titan.SYNC_TIMEOUT))
@@ -739,22 +837,32 @@ def build_fr5_two_points() -> Sample:
     # echo is not part of a piped log).
     t += 7 * 6.2 + 2.4
     launcher_pid = run.launcher_pid
-    run.emit([run.torch_log(t, "W", "torch/distributed/elastic/agent/server/api.py:719",
-                            "Received Signals.SIGINT death signal, shutting down workers")])
-    run.emit([run.torch_log(t + 0.001 * (i + 1), "W", "torch/distributed/elastic/multiprocessing/api.py:900",
-                            f"Sending process {launcher_pid + 66 + i} closing signal SIGINT") for i in range(8)])
+    run.emit([run.torch_log(t, "W", "torch/distributed/elastic/agent/server/api.py:719", "Received Signals.SIGINT death signal, shutting down workers")])
+    run.emit(
+        [
+            run.torch_log(
+                t + 0.001 * (i + 1),
+                "W",
+                "torch/distributed/elastic/multiprocessing/api.py:900",
+                f"Sending process {launcher_pid + 66 + i} closing signal SIGINT",
+            )
+            for i in range(8)
+        ]
+    )
     frames = RUNPY + [
         Frame(f"{TITAN}/torchtitan/train.py", 628, "<module>", "trainer.train()"),
         record_wrapper(357),
         Frame(f"{TITAN}/torchtitan/train.py", 541, "train", "self.train_step(data_iterator)"),
-        Frame(f"{TITAN}/torchtitan/train.py", 463, "train_step",
-              "loss = self.forward_backward_step(input_dict, labels)",
-              "self.forward_backward_step(input_dict, labels)"),
+        Frame(
+            f"{TITAN}/torchtitan/train.py",
+            463,
+            "train_step",
+            "loss = self.forward_backward_step(input_dict, labels)",
+            "self.forward_backward_step(input_dict, labels)",
+        ),
         Frame(f"{TITAN}/torchtitan/train.py", 401, "forward_backward_step", "self.pp_schedule.step("),
-        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 692, "step",
-              "self._step_microbatches(args_split, kwargs_split, targets_split, losses)"),
-        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 812, "_step_microbatches",
-              "_wait_batch_p2p(fwd_sends_to_wait)"),
+        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 692, "step", "self._step_microbatches(args_split, kwargs_split, targets_split, losses)"),
+        Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 812, "_step_microbatches", "_wait_batch_p2p(fwd_sends_to_wait)"),
         Frame(f"{VENV}/torch/distributed/pipelining/schedules.py", 566, "_wait_batch_p2p", "work.wait()"),
     ]
     tb = python.traceback(frames, "KeyboardInterrupt")
@@ -766,19 +874,23 @@ def build_fr5_two_points() -> Sample:
             record_wrapper(357),
             Frame(f"{VENV}/torch/distributed/run.py", 936, "main", "run(args)"),
             Frame(f"{VENV}/torch/distributed/run.py", 927, "run", "elastic_launch("),
-            Frame(f"{VENV}/torch/distributed/launcher/api.py", 156, "__call__",
-                  "return launch_agent(self._config, self._entrypoint, list(args))",
-                  "launch_agent(self._config, self._entrypoint, list(args))"),
-            Frame(f"{VENV}/torch/distributed/launcher/api.py", 284, "launch_agent",
-                  "result = agent.run()", "agent.run()"),
-            Frame(f"{VENV}/torch/distributed/elastic/metrics/api.py", 138, "wrapper",
-                  "result = f(*args, **kwargs)", "f(*args, **kwargs)"),
-            Frame(f"{VENV}/torch/distributed/elastic/agent/server/api.py", 711, "run",
-                  "result = self._invoke_run(role)", "self._invoke_run(role)"),
-            Frame(f"{VENV}/torch/distributed/elastic/agent/server/api.py", 870, "_invoke_run",
-                  "time.sleep(monitor_interval)"),
-            Frame(f"{VENV}/torch/distributed/elastic/multiprocessing/api.py", 84, "_terminate_process_handler",
-                  'raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)'),
+            Frame(
+                f"{VENV}/torch/distributed/launcher/api.py",
+                156,
+                "__call__",
+                "return launch_agent(self._config, self._entrypoint, list(args))",
+                "launch_agent(self._config, self._entrypoint, list(args))",
+            ),
+            Frame(f"{VENV}/torch/distributed/launcher/api.py", 284, "launch_agent", "result = agent.run()", "agent.run()"),
+            Frame(f"{VENV}/torch/distributed/elastic/metrics/api.py", 138, "wrapper", "result = f(*args, **kwargs)", "f(*args, **kwargs)"),
+            Frame(f"{VENV}/torch/distributed/elastic/agent/server/api.py", 711, "run", "result = self._invoke_run(role)", "self._invoke_run(role)"),
+            Frame(f"{VENV}/torch/distributed/elastic/agent/server/api.py", 870, "_invoke_run", "time.sleep(monitor_interval)"),
+            Frame(
+                f"{VENV}/torch/distributed/elastic/multiprocessing/api.py",
+                84,
+                "_terminate_process_handler",
+                'raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+            ),
         ],
         f"torch.distributed.elastic.multiprocessing.api.SignalException: Process {launcher_pid} got signal: 2",
     )
@@ -799,8 +911,7 @@ def build_fr5_two_points() -> Sample:
 
 def build_stable_newest() -> Sample:
     c = COLOR
-    run = TitanRun(name="stable_newest", start=datetime(2026, 3, 10, 10, 58, 44, 905000),
-                   titan_tag=True, color=c, launcher_pid=771204)
+    run = TitanRun(name="stable_newest", start=datetime(2026, 3, 10, 10, 58, 44, 905000), titan_tag=True, color=c, launcher_pid=771204)
     rng = run.rng
     ranks = [0, 1]
 
@@ -824,8 +935,13 @@ def build_stable_newest() -> Sample:
             (0.4, "INFO", "Peak FLOPS used for computing MFU: 9.890e+14", None),
             (0.001, "INFO", titan.model_memory("CUDA", gib, pct), _ev("model_memory", mem_gib=float(f"{gib:.2f}"))),
             (0.002, "INFO", "Mixed precision training is handled by fully_shard", None),
-            (0.05, "INFO", "Trainer is initialized with local batch size 4, global batch size 8, gradient "
-                           "accumulation steps 1, sequence length 4096, total steps 200 (warmup 20)", None),
+            (
+                0.05,
+                "INFO",
+                "Trainer is initialized with local batch size 4, global batch size 8, gradient "
+                "accumulation steps 1, sequence length 4096, total steps 200 (warmup 20)",
+                None,
+            ),
             (0.25, "INFO", "Training starts at step 1.", None),
         ]
 
@@ -841,7 +957,7 @@ def build_stable_newest() -> Sample:
         else:
             tps_base = rng.gauss(24100, 150)
             t += window * 4 * 4096 / tps_base
-            loss = 4.35 + (loss - 4.35) * 0.975 ** window + rng.gauss(0, 0.05)
+            loss = 4.35 + (loss - 4.35) * 0.975**window + rng.gauss(0, 0.05)
         grad_norm = 0.55 + 14.0 * 2.718281828 ** (-step / 12) + abs(rng.gauss(0, 0.08))
         streams = []
         for rank in ranks:
@@ -849,8 +965,9 @@ def build_stable_newest() -> Sample:
             gib, pct = reserved(level[rank] + clamp(rng.gauss(0, 0.01), -0.02, 0.02))
             tps = tps_base * rng.uniform(0.996, 1.004)
             tflops, _mfu = throughput(tps, QWEN3_1_7B_FPT)
-            msg, fields = step_line(titan.step_line_newest, step=step, loss=loss, grad_norm=grad_norm, mem_gib=gib,
-                                     mem_pct=pct, tps=tps, tflops=tflops, mfu=None, color=c)
+            msg, fields = step_line(
+                titan.step_line_newest, step=step, loss=loss, grad_norm=grad_norm, mem_gib=gib, mem_pct=pct, tps=tps, tflops=tflops, mfu=None, color=c
+            )
             stream = []
             # Retry counters are cumulative: once a retry happens the warning
             # precedes every later step line on that rank.

@@ -13,8 +13,8 @@ worker is `main`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from tests.logwriters import torchtune as tt
 from tests.logwriters.torchtune import item as f32
@@ -42,13 +42,28 @@ def build_full_finetune_stable() -> Sample:
         loss = f32(1.62 * math.exp(-step / 90) + 0.78 + rng.gauss(0, 0.035) + (0.09 if step == steps_per_epoch + 1 else 0.0))
         tokens = f32(2 * 4 * 4096 * rng.uniform(0.94, 0.99) / rng.uniform(3.12, 3.31))  # non-padding tokens / s
         grad = f32(abs(rng.gauss(0.42, 0.08)) + (1.8 if step == 1 else 0.0))
-        payload = {"loss": loss, "lr": lr, "tokens_per_second_per_gpu": tokens,
-                   **tt.memory_stats(active_bytes=active, allocated_bytes=alloc, reserved_bytes=reserved),
-                   "grad_norm": grad}
+        payload = {
+            "loss": loss,
+            "lr": lr,
+            "tokens_per_second_per_gpu": tokens,
+            **tt.memory_stats(active_bytes=active, allocated_bytes=alloc, reserved_bytes=reserved),
+            "grad_norm": grad,
+        }
         text = tt.log_line(step, payload)
-        log.line(float(step), text, reading(
-            "main", step, loss=loss, lr=lr, tps=tokens, grad_norm=grad,
-            mem_peak_allocated_gib=payload["peak_memory_alloc"], mem_peak_reserved_gib=payload["peak_memory_reserved"]))
+        log.line(
+            float(step),
+            text,
+            reading(
+                "main",
+                step,
+                loss=loss,
+                lr=lr,
+                tps=tokens,
+                grad_norm=grad,
+                mem_peak_allocated_gib=payload["peak_memory_alloc"],
+                mem_peak_reserved_gib=payload["peak_memory_reserved"],
+            ),
+        )
     return log.sample(
         "torchtune/log_1743584400.txt",
         "torchtune full_finetune_distributed Llama-3.1 8B on 8 GPUs, the DiskLogger file (log_every_n_steps 1, "

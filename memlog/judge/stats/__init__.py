@@ -21,7 +21,14 @@ from memlog.judge.stats.estimators import (
     theil_sen,
 )
 from memlog.judge.stats.noise import (
-    adjusted_p_increasing, autocorrelation, effective_points, growth_z, mad_sigma, project_crossing, residual_sigma, robust_sigma,
+    adjusted_p_increasing,
+    autocorrelation,
+    effective_points,
+    growth_z,
+    mad_sigma,
+    project_crossing,
+    residual_sigma,
+    robust_sigma,
 )
 from memlog.judge.stats.patterns import Jump, Knee, Onset, Period, Stairs, find_jump, find_knee, find_onset, find_sawtooth, find_stairs
 

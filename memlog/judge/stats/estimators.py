@@ -235,9 +235,7 @@ def _step_noise(d: Sequence[float]) -> float:
 # --------------------------------------------------------------------------
 
 
-def _ols_scaled(
-    x: Sequence[float], y: Sequence[float]
-) -> tuple[list[float], list[float], int, int, float, float, float, float] | None:
+def _ols_scaled(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float], int, int, float, float, float, float] | None:
     """OLS on values rescaled by :func:`_exponent`: (xs, ys, ex, ey, mean x, mean y, sxx, slope).
 
     Slope and means are in scaled units (multiply by 2**(ey - ex), 2**ex, 2**ey to get
@@ -352,9 +350,7 @@ def student_t_quantile(p: float, dof: int) -> float:
     return t
 
 
-def ols_slope_interval(
-    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
-) -> tuple[float, float, float] | None:
+def ols_slope_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float] | None:
     """``(slope, low, high)`` of the OLS slope with its t-based confidence interval.
 
     Why next to Theil-Sen: Sen's interval is unbounded for n <= 4, but "has the
@@ -378,9 +374,7 @@ def ols_slope_interval(
         return None
     xs, ys, ex, ey, mx, my, sxx, slope_s = fit
     # Centred residuals: (y - my) - b (x - mx) equals y - a - b x for a = my - b mx.
-    residual = math.fsum(
-        r * r for r in ((yi - my) - slope_s * (xi - mx) for xi, yi in zip(xs, ys))
-    )
+    residual = math.fsum(r * r for r in ((yi - my) - slope_s * (xi - mx) for xi, yi in zip(xs, ys)))
     se_s = math.sqrt(max(residual, 0.0) / (n - 2) / sxx)
     half_s = student_t_quantile(0.5 + confidence / 2.0, n - 2) * se_s
     k = ey - ex
@@ -491,9 +485,7 @@ class _SortedWindow(Sequence[float]):
         return self._values[rank - self._first]
 
 
-def theil_sen(
-    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
-) -> SlopeFit | None:
+def theil_sen(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> SlopeFit | None:
     """Theil-Sen slope (median of pairwise slopes) with Sen's (1968) interval.
 
     Why: a leak verdict hinges on "is the slope > 0, and how large". The median
@@ -593,6 +585,4 @@ def mann_kendall(y: Sequence[float]) -> TrendTest | None:
     p_increasing = 0.5 * math.erfc(z / _SQRT2)
     p_two_sided = min(1.0, math.erfc(abs(z) / _SQRT2))
     tau = s / (n * (n - 1) / 2.0)
-    return TrendTest(
-        s=s, z=z, p_increasing=p_increasing, p_two_sided=p_two_sided, tau=tau, n=n
-    )
+    return TrendTest(s=s, z=z, p_increasing=p_increasing, p_two_sided=p_two_sided, tau=tau, n=n)

@@ -22,9 +22,7 @@ from memlog.judge.stats.estimators import (
     _unscale,
 )
 
-__all__ = ["robust_sigma", "residual_sigma", "mad_sigma", "autocorrelation", "adjusted_p_increasing", "effective_points",
-           "growth_z", "project_crossing"]
-
+__all__ = ["robust_sigma", "residual_sigma", "mad_sigma", "autocorrelation", "adjusted_p_increasing", "effective_points", "growth_z", "project_crossing"]
 
 
 def robust_sigma(y: Sequence[float]) -> float:
@@ -43,9 +41,7 @@ def robust_sigma(y: Sequence[float]) -> float:
     return _unscale(_step_noise(_diffs(_scaled(y, e))) / _SQRT2, e)
 
 
-def project_crossing(
-    x_last: float, y_last: float, slope: float, limit: float
-) -> float | None:
+def project_crossing(x_last: float, y_last: float, slope: float, limit: float) -> float | None:
     """x at which the line through (x_last, y_last) with ``slope`` reaches ``limit``.
 
     Used for "at +X GiB/step you hit 80 GiB at step ~N". Returns ``x_last``
@@ -107,7 +103,6 @@ def adjusted_p_increasing(trend: TrendTest, rho: float) -> float:
         return trend.p_increasing
     inflation = (1.0 + rho) / max(1.0 - rho, 1e-6)
     return 0.5 * math.erfc(trend.z / math.sqrt(inflation) / _SQRT2)
-
 
 
 def effective_points(n: int, rho: float) -> float:

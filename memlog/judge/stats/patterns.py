@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from memlog.judge.stats.estimators import (
     _MAD_TO_SIGMA,
     _REL_EPS,
-    _bin_medians,
     SlopeFit,
+    _bin_medians,
     _check_same_length,
     _diffs,
     _exponent,
@@ -71,9 +71,7 @@ class Stairs:
 # --------------------------------------------------------------------------
 
 
-def _prefix_fits(
-    xs: Sequence[float], ys: Sequence[float]
-) -> tuple[list[float], list[float], list[float], list[float]]:
+def _prefix_fits(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float], list[float], list[float]]:
     """OLS of every prefix in one pass: (sse, slope, mean_x, mean_y), index = length.
 
     Welford-style co-moment updates rather than raw power sums: raw sums of x^2
@@ -108,9 +106,7 @@ def _prefix_fits(
     return sse, slope, mxs, mys
 
 
-def find_knee(
-    x: Sequence[float], y: Sequence[float], min_left: int = 1, min_right: int = 3
-) -> Knee | None:
+def find_knee(x: Sequence[float], y: Sequence[float], min_left: int = 1, min_right: int = 3) -> Knee | None:
     """Best split of the series into a left (warmup) and a right (tail) line.
 
     Why: a warmup plateau is "a rise, then flat"; a leak is "a rise that does
@@ -343,9 +339,7 @@ def find_stairs(
     return Stairs(jumps=jumps, mean_jump=_unscale(mean_jump, ey), flat_sd=_unscale(flat_sd, ey))
 
 
-def _stairs(
-    ys: Sequence[float], d: Sequence[float], med: float, threshold: float, need: int
-) -> tuple[tuple[int, ...], float, float] | None:
+def _stairs(ys: Sequence[float], d: Sequence[float], med: float, threshold: float, need: int) -> tuple[tuple[int, ...], float, float] | None:
     """find_stairs on scaled values, for one noise threshold: (jumps, mean jump, flat SD) or None."""
     n = len(ys)
     is_jump = [di > 0.0 and di - med > threshold for di in d]
@@ -528,6 +522,6 @@ def find_jump(x: Sequence[float], y: Sequence[float], jump_sigma: float = 8.0, m
     if index < min_before or n - index < min_after:
         return None
     k = min(5, index, n - index)
-    if median(ys[index:index + k]) - median(ys[index - k:index]) < 0.5 * d[j]:
+    if median(ys[index : index + k]) - median(ys[index - k : index]) < 0.5 * d[j]:
         return None
     return Jump(index=index, size=_unscale(d[j], ey))

@@ -17,7 +17,9 @@ NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf)"
 UNIT = r"(?:[KMGTP]i?B|bytes|[KMGTP]|%)"
 # A unit may follow the number without a space (`517.50MiB`, TensorFlow's and XLA's sizes); other
 # letters right after it make it part of a word (`v2rc`), not a value.
-_NUMBER = re.compile(rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?:[ \t]?{UNIT}(?![A-Za-z])|(?![A-Za-z]{{2}}))")
+_NUMBER = re.compile(
+    rf"(?<![A-Za-z0-9.])(?:[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|(?:nan|NaN|inf)(?![A-Za-z]))(?:[ \t]?{UNIT}(?![A-Za-z])|(?![A-Za-z]{{2}}))"
+)
 _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
 _SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")
@@ -34,7 +36,9 @@ class Counter:
 
 COUNTERS = (
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
-    Counter("`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"),
+    Counter(
+        "`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"
+    ),
     # (`_step`: W&B's history rows, exported from the UI or the API)
     Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
     Counter("`iteration`", r"(?:^|[^\w/-])['\"]?(?i:iteration)['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),

@@ -94,7 +94,8 @@ class Guess:
     def mapping(self) -> list[dict[str, Any]]:
         return [
             {"column": c.column, "key": c.key, "unit": c.unit or None, "unit_guessed": c.unit_guessed, "pattern": p.name}
-            for p in self.patterns for c in p.columns
+            for p in self.patterns
+            for c in p.columns
         ]
 
 
@@ -177,8 +178,7 @@ def _header_of(sample: list[str], idx: list[int]) -> str | None:
     return header if seen >= MIN_REPEATS else None
 
 
-def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None],
-             header: str | None = None) -> list[Column]:
+def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None], header: str | None = None) -> list[Column]:
     """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
     line above the shape's lines, for sizes whose key says nothing but the header does."""
     by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
@@ -317,7 +317,7 @@ def guess(sample: list[str]) -> Guess:
     result.prefix = _prefix_of(sample)
     if result.prefix:
         compiled = re.compile(result.prefix)
-        sample = [t[m.end():] if (m := compiled.match(t)) else t for t in sample]
+        sample = [t[m.end() :] if (m := compiled.match(t)) else t for t in sample]
     table = _table(sample)
     if table is not None:
         pattern = _table_pattern(sample, *table)

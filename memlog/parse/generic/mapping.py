@@ -21,8 +21,24 @@ from dataclasses import dataclass, replace
 
 from memlog.base.columns import MEMORY_COLUMNS, unit_gib
 
-MEMORY_WORDS = {"memory", "mem", "allocated", "alloc", "reserved", "cached", "rss", "ram", "vram", "ma", "ca", "memallocated",
-                "maxmemallocated", "occupied", "anon", "usage"}
+MEMORY_WORDS = {
+    "memory",
+    "mem",
+    "allocated",
+    "alloc",
+    "reserved",
+    "cached",
+    "rss",
+    "ram",
+    "vram",
+    "ma",
+    "ca",
+    "memallocated",
+    "maxmemallocated",
+    "occupied",
+    "anon",
+    "usage",
+}
 PROCESS_WORDS = {"process", "proc", "rss", "pid"}
 # A number right after these names who printed the line, not a value (`[Profiled memory for rank 0]:`).
 IDENTITY_WORDS = {"rank", "pid", "tid", "id", "idx", "index", "worker"}
@@ -37,9 +53,36 @@ CURRENT_WORDS = {"current", "cur", "now"}
 # Memory words that do not make a memory reading: what is left, a rate, a share, a count, and the
 # size of a request (`trying to allocate 128.0KiB`, `Tried to allocate`, `rounded to`): what a
 # process asked for, printed in an error or a warning, is never memory it holds.
-NOT_MEMORY = {"free", "available", "avail", "bandwidth", "time", "throughput", "tokens", "flops", "tflops", "gflops",
-              "util", "utilization", "percent", "pct", "ratio", "fraction", "speed", "efficiency", "lr", "iters", "steps",
-              "allocate", "allocating", "tried", "trying", "request", "requested", "rounded"}
+NOT_MEMORY = {
+    "free",
+    "available",
+    "avail",
+    "bandwidth",
+    "time",
+    "throughput",
+    "tokens",
+    "flops",
+    "tflops",
+    "gflops",
+    "util",
+    "utilization",
+    "percent",
+    "pct",
+    "ratio",
+    "fraction",
+    "speed",
+    "efficiency",
+    "lr",
+    "iters",
+    "steps",
+    "allocate",
+    "allocating",
+    "tried",
+    "trying",
+    "request",
+    "requested",
+    "rounded",
+}
 SWAP = {"swap"}
 CAPACITY_WORDS = {"total", "capacity"}
 LOSS_WORDS = {"loss", "xent", "nll"}
@@ -117,8 +160,12 @@ def meaning_of(key: str, unit: str | None) -> Meaning | None:
     if not ws or ws[-1] in IDENTITY_WORDS:
         return None
     wset = set(ws)
-    has_memory_unit = unit is not None and unit_gib(unit) is not None and unit.upper() not in ("K", "M", "G") or (
-        unit is not None and unit.upper() in ("K", "M", "G") and bool(wset & (MEMORY_WORDS | DEVICE_WORDS)))
+    has_memory_unit = (
+        unit is not None
+        and unit_gib(unit) is not None
+        and unit.upper() not in ("K", "M", "G")
+        or (unit is not None and unit.upper() in ("K", "M", "G") and bool(wset & (MEMORY_WORDS | DEVICE_WORDS)))
+    )
     if any(g in " ".join(ws) or g in key.lower() for g in GRAD_NORM):
         return Meaning("grad_norm")
     if wset & LOSS_WORDS and not wset & NOT_TRAIN and not wset & MEMORY_WORDS:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from memlog.parse.chunks import ChunkParser, Matches
 from memlog.parse.formats import FormatSpec, all_logger_prefixes, spec_from_mapping
 from memlog.parse.generic.guess import SAMPLE_LINES, Guess, guess, spec_path, to_spec
 from memlog.parse.generic.guessed import Guessed
 from memlog.parse.generic.structured import StructuredFile
-from memlog.parse.chunks import ChunkParser, Matches
-from memlog.tables.records import read_values
 from memlog.parse.unwrap import Unwrapper
+from memlog.tables.records import read_values
 
 HOLD_CHUNKS = 4  # chunks held while too few candidate lines were seen to guess
 GENERIC = "generic"  # the format name the guessed records carry

@@ -14,9 +14,9 @@ import math
 import polars as pl
 
 from memlog.base.columns import MEMORY_COLUMNS, unit_gib
-from memlog.parse.multiline import RECORD_SCHEMA
 from memlog.parse.generic.guessed import Guessed
 from memlog.parse.generic.mapping import meaning_of, unit_in_key, words
+from memlog.parse.multiline import RECORD_SCHEMA
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 READER = "trainer_state.json"
@@ -84,11 +84,19 @@ def keyed_records(entries: list[dict], source: str, reader: str, where: str, pat
             rows.append(row)
     if not rows:
         return [], None
-    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-        line_no=pl.int_range(1, len(rows) + 1, dtype=pl.Int64), format=pl.lit(reader), kind=pl.lit("train"),
-        pattern=pl.lit(f"{reader}/{pattern}"), inherited=pl.lit(False), ordinal_step=pl.lit(False),
-        **{c: pl.lit(None, dtype=t) for c, t in RECORD_SCHEMA.items() if c not in ("line_no", "step", "kind", *rows[0])},
-    ).with_columns(pl.col("step").cast(pl.Int64))
+    frame = (
+        pl.DataFrame(rows, infer_schema_length=None)
+        .with_columns(
+            line_no=pl.int_range(1, len(rows) + 1, dtype=pl.Int64),
+            format=pl.lit(reader),
+            kind=pl.lit("train"),
+            pattern=pl.lit(f"{reader}/{pattern}"),
+            inherited=pl.lit(False),
+            ordinal_step=pl.lit(False),
+            **{c: pl.lit(None, dtype=t) for c, t in RECORD_SCHEMA.items() if c not in ("line_no", "step", "kind", *rows[0])},
+        )
+        .with_columns(pl.col("step").cast(pl.Int64))
+    )
     mapping = f"step from `step` of {where}: " + ", ".join(used.values())
     columns = [{"column": c, "key": t.split("`")[1], "unit": None, "unit_guessed": False, "pattern": pattern} for c, t in used.items()]
     return [frame], Guessed(source, reader, mapping, columns)

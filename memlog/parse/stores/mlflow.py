@@ -73,8 +73,13 @@ def run_folders(store: str) -> list[str]:
     root = Path(store)
     if _is_run_folder(root):
         return [""]
-    return sorted(f"{experiment.name}/{run.name}" for experiment in root.iterdir() if experiment.is_dir() and (experiment / "meta.yaml").is_file()
-                  for run in experiment.iterdir() if run.is_dir() and _is_run_folder(run))
+    return sorted(
+        f"{experiment.name}/{run.name}"
+        for experiment in root.iterdir()
+        if experiment.is_dir() and (experiment / "meta.yaml").is_file()
+        for run in experiment.iterdir()
+        if run.is_dir() and _is_run_folder(run)
+    )
 
 
 def mlflow_runs(spec: str) -> list[MlflowRun]:
@@ -83,7 +88,7 @@ def mlflow_runs(spec: str) -> list[MlflowRun]:
     run_id = None
     if spec.startswith(tuple(SCHEMES)):
         scheme = next(s for s in SCHEMES if spec.startswith(s))
-        host, _, run_id = spec[len(scheme):].partition("/")
+        host, _, run_id = spec[len(scheme) :].partition("/")
         uri, shown = SCHEMES[scheme] + host, f"{scheme}{host}"
     elif Path(spec).is_file():
         uri, shown = f"sqlite:///{Path(spec).resolve()}", spec
@@ -101,12 +106,11 @@ def mlflow_runs(spec: str) -> list[MlflowRun]:
             experiments = client.search_experiments()
             runs = list(client.search_runs([e.experiment_id for e in experiments], max_results=MAX_RUNS)) if experiments else []
         names = {e.experiment_id: e.name for e in client.search_experiments()}
-    except Exception as exc:  # noqa: BLE001 - MlflowException, requests' errors: one line either way
+    except Exception as exc:
         raise InputError(f"{spec}: MLflow could not list its runs ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
     if not runs:
         raise InputError(f"{spec}: an MLflow store with no runs in it")
-    return [MlflowRun(uri, r.info.run_id, f"{shown}/{names.get(r.info.experiment_id, r.info.experiment_id)}/{r.info.run_name or r.info.run_id}")
-            for r in runs]
+    return [MlflowRun(uri, r.info.run_id, f"{shown}/{names.get(r.info.experiment_id, r.info.experiment_id)}/{r.info.run_name or r.info.run_id}") for r in runs]
 
 
 def read_mlflow_run(run: MlflowRun) -> tuple[list[pl.DataFrame], Guessed | None, str | None, int]:
@@ -115,7 +119,7 @@ def read_mlflow_run(run: MlflowRun) -> tuple[list[pl.DataFrame], Guessed | None,
     try:
         keys = list(client.get_run(run.run_id).data.metrics)
         histories = {key: client.get_metric_history(run.run_id, key) for key in keys}
-    except Exception as exc:  # noqa: BLE001 - as above
+    except Exception as exc:
         raise InputError(f"{run.name}: MLflow could not read its metrics ({type(exc).__name__})") from None
     by_step: dict[int, dict] = {}
     for key, points in histories.items():

@@ -58,7 +58,7 @@ def read_event_file(path: str, source: str) -> tuple[list[pl.DataFrame], Guessed
                 last_step[value.tag] = step
                 entry = segments[-1].setdefault(step, {"step": step, "_seconds": float(event.wall_time)})
                 entry[value.tag] = number
-    except Exception as exc:  # noqa: BLE001 - the loader raises its own (DataLossError, protobuf's DecodeError)
+    except Exception as exc:
         damage = f"damaged after {events:,} events ({type(exc).__name__}); read up to the damage"
     # The loader stops quietly at a record cut short or failing its checksum: what is left says so.
     left = os.path.getsize(path) - read_bytes
