@@ -14,7 +14,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 MAX_SPOOL_BYTES = 1 << 30  # disk, not memory; a longer stream keeps its first GiB quotable
 _copies: dict[str, Path] = {}
@@ -42,7 +42,8 @@ class _Tee(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        read_into = getattr(self._raw, "readinto1", None) or self._raw.readinto  # (a BinaryIO's, typed without it)
+        raw: Any = self._raw  # a binary stream has readinto, though typing.BinaryIO does not say so
+        read_into = getattr(raw, "readinto1", None) or raw.readinto
         n = read_into(buffer)
         if n and self._left > 0:
             kept = min(n, self._left)
