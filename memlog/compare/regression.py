@@ -32,7 +32,7 @@ from memlog.base.errors import MemlogError
 from memlog.base.phrases import gib, rounded
 from memlog.engine.options import ReadingOptions
 from memlog.judge.rulekit import Finding, Threshold, resolve_thresholds
-from memlog.report.report import Report, SeriesView
+from memlog.report.report import Report, SeriesView, finding_json
 
 SCHEMA_VERSION = 1
 
@@ -166,18 +166,7 @@ class Comparison:
             "schema_version": SCHEMA_VERSION,
             "kind": "compare",
             "verdict": self.verdict,
-            "findings": [
-                {
-                    "rule": f.rule,
-                    "severity": f.severity,
-                    "subject": f.subject,
-                    "message": f.message,
-                    "evidence": f.evidence,
-                    "hints": f.hints,
-                    "lines": [{"source": s, "line": n} for s, n in f.lines],
-                }
-                for f in self.findings
-            ],
+            "findings": [finding_json(f) for f in self.findings],
             "base": run(self.base, self.base_inputs),
             "new": run(self.new, self.new_inputs),
             "common_steps": list(self.common_steps),

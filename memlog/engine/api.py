@@ -16,7 +16,7 @@ from memlog.base.errors import MemlogError
 from memlog.base.limits import MAX_RESTARTS_LISTED
 from memlog.base.parallel import ordered_map
 from memlog.engine.plan import ReadingOptions, ReadingPlan, select_specs
-from memlog.engine.reader import judgeable, nothing_found, read_sources, tables_from
+from memlog.engine.reader import judgeable, nothing_found, read_sources
 from memlog.judge.context import Context
 from memlog.judge.rulekit import Finding, Skip, headline, load_rules
 from memlog.judge.trend import shape_of
@@ -30,7 +30,7 @@ from memlog.tables.condense import Summarised
 from memlog.tables.records import Keep
 from memlog.tables.tables import Tables
 
-__all__ = ["ReadingOptions", "ReadingPlan", "analyze", "judge", "parse_sources", "parsed_records", "select_specs", "tables_of"]
+__all__ = ["ReadingOptions", "ReadingPlan", "analyze", "judge", "parse_sources", "parsed_records", "select_specs"]
 
 
 def parse_sources(
@@ -48,13 +48,6 @@ def parse_sources(
     ones): the tables and the sources (engine.reader.read_sources, through a plan of them)."""
     plan = ReadingPlan(tuple(specs), tuple(load_wrappers(tuple(wrapper_dirs))), keep, generic, observe=observe, chunk_bytes=chunk_bytes)
     return read_sources(plan, inputs, progress)
-
-
-def tables_of(
-    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None, summarised: Sequence[Summarised] = ()
-) -> Tables:
-    """The tables of record and event frames (engine.reader.tables_from)."""
-    return tables_from(record_frames, event_frames, guessed, summarised)
 
 
 def parsed_records(inputs: Sequence[str], options: ReadingOptions = ReadingOptions(), *, readings: bool = False) -> pl.DataFrame:

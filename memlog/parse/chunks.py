@@ -358,6 +358,10 @@ def _inherits(hits: pl.DataFrame, pattern: LinePattern) -> pl.Expr:
     return pl.lit(pattern.inherit_step)
 
 
+# Where an event row came from: its line and who printed it (the unwrapped line's labels).
+EVENT_LINE = ("line_no", "text", "node", "actor", "pid", "ip", "rank", "ts")
+
+
 def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> pl.DataFrame:
     """Events keep their own fields as one JSON string column, so events of any shape concatenate."""
     fields = list(dict.fromkeys(pattern.groups + tuple(g for names in pattern.field_groups for g in names)))
@@ -366,14 +370,7 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
         pl.struct([*(pl.col(f).cast(pl.String) for f in fields), *constants]).struct.json_encode() if fields or constants else pl.lit(None, dtype=pl.String)
     )
     return hits.select(
-        "line_no",
-        "text",
-        "node",
-        "actor",
-        "pid",
-        "ip",
-        "rank",
-        "ts",
+        *EVENT_LINE,
         detail.alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
@@ -402,14 +399,7 @@ def _memory_unread(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -
     if unread.is_empty():
         return None
     return unread.select(
-        "line_no",
-        "text",
-        "node",
-        "actor",
-        "pid",
-        "ip",
-        "rank",
-        "ts",
+        *EVENT_LINE,
         pl.struct("fragment", pattern=pl.lit(f"{spec.name}/{pattern.name}")).struct.json_encode().alias("detail"),
         format=pl.lit(spec.name),
         kind=pl.lit("memory_unread"),

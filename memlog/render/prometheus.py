@@ -25,6 +25,37 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+SERIES = ["run", "node", "rank", "worker", "scope", "metric"]  # a memory series' labels
+LEAKING = ["run", "rank", "worker", "metric"]  # a leaking series' labels
+# Every family memlog exports: (help, labels). A scan's rows fill what a row keeps, its labels
+# empty where a row holds no worker.
+FAMILIES: dict[str, tuple[str, list[str]]] = {
+    "memlog_memory_bytes": ("Last memory reading of the series.", SERIES),
+    "memlog_memory_growth_bytes_per_step": ("Growth per step of the series over its judged tail (after any warmup).", SERIES),
+    "memlog_memory_capacity_bytes": ("Capacity the series is judged against.", SERIES),
+    "memlog_last_step": ("Last training step read of the series.", SERIES),
+    "memlog_projected_oom_step": ("Step at which a leaking series' trend reaches its capacity.", LEAKING),
+    "memlog_projected_oom_seconds": ("Seconds until a leaking series' trend reaches its capacity.", LEAKING),
+    "memlog_verdict_info": ("The run's verdict in force (always 1; the verdict is the label).", ["run", "verdict", "headline"]),
+    "memlog_findings": ("Findings of the judgement, by rule and severity.", ["run", "rule", "severity"]),
+}
+
+
+def _families() -> dict:
+    from prometheus_client.core import GaugeMetricFamily
+
+    return {name: GaugeMetricFamily(name, help_text, labels=labels) for name, (help_text, labels) in FAMILIES.items()}
+
+
+def _add_findings(family, run: str, findings: Iterable[tuple[str, str]]) -> None:
+    """Findings counted by (rule, severity)."""
+    counts: dict[tuple[str, str], int] = {}
+    for key in findings:
+        counts[key] = counts.get(key, 0) + 1
+    for (rule, severity), n in sorted(counts.items()):
+        family.add_metric([run, rule, severity], float(n))
+
+
 class ReportCollector:
     """A prometheus_client collector of the latest judgement of each run: `reports()` gives
     (run, report, seconds to OOM per series label) at each scrape, so the endpoint always serves
@@ -37,49 +68,27 @@ class ReportCollector:
         return []  # (no fixed set: the families depend on the runs; the registry then asks collect)
 
     def collect(self) -> Iterator:
-        from prometheus_client.core import GaugeMetricFamily
-
-        series_labels = ["run", "node", "rank", "worker", "scope", "metric"]
-        level = GaugeMetricFamily("memlog_memory_bytes", "Last memory reading of the series.", labels=series_labels)
-        growth = GaugeMetricFamily(
-            "memlog_memory_growth_bytes_per_step", "Growth per step of the series over its judged tail (after any warmup).", labels=series_labels
-        )
-        capacity = GaugeMetricFamily("memlog_memory_capacity_bytes", "Capacity the series is judged against.", labels=series_labels)
-        last_step = GaugeMetricFamily("memlog_last_step", "Last training step read of the series.", labels=series_labels)
-        oom_step = GaugeMetricFamily(
-            "memlog_projected_oom_step", "Step at which a leaking series' trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
-        )
-        oom_seconds = GaugeMetricFamily(
-            "memlog_projected_oom_seconds", "Seconds until a leaking series' trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
-        )
-        verdict = GaugeMetricFamily(
-            "memlog_verdict_info", "The run's verdict in force (always 1; the verdict is the label).", labels=["run", "verdict", "headline"]
-        )
-        findings = GaugeMetricFamily("memlog_findings", "Findings of the judgement, by rule and severity.", labels=["run", "rule", "severity"])
+        f = _families()
         for run, report, seconds_to_oom in self.reports():
             for view in report.series:
                 if view.subject not in ("device", "host") or not view.values:
                     continue
                 labels = [run, _text(view.machine), _text(view.rank), _text(view.label), view.subject, view.metric]
-                level.add_metric(labels, float(view.values[-1]) * GIB)
-                last_step.add_metric(labels, float(view.steps[-1]))
+                f["memlog_memory_bytes"].add_metric(labels, float(view.values[-1]) * GIB)
+                f["memlog_last_step"].add_metric(labels, float(view.steps[-1]))
                 if view.fit is not None:
-                    growth.add_metric(labels, float(view.fit.slope) * GIB)
+                    f["memlog_memory_growth_bytes_per_step"].add_metric(labels, float(view.fit.slope) * GIB)
                 if view.capacity_gib is not None:
-                    capacity.add_metric(labels, float(view.capacity_gib) * GIB)
+                    f["memlog_memory_capacity_bytes"].add_metric(labels, float(view.capacity_gib) * GIB)
             for projection in _projections(report):
                 labels = [run, _text(projection["rank"]), _text(projection["series"]), _text(projection["metric"])]
-                oom_step.add_metric(labels, float(projection["capacity_step"]))
+                f["memlog_projected_oom_step"].add_metric(labels, float(projection["capacity_step"]))
                 seconds = seconds_to_oom.get(_text(projection["series"]), projection["capacity_seconds"])
                 if seconds is not None:
-                    oom_seconds.add_metric(labels, float(seconds))
-            verdict.add_metric([run, report.verdict, report.headline.headline], 1.0)
-            counts: dict[tuple[str, str], int] = {}
-            for f in report.findings:
-                counts[f.rule, f.severity] = counts.get((f.rule, f.severity), 0) + 1
-            for (rule, severity), n in sorted(counts.items()):
-                findings.add_metric([run, rule, severity], float(n))
-        yield from (level, growth, capacity, last_step, oom_step, oom_seconds, verdict, findings)
+                    f["memlog_projected_oom_seconds"].add_metric(labels, float(seconds))
+            f["memlog_verdict_info"].add_metric([run, report.verdict, report.headline.headline], 1.0)
+            _add_findings(f["memlog_findings"], run, ((x.rule, x.severity) for x in report.findings))
+        yield from f.values()
 
 
 def _projections(report: Report) -> list[dict]:
@@ -107,8 +116,8 @@ def exposition(reports: Iterable[tuple[str, Report, dict[str, float]]]) -> str:
 
 class FleetCollector:
     """The same families for a fleet scan's rows (memlog/scan/run.py row_of): one run per row, its
-    worst growth and nearest projected OOM, without the per-worker labels a row does not keep (they
-    are empty, so one dashboard reads both)."""
+    fastest growth and nearest projected OOM, without the per-worker labels a row does not keep
+    (they are empty, so one dashboard reads both)."""
 
     def __init__(self, rows: list[tuple[str, dict]]) -> None:
         self.rows = rows
@@ -117,39 +126,20 @@ class FleetCollector:
         return []
 
     def collect(self) -> Iterator:
-        from prometheus_client.core import GaugeMetricFamily
-
-        growth = GaugeMetricFamily(
-            "memlog_memory_growth_bytes_per_step",
-            "Growth per step of the run's fastest-growing series.",
-            labels=["run", "node", "rank", "worker", "scope", "metric"],
-        )
-        last_step = GaugeMetricFamily("memlog_last_step", "Last training step read of the run.", labels=["run", "node", "rank", "worker", "scope", "metric"])
-        oom_step = GaugeMetricFamily(
-            "memlog_projected_oom_step", "Step at which the run's trend reaches its capacity.", labels=["run", "rank", "worker", "metric"]
-        )
-        oom_seconds = GaugeMetricFamily(
-            "memlog_projected_oom_seconds", "Seconds from the run's last step to its projected OOM.", labels=["run", "rank", "worker", "metric"]
-        )
-        verdict = GaugeMetricFamily("memlog_verdict_info", "The run's verdict (always 1; the verdict is the label).", labels=["run", "verdict", "headline"])
-        findings = GaugeMetricFamily("memlog_findings", "Findings of the judgement, by rule and severity.", labels=["run", "rule", "severity"])
+        f = _families()
         for run, row in self.rows:
-            verdict.add_metric([run, row.get("verdict") or "error", (row.get("worst") or {}).get("message") or row.get("error") or ""], 1.0)
-            run_labels = [run, "", "", "", "", ""]
+            headline = (row.get("worst") or {}).get("message") or row.get("error") or ""
+            f["memlog_verdict_info"].add_metric([run, row.get("verdict") or "error", headline], 1.0)
             if row.get("growth_gib_per_1k_steps") is not None:
-                growth.add_metric(run_labels, row["growth_gib_per_1k_steps"] / 1000 * GIB)
+                f["memlog_memory_growth_bytes_per_step"].add_metric([run, "", "", "", "", ""], row["growth_gib_per_1k_steps"] / 1000 * GIB)
             if row.get("steps"):
-                last_step.add_metric(run_labels, float(row["steps"][1]))
+                f["memlog_last_step"].add_metric([run, "", "", "", "", ""], float(row["steps"][1]))
             if projected := row.get("projected_oom"):
-                oom_step.add_metric([run, "", "", ""], float(projected["step"]))
+                f["memlog_projected_oom_step"].add_metric([run, "", "", ""], float(projected["step"]))
                 if projected.get("seconds") is not None:
-                    oom_seconds.add_metric([run, "", "", ""], float(projected["seconds"]))
-            counts: dict[tuple[str, str], int] = {}
-            for f in row.get("findings") or []:
-                counts[f["rule"], f["severity"]] = counts.get((f["rule"], f["severity"]), 0) + 1
-            for (rule, severity), n in sorted(counts.items()):
-                findings.add_metric([run, rule, severity], float(n))
-        yield from (growth, last_step, oom_step, oom_seconds, verdict, findings)
+                    f["memlog_projected_oom_seconds"].add_metric([run, "", "", ""], float(projected["seconds"]))
+            _add_findings(f["memlog_findings"], run, ((x["rule"], x["severity"]) for x in row.get("findings") or []))
+        yield from f.values()
 
 
 def fleet_exposition(rows: list[tuple[str, dict]]) -> str:

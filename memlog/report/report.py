@@ -106,22 +106,24 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "memlog_version": __version__,
             "verdict": self.verdict,
-            "findings": [
-                {
-                    "rule": f.rule,
-                    "severity": f.severity,
-                    "subject": f.subject,
-                    "message": f.message,
-                    "evidence": f.evidence,
-                    "hints": f.hints,
-                    "lines": [{"source": s, "line": n} for s, n in f.lines],
-                }
-                for f in self.findings
-            ],
+            "findings": [finding_json(f) for f in self.findings],
             "skipped": self.skipped,
             "coverage": self.coverage,
             "thresholds": self.thresholds,
         }
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """A finding as every JSON document carries it (analyze's report, compare's)."""
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "subject": f.subject,
+        "message": f.message,
+        "evidence": f.evidence,
+        "hints": f.hints,
+        "lines": [{"source": s, "line": n} for s, n in f.lines],
+    }
 
 
 def source_damage(source: dict[str, Any]) -> str | None:

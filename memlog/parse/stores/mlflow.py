@@ -100,12 +100,11 @@ def mlflow_runs(spec: str) -> list[MlflowRun]:
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses to open MLflow 2's file store otherwise
     client = client_class(uri)
     try:
+        names = {e.experiment_id: e.name for e in client.search_experiments()}
         if run_id:
             runs = [client.get_run(run_id.strip("/"))]
         else:
-            experiments = client.search_experiments()
-            runs = list(client.search_runs([e.experiment_id for e in experiments], max_results=MAX_RUNS)) if experiments else []
-        names = {e.experiment_id: e.name for e in client.search_experiments()}
+            runs = list(client.search_runs(list(names), max_results=MAX_RUNS)) if names else []
     except Exception as exc:
         raise InputError(f"{spec}: MLflow could not list its runs ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
     if not runs:
