@@ -9,10 +9,13 @@ worker). `memlog series` prints every step and never condenses (tables.Keep).
 
 A bin is a record standing for `steps` steps: its last step's step, line and time, and each
 value's (lower) median over its steps. Everything that looks at single steps still sees them:
-- only plain steps are binned: a step with a non-finite value, a negative memory reading, a
-  device reading above MAX_DEVICE_GIB, a memory reading above its neighbours' or a non-zero count
-  of NaN iterations (_plain) stays a record of its own (corrupt-readings and nan-loss report it by
-  its line);
+- only plain steps are binned: a step with a non-finite loss (or other value), a memory reading
+  above its neighbours' or a non-zero count of NaN iterations (_plain) stays a record of its own
+  (corrupt-readings and nan-loss report it by its line). A memory reading that cannot be true (not
+  a number, negative, above MAX_DEVICE_GIB or MAX_HOST_GIB) is binned only with steps whose readings
+  cannot be true in the same way: a lone one stays a record of its own, and a log of nothing but
+  impossible readings is held like any other (issue 40: 361 MiB at 128 MB before). Its bins stand for
+  their steps, so corrupt-readings still counts every one (series.build_series);
 - a run ends at every line something later compares with a step: an event (its last step
   before), a record without a step (it takes a neighbour's), a step not above the one before (a
   restart, or another line of the same step, merged later), a change of format; and each run's
@@ -238,7 +241,7 @@ class Condenser:
             # No step of these can be binned yet: each is a record of its own; the last ones are kept
             # as the next steps' neighbours.
             self.waiting = None
-            known = [f for f in (self.context, rows.with_columns(_plain=pl.lit(False))) if f is not None]
+            known = [f for f in (self.context, rows.with_columns(_plain=pl.lit(None, dtype=pl.Int64))) if f is not None]
             self.context = _last_steps(pl.concat(known, how="diagonal_relaxed"), after)
             self.done.append(rows)
         else:
@@ -345,12 +348,21 @@ def _condensed(
     if context is not None:
         rows = pl.concat([context.with_columns(_ctx=pl.lit(True)), rows], how="diagonal_relaxed").sort("line_no", maintain_order=True)
     rows = rows.with_columns(_epoch=cuts.search_sorted(rows["line_no"], side="right"))
-    step, plain, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
-    new_run = (~plain | ~plain.shift(1) | (epoch != epoch.shift(1)) | (step <= step.shift(1)) | (pl.col("format") != pl.col("format").shift(1))).fill_null(True)
+    step, alike, epoch = pl.col("step"), pl.col("_plain"), pl.col("_epoch")
+    # A run: steps alike (_plain: all plain, or impossible in the same way), none alone.
+    binnable = alike.is_not_null()
+    new_run = (
+        ~binnable
+        | ~binnable.shift(1)
+        | (alike != alike.shift(1))
+        | (epoch != epoch.shift(1))
+        | (step <= step.shift(1))
+        | (pl.col("format") != pl.col("format").shift(1))
+    ).fill_null(True)
     rows = rows.with_columns(_run=new_run.cum_sum().over(GROUP))
     position, length = pl.int_range(pl.len()).over([*GROUP, "_run"]), pl.len().over([*GROUP, "_run"])
     bin_of = (after * (pl.col("_n") / after).log()).floor().cast(pl.Int64)
-    rows = rows.with_columns(_bin=pl.when(plain & (position > 0) & (position < length - 1)).then(bin_of))
+    rows = rows.with_columns(_bin=pl.when(binnable & (position > 0) & (position < length - 1)).then(bin_of))
     rows = rows.with_columns(_wait=pl.lit(False) if final else _waiting(rows, open_since, after))
     helpers = ["_plain", "_epoch", "_run", "_bin", "_ctx", "_wait"]
     out = rows.filter(~pl.col("_ctx") & ~pl.col("_wait"))
@@ -399,16 +411,18 @@ def _last_steps(rows: pl.DataFrame, after: int) -> pl.DataFrame | None:
 
 
 def _plain(rows: pl.DataFrame, open_since: int | None, after: int, context: pl.DataFrame | None) -> pl.Series:
-    """Steps that may be binned: past their segment's first 2 * `after`, settled lines, every
-    value a possible reading, and no memory reading above CAPACITY_SLACK times the median of its
-    worker's readings around it in its segment (`context`: the steps before `rows`). The capacity is
-    known only at the end, and a reading above it is above its neighbours too, so corrupt-readings
-    still sees it alone; a leak's rise is not above them. (Unless the neighbours are above the
-    capacity themselves, within its slack: module docstring.)"""
+    """How each step may be binned: 0 (plain) past its segment's first 2 * `after`, settled, every
+    value a possible reading and no memory reading above CAPACITY_SLACK times the median of its
+    worker's readings around it in its segment (`context`: the steps before `rows`); a code > 0
+    where, besides, some memory readings cannot be true (which readings, and why: only steps of one
+    code are binned together); null where the step stays a record of its own. The capacity is known
+    only at the end, and a reading above it is above its neighbours too, so corrupt-readings still
+    sees it alone; a leak's rise is not above them. (Unless the neighbours are above the capacity
+    themselves, within its slack: module docstring.)"""
     line = pl.col("line_no")
-    checks = [pl.col("_n") >= 2 * after]  # past its segment's first steps
+    alone = [pl.col("_n") < 2 * after]  # its segment's first steps
     if open_since is not None:
-        checks.append(line < open_since)
+        alone.append(line >= open_since)
     around = (
         rows
         if context is None
@@ -416,18 +430,27 @@ def _plain(rows: pl.DataFrame, open_since: int | None, after: int, context: pl.D
             "line_no", maintain_order=True
         )
     )
-    for column in (c for c in ALL_VALUE_COLUMNS if c in rows.columns):
+    code = pl.lit(0, dtype=pl.Int64)
+    for place, column in enumerate(c for c in ALL_VALUE_COLUMNS if c in rows.columns):
         value = pl.col(column)
-        impossible = impossible_reading(value, column, None)
-        possible = value.is_finite() if impossible is None else value.is_finite() & ~impossible[0]
         if column in MEMORY_COLUMNS:
+            impossible, _ = impossible_reading(value, column, None) or (pl.lit(False), None)
             median = value.rolling_median(NEIGHBOURS, center=True, min_samples=1).over([*GROUP, "_seg"])
-            possible = possible & (value <= CAPACITY_SLACK * median)
+            alone.append(~impossible & (value > CAPACITY_SLACK * median))
+            code = code + pl.when(impossible).then(_impossible_code(value, column)).otherwise(0) * (4**place)
         elif column in COUNTED_BAD:
-            possible = possible & (value == 0)  # a step that counted NaN iterations stays a record of its own
-        checks.append(value.is_null() | possible)
-    plain = around.select(pl.all_horizontal(checks).alias("_plain"), *([pl.col("_mine")] if context is not None else []))
+            alone.append(value != 0)  # a step that counted NaN iterations stays a record of its own
+        else:
+            alone.append(~value.is_finite())  # nan-loss counts its steps one by one
+    alone_any = pl.any_horizontal(pl.coalesce(c, pl.lit(False)) for c in alone)
+    plain = around.select(pl.when(alone_any).then(None).otherwise(code).alias("_plain"), *([pl.col("_mine")] if context is not None else []))
     return (plain.filter(pl.col("_mine")) if context is not None else plain).get_column("_plain")
+
+
+def _impossible_code(value: pl.Expr, column: str) -> pl.Expr:
+    """1, 2 or 3: why a memory reading that cannot be true cannot (limits.impossible_reading's
+    reasons, without a capacity)."""
+    return pl.when(value.is_nan() | value.is_infinite()).then(1).when(value < 0).then(2).otherwise(3)
 
 
 def _summary(column: str) -> pl.Expr:

@@ -159,7 +159,10 @@ def build_series(
         bad = rows.filter(is_impossible).with_columns(_why=why)
         # Evidence, not an archive: a log whose every reading is impossible lists the first ones of
         # each series and counts the rest, so what is held does not grow with the file.
-        for source, worker, segment, reason, n in bad.group_by(*keys, "_why").len().iter_rows():
+        # A condensed record counts as the steps it stands for (condense._plain bins impossible
+        # readings alike), any other as one reading (a step's further lines have `steps` 0).
+        readings = pl.max_horizontal(pl.col("steps").fill_null(1), 1).sum()
+        for source, worker, segment, reason, n in bad.group_by(*keys, "_why").agg(readings).iter_rows():
             corrupt_counts.setdefault((source, worker, segment), {})[reason] = n
         listed = bad.sort([*keys, "step"]).group_by(keys, maintain_order=True).head(MAX_EVENTS_PER_KIND)
         for source, worker, segment, line_no, value, step, reason in listed.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
