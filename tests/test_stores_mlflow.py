@@ -86,6 +86,42 @@ def test_scan_judges_each_run_of_a_store(tmp_path):
     assert [row["run"].rsplit("/", 1)[-1] for row in rows if row["verdict"] == "leak"] == [leaky]
 
 
+def test_watch_follows_a_run_as_it_is_logged_and_runs_as_they_start(tmp_path):
+    from mlflow.entities import Metric
+
+    from memlog.watch.follow import STORE_POLL_SECONDS
+    from memlog.watch.watch import RESCAN_SECONDS, Watcher
+
+    store = tmp_path / "mlruns"
+    memory = leak(300)
+    client = MlflowClient(store.as_uri())
+    experiment = client.create_experiment("train")
+    run_id = client.create_run(experiment, run_name="live").info.run_id
+
+    def steps(first: int, last: int) -> None:
+        metrics = [Metric("memory/max_reserved_gib", memory[s - 1], 1_700_000_000_000 + 1000 * s, s) for s in range(first, last + 1)]
+        client.log_batch(run_id, metrics=metrics)
+
+    steps(1, 100)
+    now = [0.0]
+    watcher = Watcher([str(store)], interval=0, clock=lambda: now[0])
+    assert watcher.judge().coverage["steps"] == [1, 100]
+    steps(101, 300)
+    assert not watcher.poll()  # asked again only every STORE_POLL_SECONDS
+    now[0] += STORE_POLL_SECONDS
+    assert watcher.poll()
+    report = watcher.judge()
+    assert report.coverage["steps"] == [1, 300] and report.verdict == analyze([str(store)]).verdict == "leak"
+    now[0] += STORE_POLL_SECONDS
+    assert not watcher.poll()  # nothing new: the records stand
+    assert not watcher.ended  # a store can gain runs: watching it never ends by itself
+    log_run(store.as_uri(), "second", [30.0] * 50)
+    now[0] += RESCAN_SECONDS
+    watcher.poll()
+    assert len(watcher.judge().coverage["sources"]) == 2
+    watcher.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -5,18 +5,20 @@ its SourceReader (memlog/engine/reader.py: the parser's, the condenser's and the
 state from poll to poll). It tells growth from a file replaced under its name (identity) or cut in
 place (size, and the bytes at its start and before the position), refuses what is not a regular
 file, reads a compressed file once whole and an event file again whole when it changed
-(memlog/watch/watch.py says what watching does with them).
+(memlog/watch/watch.py says what watching does with them). A RunFollower follows an MLflow run the
+same way: its metric history read again whole, at most every STORE_POLL_SECONDS.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import polars as pl
 
@@ -24,11 +26,15 @@ from memlog.base.errors import InputError
 from memlog.base.opening import special_kind
 from memlog.engine.plan import ReadingPlan
 from memlog.engine.reader import SourceReader, StoreReader, is_event_file
+from memlog.parse.stores import MlflowRun, read_mlflow_run
 from memlog.read.source import CHUNK_BYTES, LineCutter, Piece, Source, compression_of, read_pieces
 
 BATCH_ROWS = 4096  # records a follower gathers from small polls before its condenser takes them
 SETTLE_SECONDS = 2.0  # a compressed file found by listing is read once unwritten this long
 HEAD_BYTES = 256  # bytes compared at the start of a file and before the position (Follower._cut_in_place)
+# An MLflow run is asked for its whole history: a query to a server, not a look at a file's size,
+# so no more often than this.
+STORE_POLL_SECONDS = 5.0
 
 
 def not_followed(mode: int) -> str | None:
@@ -276,6 +282,63 @@ class Follower:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+class RunFollower:
+    """An MLflow run followed (memlog/parse/stores/mlflow.py): its metric history read again whole,
+    at most every STORE_POLL_SECONDS of the watcher's clock, and its records replaced when the
+    points changed. Speaks as a Follower does to the watcher; a run never ends by itself (as a file
+    does not: a finished run may be resumed), and a store that stops answering after the first read
+    is said once, what was read standing."""
+
+    compressed = changed = ended = settle = False
+    handle = None
+    rotations = truncations = 0
+
+    def __init__(self, run: MlflowRun, plan: ReadingPlan, clock: Callable[[], float]) -> None:
+        self.run, self.plan, self.clock = run, plan, clock
+        self.source = Source(run.name)
+        self.reader = StoreReader(plan, self.source, functools.partial(read_mlflow_run, run))  # the first read: a failure is one line, exit 2
+        self.read_at = clock()
+        self.points = self.source.stats.lines
+        self.written_at = _last_seconds(self.reader.records())
+        self.refused: str | None = None
+        self.failing = False
+
+    def poll(self) -> bool:
+        if self.clock() - self.read_at < STORE_POLL_SECONDS:
+            return False
+        self.read_at = self.clock()
+        source = Source(self.run.name)
+        try:
+            reader = StoreReader(self.plan, source, functools.partial(read_mlflow_run, self.run))
+        except InputError as error:
+            if not self.failing:
+                self.failing, self.refused = True, str(error)
+            return False
+        self.failing = False
+        if source.stats.lines == self.points:
+            return False
+        self.source, self.reader, self.points = source, reader, source.stats.lines
+        self.written_at = _last_seconds(reader.records()) or self.written_at
+        return True
+
+    def records(self) -> pl.DataFrame | None:
+        return self.reader.records()
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _last_seconds(records: pl.DataFrame | None) -> float | None:
+    """When the run's last point was logged (its timestamp, seconds since the epoch)."""
+    if records is None or "_seconds" not in records.columns:
+        return None
+    last = records["_seconds"].max()
+    return float(last) if isinstance(last, (int, float)) else None
 
 
 def _read_pipe(into: queue.Queue) -> None:

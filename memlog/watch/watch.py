@@ -49,11 +49,12 @@ from memlog.base.errors import MemlogError
 from memlog.engine.options import ReadingOptions
 from memlog.engine.plan import ReadingPlan
 from memlog.judge.rulekit import Finding
+from memlog.parse.stores import is_mlflow_input, mlflow_runs
 from memlog.read.inputs import directory_sources, file_source, natural_key
 from memlog.read.source import Source, stdin
 from memlog.report.report import Report
 from memlog.tables.records import Keep
-from memlog.watch.follow import Follower
+from memlog.watch.follow import Follower, RunFollower
 from memlog.watch.judging import capacity_projections, judge_held, leak_found
 
 POLL_SECONDS = 0.2  # how often files are looked at for new bytes when nothing arrived
@@ -99,7 +100,7 @@ class Watcher:
         self.config, self.capacity_gib = config if config is not None else options.loaded_config(), capacity_gib
         self.plan = ReadingPlan.of(options, config=self.config, keep=Keep.judged())
         self.notice, self.interval, self.clock = notice, interval, clock
-        self.followers: dict[str, Follower] = {}
+        self.followers: dict[str, Follower | RunFollower] = {}
         self.compressed_said: set[str] = set()
         self.last_scan = float("-inf")
         self.judged_at = float("-inf")
@@ -107,8 +108,12 @@ class Watcher:
         self.unjudged = False
         self.progress = Progress()
         self.report: Report | None = None
-        # Listed inputs (a directory, a glob) can gain files: watching them never ends by itself.
-        self.listing = any(spec != "-" and (os.path.isdir(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?["))) for spec in self.inputs)
+        # Listed inputs (a directory, a glob, an MLflow store) can gain files or runs: watching them
+        # never ends by itself.
+        self.listing = any(
+            spec != "-" and (os.path.isdir(spec) or is_mlflow_input(spec) or (not os.path.exists(spec) and any(c in spec for c in "*?[")))
+            for spec in self.inputs
+        )
         if "-" in self.inputs:
             stdin()  # closed, or a directory: one line now, not a dead reader thread
         self.discover(force=True)
@@ -122,6 +127,8 @@ class Watcher:
         for spec in self.inputs:
             if spec == "-":
                 self._follow(Source("-"))
+            elif is_mlflow_input(spec):
+                self._follow_runs(spec, first=force)
             elif os.path.isdir(spec):
                 for source in directory_sources(Path(spec)):
                     self._follow(source, settle=True)
@@ -137,6 +144,19 @@ class Watcher:
     def _follow(self, source: Source, settle: bool = False) -> None:
         if source.spec not in self.followers:
             self.followers[source.spec] = Follower(source, self.plan, settle)
+
+    def _follow_runs(self, spec: str, first: bool) -> None:
+        """Every run of an MLflow store or server (listed again: runs start). A store that does not
+        answer at the start is one line (exit 2); later, what was read stands."""
+        try:
+            runs = mlflow_runs(spec)
+        except MemlogError:
+            if first:
+                raise
+            return
+        for run in runs:
+            if run.name not in self.followers:
+                self.followers[run.name] = RunFollower(run, self.plan, self.clock)
 
     @property
     def ended(self) -> bool:

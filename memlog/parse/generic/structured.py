@@ -8,6 +8,7 @@ A JSON document is read whole, so it is bounded: beyond MAX_DOCUMENT_BYTES it is
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -116,15 +117,25 @@ def _unit(key: str) -> str | None:
 def _column(key: str, value: float) -> tuple[str | None, float, str]:
     if key == "learning_rate":
         return "lr", 1.0, "learning rate from `learning_rate`"
-    unit = _unit(key)
-    meaning = meaning_of(key, unit)
-    if meaning is None:
+    found = _meaning(key)
+    if found is None:
         return None, 1.0, ""
-    column = meaning.column(running_max=meaning.peak)
+    meaning, column, unit = found
     if column in MEMORY_COLUMNS:
         unit = unit or ("MiB" if abs(value) > 512 else "GiB")
         scale = unit_gib(unit) or 1.0
-        return column, scale, meaning.describe(key, unit, _unit(key) is None, meaning.peak)
+        return column, scale, meaning.describe(key, unit, found[2] is None, meaning.peak)
     if math.isfinite(value) or meaning.role == "loss":
         return column, 1.0, meaning.describe(key, None, False, False)
     return None, 1.0, ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _meaning(key: str):
+    """What a key means, the column it fills and the unit it spells: the same for every point of a
+    run (a million TensorBoard points have a few tags), so worked out once per key."""
+    unit = _unit(key)
+    meaning = meaning_of(key, unit)
+    if meaning is None:
+        return None
+    return meaning, meaning.column(running_max=meaning.peak), unit

