@@ -11,10 +11,10 @@ PAIRS = (
     ("mem_max_allocated_gib", "mem_max_reserved_gib"),
 )
 HINTS = [
-    "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator then grows segments in place instead of "
+    "On CUDA, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator then grows segments in place instead of "
     "caching blocks of every size it has seen, which removes most fragmentation.",
     "Varying shapes (sequence lengths, rollout/generation vs training phases) leave blocks of many sizes in the cache: "
-    "torch.cuda.empty_cache() between phases returns them, at some speed cost.",
+    "torch.cuda.empty_cache() (torch.mps.empty_cache() on Apple MPS) between phases returns them, at some speed cost.",
 ]
 
 
