@@ -116,18 +116,20 @@ def _pattern_text(shape, slope: float, word: str = "step") -> str:
 
 def _live(leaking: list) -> list:
     """Of each worker's leaking segments, the last: a resumed run is judged where it runs now
-    (an earlier segment's rate and projection describe a run that no longer exists)."""
+    (an earlier segment's rate and projection describe a run that no longer exists). A torchrun
+    restart's attempt files are segments of one run, in attempt order (SeriesKey.run)."""
     last: dict[tuple, tuple] = {}
     for item in leaking:
         key = item[0].key
-        if (key.source, key.worker) not in last or key.segment > last[(key.source, key.worker)][0].key.segment:
-            last[(key.source, key.worker)] = item
-    return [item for item in leaking if last[(item[0].key.source, item[0].key.worker)] is item]
+        if key.run not in last or key.place > last[key.run][0].key.place:
+            last[key.run] = item
+    return [item for item in leaking if last[item[0].key.run] is item]
 
 
 def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     leaking = _live(all_leaking)
-    earlier = len(all_leaking) - len(leaking)
+    # Earlier segments of the run, not series: the ranks of one attempt restarted together.
+    earlier = len({item[0].key.place for item in all_leaking if not any(item is live for live in leaking)})
     labels = [ctx.label(s) for s, *_ in all_leaking]
     shapes = [sh for _, sh, _, _ in leaking]
     slope = statistics.median(sh.fit.slope for sh in shapes)

@@ -66,3 +66,63 @@ def test_torchtune_cuda_lines_keep_their_window_peaks(tmp_path):
     (record,), _ = parse_line(load_specs().values(), line)
     assert (record["mem_peak_allocated_gib"], record["mem_peak_reserved_gib"]) == (21.2, 24.5)
     assert record.get("mem_allocated_gib") is None and record.get("mem_reserved_gib") is None
+
+
+# -- torchrun --log-dir attempts -----------------------------------------------------------------
+
+
+def _torchrun_log_dir(root: Path, attempts: list[tuple[int, int]], ranks: int = 2) -> Path:
+    """`--log-dir` as torchrun writes it: `<log_dir>/<rdzv_id>_<random>/attempt_<n>/<local_rank>/` with the
+    worker's unprefixed stdout.log and stderr.log. Each attempt resumes from the last checkpoint
+    (its first step), leaks and dies of OOM; the agent then restarts the worker group."""
+    from tests.logwriters import torchtitan as titan
+    from tests.logwriters.pytorch import H100_GIB
+
+    rng = random.Random(7)
+    run = root / "none_k2x9w1qa"
+    for n, (first, last) in enumerate(attempts):
+        for rank in range(ranks):
+            folder = run / f"attempt_{n}" / str(rank)
+            folder.mkdir(parents=True)
+            out = [titan.log_line(titan.capacity("NVIDIA H100 80GB HBM3"), ts=f"2025-06-01 {8 + n:02d}:00:01,412")]
+            for step in range(first, last + 1, 10):
+                value = 40.0 + 0.012 * (step - first) + rng.gauss(0, 0.05)
+                msg = titan.step_line_2025_03(step=step, loss=3.0, mem_gib=value, mem_pct=100 * value / H100_GIB, tps=7421, tflops=341.26, mfu=34.5)
+                minute = (step - first) // 25
+                out.append(titan.log_line(msg, ts=f"2025-06-01 {8 + n:02d}:{minute:02d}:{step % 60:02d},118"))
+            (folder / "stdout.log").write_text("\n".join(out) + "\n")
+            (folder / "stderr.log").write_text(
+                "Traceback (most recent call last):\n"
+                '  File "/opt/torchtitan/torchtitan/train.py", line 512, in train_step\n'
+                "    loss.backward()\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of "
+                "which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.04 GiB memory in use. Of the allocated "
+                "memory 75.12 GiB is allocated by PyTorch, and 1.71 GiB is reserved by PyTorch but unallocated.\n"
+            )
+    return run
+
+
+def test_torchrun_attempt_folders_are_segments_of_one_run(tmp_path):
+    """A leak in every attempt is found; it is measured and projected on the last attempt, and the
+    projection never lands before the last logged step (was "capacity at step ~3251" at step 3291)."""
+    run = _torchrun_log_dir(tmp_path, [(1, 1200), (1001, 2200), (2001, 3300)])
+    report = analyze([str(run)])
+    found = fired(report)
+    assert report.verdict == "leak" and "oom" in found
+    leak = found["memory-leak"]
+    observed = leak.evidence["observed"]
+    assert (observed["from_step"], observed["to_step"]) == (2001, 3291)
+    assert all("/attempt_2/" in s["series"] for s in leak.evidence["series"]) and leak.evidence["ranks"] == [0, 1]
+    assert "also in 2 earlier segments" in leak.message
+    assert leak.evidence["projected_capacity_step"] > observed["to_step"]
+    assert leak.evidence["projected_capacity_at"] > "2025-06-01 10:"  # after the last attempt's last line, not the first's
+
+
+def test_attempt_order_is_numeric_and_not_by_name(tmp_path):
+    """attempt_10 comes after attempt_9: the last segment is the last attempt."""
+    from memlog.tables.series import SeriesKey
+
+    keys = [SeriesKey(f"/logs/run_ab12/attempt_{n}/0/stdout.log", "rank0", 0) for n in (10, 9, 2)]
+    assert len({k.run for k in keys}) == 1
+    assert max(keys, key=lambda k: k.place).source.endswith("attempt_10/0/stdout.log")
+    assert SeriesKey("/logs/a.log", "rank0", 1).place == (0, 1) and SeriesKey("/logs/a.log", "rank0", 1).run == ("/logs/a.log", "rank0")
