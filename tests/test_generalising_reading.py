@@ -126,3 +126,42 @@ def test_attempt_order_is_numeric_and_not_by_name(tmp_path):
     assert len({k.run for k in keys}) == 1
     assert max(keys, key=lambda k: k.place).source.endswith("attempt_10/0/stdout.log")
     assert SeriesKey("/logs/a.log", "rank0", 1).place == (0, 1) and SeriesKey("/logs/a.log", "rank0", 1).run == ("/logs/a.log", "rank0")
+
+
+# -- step ranges in the unit of the axis ---------------------------------------------------------
+
+
+def _untagged(path: Path, allocated: list[float], reserved: list[float]) -> Path:
+    """A user's own print, `loss=… allocated: … MB, reserved: … MB`, with no step number: readings."""
+    lines = [f"loss={10.6 - 0.01 * i:.2f} allocated: {a:.1f} MB, reserved: {r:.1f} MB" for i, (a, r) in enumerate(zip(allocated, reserved))]
+    path.write_text("Starting training\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def test_a_leak_on_numbered_readings_names_its_range_in_readings(tmp_path):
+    values = [31900.0 + 30.0 * i for i in range(50)]
+    report = analyze([str(_untagged(tmp_path / "train.log", values, [v + 20000.0 for v in values]))])
+    leak = fired(report)["memory-leak"]
+    observed = leak.evidence["observed"]
+    assert (observed["from_reading"], observed["to_reading"]) == (1, 50)
+    assert not [k for k in observed if k.endswith("_step")]
+    assert all("from_reading" in s and "to_reading" in s and "from_step" not in s and "onset_step" not in s for s in leak.evidence["series"])
+    assert "from reading 1 to 50" in leak.message and " step " not in leak.message
+
+
+def test_fragmentation_on_numbered_readings_names_its_range_in_readings(tmp_path):
+    rng = random.Random(1)
+    allocated = [31900.0 + rng.gauss(0, 2.0) for _ in range(50)]
+    reserved = [40000.0 + 200.0 * i for i in range(50)]
+    found = fired(analyze([str(_untagged(tmp_path / "train.log", allocated, reserved))]))
+    fragmentation = found["fragmentation"]
+    assert {"from_reading", "to_reading"} <= set(fragmentation.evidence["observed"]) and "from_step" not in fragmentation.evidence["observed"]
+    assert "reserved_slope_ci_gib_per_reading" in fragmentation.evidence["confidence"]
+    assert "from reading 1 to 50" in fragmentation.message
+
+
+def test_a_log_with_step_numbers_keeps_from_step(tmp_path):
+    lines = [f"step {s} loss={3.0 - 0.001 * s:.3f} allocated: {20000.0 + 3.0 * s:.1f} MB" for s in range(10, 510, 10)]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    observed = fired(analyze([str(tmp_path / "train.log")]))["memory-leak"].evidence["observed"]
+    assert (observed["from_step"], observed["to_step"]) == (10, 500) and "from_reading" not in observed
