@@ -169,7 +169,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     elif warmed:
         msg += f", after a warmup until {word} {max(sh.knee_step for sh in warmed)}"
     elif not typical.sawtooth:
-        msg += ", from the first logged steps (with constant-size inputs that is not warmup)"
+        msg += f", from the first logged {word}s (with constant-size inputs that is not warmup)"
     if earlier:
         msg += f"; also in {earlier} earlier segment{'s' if earlier > 1 else ''} before the run restarted"
     if soonest:

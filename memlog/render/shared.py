@@ -63,6 +63,11 @@ def grid_means(steps: list[float], values: list[float], start: float, width: flo
 CAPACITY_IN_VIEW = 0.5
 
 
+def axis_word(views) -> str:
+    """What the x axis counts: readings when every series drawn numbers readings, else steps."""
+    return "reading" if views and all(v.unit == "reading" for v in views) else "step"
+
+
 def panel_capacity(views) -> float | None:
     """The capacity a chart of `views` draws: the one its series run into (each its own, see
     memlog.tables.capacity; the largest when they differ), or None."""
