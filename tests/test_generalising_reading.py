@@ -116,6 +116,7 @@ def test_torchrun_attempt_folders_are_segments_of_one_run(tmp_path):
     assert "also in 2 earlier segments" in leak.message
     assert leak.evidence["projected_capacity_step"] > observed["to_step"]
     assert leak.evidence["projected_capacity_at"] > "2025-06-01 10:"  # after the last attempt's last line, not the first's
+    assert report.coverage["restarts"] == [1001, 2001]  # where attempts 1 and 2 resumed
 
 
 def test_attempt_order_is_numeric_and_not_by_name(tmp_path):

@@ -98,7 +98,7 @@ def restarts_sentence(coverage: dict[str, Any]) -> str | None:
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
     said = (
         f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
-        "per stretch between restarts, labelled (segment 2), (segment 3), ..."
+        "per stretch between restarts, labelled (segment 2), (segment 3), ... or by its torchrun attempt_N folder"
     )
     summarised = coverage.get("summarised")
     if summarised:  # memlog/tables/condense.py: older segments counted, not held
