@@ -21,7 +21,7 @@ def check(ctx, t) -> list[Finding]:
     labels = sorted({ctx.label(s) for s, _ in dropped})
     subjects = {"host" if s.memory.is_host else "device" for s, _ in dropped}
     first = dropped[0][0].limit
-    shown = [f"{_value(c.value)} at step {c.step} (line {c.line_no}, {ctx.label(s)}, {_why(c.reason, s, ctx)})" for s, c in dropped[:5]]
+    shown = [f"{_value(c.value)} at {s.unit} {c.step} (line {c.line_no}, {ctx.label(s)}, {_why(c.reason, s, ctx)})" for s, c in dropped[:5]]
     msg = (
         f"{total} impossible memory reading{'s' if total != 1 else ''} on {workers_phrase(labels)} "
         f"{'were' if total != 1 else 'was'} excluded from the analysis: {'; '.join(shown)}"

@@ -11,10 +11,10 @@ PAIRS = (
     ("mem_max_allocated_gib", "mem_max_reserved_gib"),
 )
 HINTS = [
-    "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator then grows segments in place instead of "
+    "On CUDA, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator then grows segments in place instead of "
     "caching blocks of every size it has seen, which removes most fragmentation.",
     "Varying shapes (sequence lengths, rollout/generation vs training phases) leave blocks of many sizes in the cache: "
-    "torch.cuda.empty_cache() between phases returns them, at some speed cost.",
+    "torch.cuda.empty_cache() (torch.mps.empty_cache() on Apple MPS) between phases returns them, at some speed cost.",
 ]
 
 
@@ -43,9 +43,10 @@ def check(ctx, t) -> list[Finding]:
     reserved, alloc, r_shape, a_shape = hits[0]
     cache_start = r_shape.tail_values[0] - _at(alloc, r_shape.tail_steps[0])
     cache_end = r_shape.tail_values[-1] - _at(alloc, r_shape.tail_steps[-1])
+    word = step_word([reserved])  # `from_reading` when the log numbers its readings, not its steps
     msg = (
         f"Reserved memory grows while allocated memory is flat on {workers_phrase(labels)}: "
-        f"reserved {gib(r_shape.tail_values[0])} -> {gib(r_shape.tail_values[-1])} (+{gib(r_shape.growth)} fitted, from {step_word([reserved])} "
+        f"reserved {gib(r_shape.tail_values[0])} -> {gib(r_shape.tail_values[-1])} (+{gib(r_shape.growth)} fitted, from {word} "
         f"{r_shape.tail_steps[0]} to {r_shape.tail_steps[-1]}) while allocated stays at ~{gib(a_shape.level)}. "
         f"The growth is the caching allocator's pool (cached or fragmented blocks: {gib(cache_start)} -> "
         f"{gib(cache_end)} above allocated), not live tensors."
@@ -67,14 +68,14 @@ def check(ctx, t) -> list[Finding]:
                 "allocated_growth_gib": rounded(a_shape.growth),
                 "cache_start_gib": rounded(cache_start),
                 "cache_end_gib": rounded(cache_end),
-                "from_step": r_shape.tail_steps[0],
-                "to_step": r_shape.tail_steps[-1],
+                f"from_{word}": r_shape.tail_steps[0],
+                f"to_{word}": r_shape.tail_steps[-1],
             },
             evidence={
                 "metric": reserved.column,
                 "compared_with": alloc.column,
                 "confidence": {
-                    "reserved_slope_ci_gib_per_step": [rounded(r_shape.fit.low, 6), rounded(r_shape.fit.high, 6)],
+                    f"reserved_slope_ci_gib_per_{word}": [rounded(r_shape.fit.low, 6), rounded(r_shape.fit.high, 6)],
                     "reserved_trend_p_value": rounded(r_shape.trend.p_increasing, 6),
                     "points": len(r_shape.tail_values),
                 },

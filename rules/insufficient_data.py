@@ -21,7 +21,7 @@ def check(ctx, t) -> list[Finding]:
         msg = (
             f"Not enough evidence to call leak or warmup on {workers_phrase(labels)}: only {len(fewest)} logged "
             f"point{'s' if len(fewest) != 1 else ''} ({points}). Growth over the first steps is usually warmup "
-            f"(optimizer state appears at step 1-2, then caches fill). About {missing} more logged steps would decide it"
+            f"(optimizer state appears at step 1-2, then caches fill). About {missing} more logged {word}s would decide it"
         )
         msg += f" ({missing * interval} steps at the current log interval of {interval})" if interval and interval > 1 else ""
         msg += "; best: log every step (log_freq = 1) for 20-30 steps."

@@ -116,18 +116,20 @@ def _pattern_text(shape, slope: float, word: str = "step") -> str:
 
 def _live(leaking: list) -> list:
     """Of each worker's leaking segments, the last: a resumed run is judged where it runs now
-    (an earlier segment's rate and projection describe a run that no longer exists)."""
+    (an earlier segment's rate and projection describe a run that no longer exists). A torchrun
+    restart's attempt files are segments of one run, in attempt order (SeriesKey.run)."""
     last: dict[tuple, tuple] = {}
     for item in leaking:
         key = item[0].key
-        if (key.source, key.worker) not in last or key.segment > last[(key.source, key.worker)][0].key.segment:
-            last[(key.source, key.worker)] = item
-    return [item for item in leaking if last[(item[0].key.source, item[0].key.worker)] is item]
+        if key.run not in last or key.place > last[key.run][0].key.place:
+            last[key.run] = item
+    return [item for item in leaking if last[item[0].key.run] is item]
 
 
 def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     leaking = _live(all_leaking)
-    earlier = len(all_leaking) - len(leaking)
+    # Earlier segments of the run, not series: the ranks of one attempt restarted together.
+    earlier = len({item[0].key.place for item in all_leaking if not any(item is live for live in leaking)})
     labels = [ctx.label(s) for s, *_ in all_leaking]
     shapes = [sh for _, sh, _, _ in leaking]
     slope = statistics.median(sh.fit.slope for sh in shapes)
@@ -167,7 +169,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     elif warmed:
         msg += f", after a warmup until {word} {max(sh.knee_step for sh in warmed)}"
     elif not typical.sawtooth:
-        msg += ", from the first logged steps (with constant-size inputs that is not warmup)"
+        msg += f", from the first logged {word}s (with constant-size inputs that is not warmup)"
     if earlier:
         msg += f"; also in {earlier} earlier segment{'s' if earlier > 1 else ''} before the run restarted"
     if soonest:
@@ -214,18 +216,18 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
             "effect_sigmas": rounded(sh.effect, 2),
             "noise_gib": rounded(sh.residual_noise),
             "autocorrelation": rounded(sh.autocorrelation, 3),
-            "onset_step": sh.onset_step,
-            "jump_step": sh.jump_step,
+            f"onset_{word}": sh.onset_step,
+            f"jump_{word}": sh.jump_step,
             "jump_gib": rounded(sh.jump),
             "kendall_tau": rounded(sh.trend.tau),
             "r_squared": rounded(sh.r_squared),
-            "from_step": sh.tail_steps[0],
-            "to_step": sh.tail_steps[-1],
+            f"from_{word}": sh.tail_steps[0],
+            f"to_{word}": sh.tail_steps[-1],
             "start_gib": rounded(sh.tail_values[0]),
             "end_gib": rounded(sh.tail_values[-1]),
             "growth_pct_of_level": rounded(extra["growth_pct"], 2),
             "points": sh.points_used,
-            "warmup_until_step": sh.knee_step if sh.has_warmup else None,
+            f"warmup_until_{word}": sh.knee_step if sh.has_warmup else None,
             "warmup_rise_gib": rounded(sh.rise) if sh.has_warmup else None,
             "stair_jump_gib": rounded(sh.stairs.mean_jump) if sh.stairs else None,
             f"stair_every_{word}s": rounded(sh.stair_period_steps()) if sh.stairs else None,
@@ -242,8 +244,8 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
         f"slope_gib_per_{word}": rounded(slope, 6),
         f"slope_gib_per_1k_{word}s": rounded(slope * 1000, 3),
         "r_squared_min": rounded(min((sh.r_squared for sh in shapes if sh.r_squared is not None), default=None)),
-        "from_step": first,
-        "to_step": last,
+        f"from_{word}": first,
+        f"to_{word}": last,
         "start_gib": rounded(start),
         "end_gib": rounded(end),
     }

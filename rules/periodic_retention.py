@@ -76,7 +76,7 @@ def _finding(ctx, subject, hits, t) -> Finding:
         msg += f" That is every {points:g} logged points at the memory log interval of {interval:g} step{'s' if interval != 1 else ''}"
         if loss_interval:
             msg += f" (the loss is logged every {loss_interval} steps)"
-        msg += f"; if the trainer logs or flushes every {period:g} steps (log_freq, steps_per_print), values kept until then are the likely cause."
+        msg += f"; if the trainer logs or flushes every {period:g} {word}s (log_freq, steps_per_print), values kept until then are the likely cause."
     msg += " The floor does not rise, so this is not a leak, but the peak grows with the interval."
     return RULE.finding(
         t,

@@ -54,7 +54,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
         subject=subject,
         series=labels,
         ranks=[s.rank for s, _ in plateaus],
-        observed={"plateau_from_step": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
+        observed={f"plateau_from_{word}": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
         evidence={
             "metric": plateaus[0][0].column,
             "confidence": {
@@ -70,7 +70,7 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
                     "rank": s.rank,
                     "start_gib": rounded(sh.first_value),
                     "rise_gib": rounded(sh.rise),
-                    "plateau_from_step": sh.knee_step,
+                    f"plateau_from_{word}": sh.knee_step,
                     "plateau_gib": rounded(sh.level),
                     "plateau_spread_gib": rounded(sh.spread),
                     f"tail_slope_gib_per_{word}": rounded(sh.fit.slope if sh.fit else None, 6),

@@ -829,7 +829,8 @@ def test_spec_wrong_shapes(tmp_path, flat_log, body, message):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("fields", "'mfu=(?P<mfu_pct>\\d+)'", "`fields` must be a list of regexes"),
+        ("fields", "'mfu=(?P<mfu_pct>\\d+)'", "`fields` must be a list of regexes (or of `{regex: ..., units: {...}}`)"),
+        ("fields", "[{regex: 'mfu=(?P<mfu_pct>\\d+)'}]", "`fields` must be a list of regexes (or of `{regex: ..., units: {...}}`)"),
         ("units", "[GiB]", "`units` maps group names to units"),
         ("kind", "[train]", "`kind` must be a string"),
         ("inherit_step", "'yes'", "`inherit_step` must be true or false"),

@@ -38,7 +38,7 @@ def parse_block(block: str) -> dict:
     body = lines[config_end + 1 :]
     assert body[0] == "xychart-beta"
     assert re.fullmatch(rf"  title {QUOTED}", body[1]), body[1]
-    x_axis = re.fullmatch(rf'  x-axis "step" ({NUMBER}) --> ({NUMBER})', body[2])
+    x_axis = re.fullmatch(rf'  x-axis "(?:step|reading)" ({NUMBER}) --> ({NUMBER})', body[2])
     y_axis = re.fullmatch(rf"  y-axis {QUOTED} ({NUMBER}) --> ({NUMBER})", body[3])
     assert x_axis and y_axis, body[2:4]
     series = []

@@ -30,7 +30,7 @@ def test_text_with_chart_fits_100_columns(log):
     assert lines[0].startswith("memlog verdict: ")
     # A log that prints only a loss (sample_logs/generic/epoch_loss_nan.log) charts the loss; a
     # crash-only paste (no step record) has nothing to chart.
-    charted = re.search(r"(Device|Host) memory per (rank|worker) vs step|Loss per (rank|worker) vs step", text) and "┤" in text
+    charted = re.search(r"(Device|Host) memory per (rank|worker) vs (?:step|reading)|Loss per (rank|worker) vs (?:step|reading)", text) and "┤" in text
     assert bool(charted) == (report.coverage["records"] > 0)
     assert max(len(line) for line in lines) <= 100
     assert ESC not in text
@@ -42,7 +42,11 @@ def test_ascii_fallback_is_pure_ascii(log):
     text = render_text(report, ascii_only=True)
     assert text.isascii()
     if report.coverage["records"]:
-        assert re.search(r"(Device|Host) memory per (rank|worker) vs step|Loss per (rank|worker) vs step", text) and "+" in text and "|" in text
+        assert (
+            re.search(r"(Device|Host) memory per (rank|worker) vs (?:step|reading)|Loss per (rank|worker) vs (?:step|reading)", text)
+            and "+" in text
+            and "|" in text
+        )
 
 
 def test_chart_draws_knee_fit_and_capacity():

@@ -51,6 +51,37 @@ def test_a_value_is_read_in_the_unit_the_line_prints(tmp_path):
     assert records(tmp_path, formats, lines) == [2.0] * 5
 
 
+FIELD_UNITS = """
+name: mine
+records:
+  - name: r
+    literal: "train_step="
+    regex: '^train_step=(?P<step>\\d+) '
+    fields:
+      - ' mem_gb=(?P<mem_allocated_gib>\\d+(?:\\.\\d+)?)'
+      - {regex: ' mem_bytes=(?P<mem_allocated_gib>\\d+)', units: {mem_allocated_gib: bytes}}
+    units: {mem_allocated_gib: GB}
+samples:
+  - line: "train_step=5 mem_bytes=2147483648"
+    record: {step: 5, mem_allocated_gib: 2.0}
+  - line: "train_step=6 mem_gb=2.0"
+    record: {step: 6, mem_allocated_gib: 2.0}
+"""
+
+
+def test_a_field_may_carry_units_of_its_own(tmp_path):
+    """One column printed in bytes by one version of a line and in GB by another."""
+    formats = folder(tmp_path, {"mine.yaml": FIELD_UNITS})
+    lines = [f"train_step={i} " + ("mem_bytes=2147483648" if i % 2 else "mem_gb=2.0") for i in range(1, 7)]
+    assert records(tmp_path, formats, lines) == [2.0] * 6
+
+
+def test_a_field_with_an_unknown_unit_is_refused(tmp_path):
+    formats = folder(tmp_path, {"mine.yaml": FIELD_UNITS.replace("{mem_allocated_gib: bytes}", "{mem_allocated_gib: furlongs}")})
+    with pytest.raises(FormatSpecError, match="unknown units"):
+        load_specs(extra_dirs=[formats])
+
+
 def test_the_line_names_its_rank_and_it_wins_over_a_prefix(tmp_path):
     formats = folder(tmp_path, {"mine.yaml": SPEC})
     log = tmp_path / "run.log"

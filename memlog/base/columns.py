@@ -18,9 +18,12 @@ class Scope(str, Enum):
     HOST = "host"  # system RAM of the node
 
 
+# Live set vs pool on every backend: CUDA/ROCm/XPU allocated vs reserved; Apple MPS current_allocated
+# vs driver_allocated (torchtune prints them under its CUDA peak keys: parsers/torchtune.yaml). One
+# pair of measures, not a column per backend, so fragmentation and leak rules judge them alike.
 class Measure(str, Enum):
     ALLOCATED = "allocated"  # bytes held by live tensors
-    RESERVED = "reserved"  # bytes the caching allocator holds from the device (allocated + cache)
+    RESERVED = "reserved"  # bytes the caching allocator holds from the device (allocated + cache; MPS: the Metal driver's)
     USED = "used"  # whatever the OS/driver reports as used
 
 

@@ -23,6 +23,7 @@ from memlog.judge.trend import shape_of
 from memlog.parse.catalog import load_wrappers
 from memlog.parse.formats import FormatSpec
 from memlog.parse.generic import Guessed
+from memlog.read.inputs import torchrun_attempt
 from memlog.read.source import CHUNK_BYTES, Source
 from memlog.report.report import Report, ordered, series_views
 from memlog.tables.capacity import find_capacities
@@ -99,6 +100,13 @@ def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) 
     if records.height and "segment" in records.columns:
         starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
         found |= set(starts["step"].unique().to_list())
+    if records.height and "source" in records.columns:
+        # A torchrun restart writes a new attempt folder: its files start where the run resumed.
+        later = [str(source) for source in records["source"].unique().to_list() if (attempt := torchrun_attempt(str(source))) and attempt[1] > 0]
+        if later:
+            first_segment = pl.col("segment") == 0 if "segment" in records.columns else pl.lit(True)
+            starts = records.filter(pl.col("source").cast(pl.String).is_in(later) & first_segment)
+            found |= set(starts.group_by("source", "worker", "kind").agg(pl.col("step").min())["step"].drop_nulls().to_list())
     return sorted(int(s) for s in found)[:MAX_RESTARTS_LISTED]
 
 

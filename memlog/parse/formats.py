@@ -85,6 +85,9 @@ class LinePattern:
     fields: tuple[str, ...] = ()
     event: str | None = None  # event kind ("oom", "capacity", ...) for event patterns
     units: dict[str, str] = field(default_factory=dict)
+    # A field's own units, by field index (`{regex: ..., units: {...}}`): one column printed in bytes
+    # by one version and in GiB by another (torchtune v0.1's `gpu_resources`, MPS's live set).
+    field_units: dict[int, dict[str, str]] = field(default_factory=dict)
     # Lines with no step of their own (DeepSpeed's see_memory_usage) take the step of the
     # nearest earlier step-bearing line of the same worker (tables.build_records). With a step
     # group as well, a line that prints its step keeps it (an optional group: ms-swift's dicts
@@ -133,6 +136,7 @@ class LinePattern:
         for i, _ in fields:
             for g in self.field_groups[i]:
                 sources.setdefault(g, []).append(pl.col(f"_f{i}").struct.field(g))
+        sources.update(self._field_unit_sources(fields))
         scratch = ["_m", *(f"_f{i}" for i, _ in fields)]
         # Who printed the line, when the line says it, wins over what its prefix said; a launcher's
         # task number that stood in for the rank (srun: unwrap.Unwrapper) then names the node.
@@ -164,6 +168,21 @@ class LinePattern:
         values = [self._value(group, group + UNIT_SUFFIX if group + UNIT_SUFFIX in hits.columns else None) for group in numbers if group != "step"]
         scratch = [g for g in hits.columns if g.endswith(UNIT_SUFFIX) or g.startswith(_NUMBER)]
         return hits.with_columns(values).drop(*scratch, *EPOCH_GROUPS, strict=False)
+
+    def _field_unit_sources(self, fields: list[tuple[int, str]]) -> dict[str, list[pl.Expr]]:
+        """A `<group>_unit` source for each group some field gives units of its own: each match
+        carries the unit of the field (or pattern) it came from, in the order the values coalesce."""
+        own = {g for i, _ in fields for g in self.field_units.get(i, {})}
+        units: dict[str, list[pl.Expr]] = {}
+        for g in sorted(own):
+            default = self.units.get(g, "GiB")
+            if g in self.groups:
+                units[g + UNIT_SUFFIX] = [pl.when(pl.col("_m").struct.field(g).is_not_null()).then(pl.lit(default))]
+            for i, _ in fields:
+                if g in self.field_groups[i]:
+                    unit = self.field_units.get(i, {}).get(g, default)
+                    units.setdefault(g + UNIT_SUFFIX, []).append(pl.when(pl.col(f"_f{i}").struct.field(g).is_not_null()).then(pl.lit(unit)))
+        return units
 
     def _runs(self, i: int, wanted: frozenset[str] | None) -> bool:
         """Whether field regex `i` is worth running for a caller keeping `wanted`: it may yield a
@@ -216,6 +235,21 @@ def _is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_field_list(value: Any) -> bool:
+    """A list of regexes, or of `{regex: ..., units: {group: unit}}` for a field with units of its own."""
+    return isinstance(value, list) and all(
+        isinstance(v, str)
+        or (
+            isinstance(v, dict)
+            and set(v) == {"regex", "units"}
+            and isinstance(v["regex"], str)
+            and isinstance(v["units"], dict)
+            and all(isinstance(u, str) for u in v["units"].values())
+        )
+        for v in value
+    )
+
+
 def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     if not isinstance(raw, dict):
         raise FormatSpecError(f"{spec_path.name}: each entry of `{section}` must be a mapping, got {raw!r:.60}")
@@ -226,7 +260,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
     wrong = [
         message
         for key, ok, message in (
-            ("fields", _is_str_list, "`fields` must be a list of regexes"),
+            ("fields", _is_field_list, "`fields` must be a list of regexes (or of `{regex: ..., units: {...}}`)"),
             ("units", lambda v: isinstance(v, dict) and all(isinstance(u, str) for u in v.values()), "`units` maps group names to units"),
             ("kind", lambda v: isinstance(v, str), "`kind` must be a string"),
             ("event", lambda v: isinstance(v, str), "`event` must be a string"),
@@ -245,7 +279,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         kind=raw.get("kind", "train") if section == "records" else None,
         event=raw.get("event") if section == "events" else None,
         units=dict(raw.get("units") or {}),
-        fields=tuple(raw.get("fields") or ()),
+        fields=tuple(f if isinstance(f, str) else f["regex"] for f in raw.get("fields") or ()),
+        field_units={i: dict(f["units"]) for i, f in enumerate(raw.get("fields") or ()) if isinstance(f, dict)},
         inherit_step=bool(raw.get("inherit_step", False)),
         continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
         ordinal_step=bool(raw.get("ordinal_step", False)),
@@ -287,7 +322,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         if unknown:
             known = ", ".join(EVENT_KINDS[pattern.event].detail) or "none"
             raise FormatSpecError(f"{where}: named groups {unknown} are not details of a {pattern.event!r} event (known: {known})")
-    bad_units = {c: u for c, u in pattern.units.items() if unit_gib(u) is None}
+    bad_units = {c: u for units in (pattern.units, *pattern.field_units.values()) for c, u in units.items() if unit_gib(u) is None}
     if bad_units:
         raise FormatSpecError(f"{where}: unknown units {bad_units}; use one of B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, bytes)")
     return pattern
@@ -325,7 +360,10 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
                 for section in ("records", "events")
                 for entry in raw.get(section) or ()
                 if isinstance(entry, dict)
-                for regex_ in (entry.get("regex"), *(entry.get("fields") or () if isinstance(entry.get("fields"), list) else ()))
+                for regex_ in (
+                    entry.get("regex"),
+                    *(f.get("regex") if isinstance(f, dict) else f for f in (entry.get("fields") if isinstance(entry.get("fields"), list) else ())),
+                )
             ),
         ]
     )

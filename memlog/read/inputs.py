@@ -33,10 +33,21 @@ NOT_LOGS = re.compile(
     r"\.(?:pt|pth|bin|safetensors|ckpt|npy|npz|parquet|arrow|pkl|pickle|png|jpe?g|gif|svg|pdf|so|pyc|zip|tar|whl|db|sqlite|h5|onnx|yaml|yml|py|sh|md)$", re.I
 )
 # Path identity, tried on the path relative to the directory given (or on the file name).
-TORCHRUN_LOG_DIR = re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr)\.log$")
+TORCHRUN_LOG_DIR = re.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<rank>\d+)/(?:stdout|stderr)\.log$")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(?P<rank>\d+)", re.I)
 NODE_IN_PATH = re.compile(r"(?:^|[^a-z0-9])(?P<node>node[-_]?\d+)(?![0-9])", re.I)
 RAY_WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-[0-9a-f]+-(?:[0-9a-f]+-)?(?P<pid>\d+)\.(?:out|err|log)$")
+
+
+def torchrun_attempt(source: str) -> tuple[str, int] | None:
+    """For a file of a torchrun `--log-dir` attempt, the run it belongs to (its path with every
+    attempt's folder in place of this one's: `<run>/attempt_*/0/stdout.log`) and the attempt number:
+    each restart of the worker group writes a new attempt folder, a segment of the same run."""
+    match = TORCHRUN_LOG_DIR.search(source)
+    if match is None:
+        return None
+    start, end = match.span("attempt")
+    return f"{source[:start]}*{source[end:]}", int(match["attempt"])
 
 
 def natural_key(path: str) -> list:

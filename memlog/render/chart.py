@@ -20,7 +20,7 @@ from memlog.base.errors import MemlogError
 from memlog.base.phrases import workers_phrase
 from memlog.render.safety import ascii_text, safe
 from memlog.render.selection import MAX_LINES, Selection, select
-from memlog.render.shared import CAPACITY_IN_VIEW, buckets, panel_capacity
+from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, buckets, panel_capacity
 from memlog.report.report import Report, SeriesView
 
 WIDTH = 100
@@ -181,7 +181,7 @@ def _title(subject: str, views: list[SeriesView], width: int, colour: bool) -> s
     unit = "GiB" if metric.endswith("_gib") else ""
     what = PANEL_TITLES[subject] or metric
     per = "per rank" if any(v.rank is not None for v in views) else "per worker"
-    title = f"{what} {per} vs step ({metric}{', ' + unit if unit else ''})"
+    title = f"{what} {per} vs {axis_word(views)} ({metric}{', ' + unit if unit else ''})"
     title = textwrap.fill(title, width, break_on_hyphens=False, subsequent_indent="  ")
     return f"\x1b[1m{title}\x1b[0m" if colour else title
 

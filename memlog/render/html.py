@@ -33,7 +33,7 @@ from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
 from memlog.render.safety import safe
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, UNNAMED, select
-from memlog.render.shared import CAPACITY_IN_VIEW, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
+from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, SeriesView, source_damage
 
 MAX_SERIES = MAX_LINES
@@ -295,7 +295,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
         show_x_guides=False,
         show_y_guides=True,
         show_legend=False,  # ours, in HTML under the chart: pygal's bottom legend loses rows
-        x_title="step",
+        x_title=axis_word(views),
         y_title=unit or metric,
         x_labels=x_ticks,
         y_labels=y_ticks,
@@ -323,7 +323,7 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
             f"{max(all_steps):,}, are beyond what the chart can scale.</p>"
         )
 
-    heading = f"{title} per {per} vs step ({metric}{', ' + unit if unit else ''})"
+    heading = f"{title} per {per} vs {axis_word(views)} ({metric}{', ' + unit if unit else ''})"
     caption = []
     named = [f"{esc(view.label)} ({esc(why)})" for view, why in drawn if why and why not in UNNAMED]
     if hidden:

@@ -24,7 +24,7 @@ from memlog.base.phrases import workers_phrase
 from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
 from memlog.render.safety import safe
 from memlog.render.selection import noun_of, select
-from memlog.render.shared import buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
+from memlog.render.shared import axis_word, buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, SeriesView, source_damage
 
 LIMIT = 60_000
@@ -138,7 +138,7 @@ def _charts(report: Report) -> str:
     chart = chart_data(report)
     if chart is not None:
         blocks.append(
-            f"{SUBJECT_TITLES[chart.subject]} per {chart.noun} against step:\n\n"
+            f"{SUBJECT_TITLES[chart.subject]} per {chart.noun} against {axis_word([line.view for line in chart.lines])}:\n\n"
             + code_block(render_mermaid(chart).splitlines(), "mermaid")
             + "\n\n"
             + describe(chart, md_text)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from memlog.render.safety import safe
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, select
-from memlog.render.shared import CAPACITY_IN_VIEW, grid_means, panel_capacity
+from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, grid_means, panel_capacity
 from memlog.report.report import Report, SeriesView
 
 MAX_POINTS = 60
@@ -186,7 +186,7 @@ def render_mermaid(chart: Chart) -> str:
         "---",
         "xychart-beta",
         f'  title "{mermaid_text(title, 120)}"',
-        f'  x-axis "step" {number(x_low, decimals)} --> {number(x_high, decimals)}',
+        f'  x-axis "{axis_word([line.view for line in chart.lines])}" {number(x_low, decimals)} --> {number(x_high, decimals)}',
         f'  y-axis "{unit or "value"}" {y_low} --> {y_high}',
     ]
     for line in chart.lines:

@@ -63,6 +63,11 @@ def grid_means(steps: list[float], values: list[float], start: float, width: flo
 CAPACITY_IN_VIEW = 0.5
 
 
+def axis_word(views) -> str:
+    """What the x axis counts: readings when every series drawn numbers readings, else steps."""
+    return "reading" if views and all(v.unit == "reading" for v in views) else "step"
+
+
 def panel_capacity(views) -> float | None:
     """The capacity a chart of `views` draws: the one its series run into (each its own, see
     memlog.tables.capacity; the largest when they differ), or None."""
@@ -93,7 +98,7 @@ def restarts_sentence(coverage: dict[str, Any]) -> str | None:
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
     said = (
         f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
-        "per stretch between restarts, labelled (segment 2), (segment 3), ..."
+        "per stretch between restarts, labelled (segment 2), (segment 3), ... or by its torchrun attempt_N folder"
     )
     summarised = coverage.get("summarised")
     if summarised:  # memlog/tables/condense.py: older segments counted, not held

@@ -52,6 +52,7 @@ class SeriesView:
     source: str = ""
     segment: int = 0  # 0 before the first restart, 1 after it, ...
     machine: str | None = None  # the node its lines name (IP or host name), when they name one
+    unit: str = "step"  # what its x counts: "reading" when the log numbers its readings, not its steps
 
     def matches(self, *, rank: int | None = None, node: str | None = None, actor: str | None = None, worker: str | None = None) -> bool:
         """Whether this is the series `memlog plot` was asked for (every given selector must hold).
@@ -172,7 +173,9 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
             if shape.fit is not None:
                 fit = TailFit(shape.fit.slope, shape.fit.intercept, shape.tail_x[0], shape.tail_x[-1])
         capacity = ctx.capacity_of(s)[0] if s.column in MEMORY_COLUMNS else None
-        return SeriesView(subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity, s.key.worker, s.key.source, s.key.segment, s.machine)
+        return SeriesView(
+            subject, ctx.label(s), s.rank, s.column, s.x, s.values, knee, fit, capacity, s.key.worker, s.key.source, s.key.segment, s.machine, s.unit
+        )
 
     views = [view("device", s) for s in ctx.device_series]
     views += [view("host", s) for s in ctx.host_series]

@@ -17,6 +17,7 @@ import polars as pl
 from memlog.base.columns import MEMORY_COLUMNS, MemoryColumn
 from memlog.base.keys import group_key
 from memlog.base.limits import CAPACITY_SLACK, MAX_EVENTS_PER_KIND, MAX_SERIES_POINTS, impossible_reading
+from memlog.read.inputs import torchrun_attempt
 from memlog.tables.capacity import WRONG_CAPACITY_SHARE, Limit
 from memlog.tables.records import with_seconds
 
@@ -50,6 +51,19 @@ class SeriesKey:
     def label(self, many_sources: bool) -> str:
         name = f"{self.source}:{self.worker}" if many_sources else self.worker
         return f"{name} (segment {self.segment + 1})" if self.segment else name
+
+    @property
+    def run(self) -> tuple[str, str]:
+        """The run this series is a segment of: its source's and worker's, where a torchrun
+        `--log-dir` run's attempt files are one run (memlog/read/inputs.torchrun_attempt)."""
+        attempt = torchrun_attempt(self.source)
+        return (attempt[0] if attempt else self.source, self.worker)
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """Where the series falls in its run: attempt, then restart segment within the attempt's file."""
+        attempt = torchrun_attempt(self.source)
+        return (attempt[1] if attempt else 0, self.segment)
 
 
 @dataclass

@@ -30,6 +30,16 @@ def memory_stats(*, active_bytes: int, allocated_bytes: int, reserved_bytes: int
     }
 
 
+def mps_memory_stats(*, current_allocated_bytes: int, driver_allocated_bytes: int) -> dict[str, float]:
+    """training.get_memory_stats on Apple MPS (main since 2025-02): the same two first keys, but
+    current values: torch.mps.current_allocated_memory (live tensors) and driver_allocated_memory
+    (the Metal pool, cached blocks included); no `peak_memory_reserved`."""
+    return {
+        "peak_memory_active": current_allocated_bytes / _BYTES_IN_GIB,
+        "peak_memory_alloc": driver_allocated_bytes / _BYTES_IN_GIB,
+    }
+
+
 def model_init_summary(*, allocated: float, reserved: float, active: float, device_name: str = "GPU") -> list[str]:
     """training.log_memory_stats after model init (v0.3 .. v0.6.1): the message, then a tab-indented line per peak."""
     return [

@@ -20,13 +20,17 @@ def test_every_record_with_exact_values(sample, tmp_path):
     tables, _ = parse(sample, tmp_path)
     got, expected = records_match(sample, tables)
     assert got == expected and not tables.events
-    assert tables.records["step"].to_list() == list(range(1, 221))
+    assert tables.records["step"].to_list() == list(range(1, len(sample.truth.records) + 1))
+
+
+# Peaks since the previous step that repeat to within a few MiB on packed batches are stable; on MPS
+# a flat live set under a growing Metal pool is the pool's fragmentation.
+VERDICTS = {"torchtune/log_1743584400.txt": "stable", "torchtune/mps/log_1746089112.txt": "fragmentation"}
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.path for s in SAMPLES])
 def test_verdict_is_a_maintainers(sample, tmp_path):
-    """Peaks since the previous step that repeat to within a few MiB on packed batches are stable."""
-    assert analyze([str(write(sample, tmp_path))]).verdict == "stable"
+    assert analyze([str(write(sample, tmp_path))]).verdict == VERDICTS[sample.path]
 
 
 def test_writers_read_back():
