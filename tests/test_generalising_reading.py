@@ -57,6 +57,22 @@ def test_mps_leak_is_judged_on_the_live_set(tmp_path):
     assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(0.05, rel=0.1)
 
 
+def test_a_users_mps_counters_read_by_a_guess_tell_live_from_pool(tmp_path):
+    """A training script printing torch.mps's own counters (no spec knows the line): the generic
+    reader takes `current_allocated_memory` as the live set and `driver_allocated_memory` (the Metal
+    driver's pool, cache included) as the pool, so a flat live set under a growing pool is not a leak."""
+    lines = [
+        f"epoch 0 step {i} loss {2.1 - 0.002 * i:.4f} mps current_allocated_memory {9.31 + 0.002 * (i % 3):.3f} GB "
+        f"driver_allocated_memory {12.0 + 0.08 * i:.3f} GB"
+        for i in range(1, 81)
+    ]
+    log = tmp_path / "train_mps.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = analyze([str(log)])
+    found = fired(report)
+    assert "memory-leak" not in found and report.verdict == "fragmentation", [f.message for f in report.findings]
+
+
 def test_torchtune_cuda_lines_keep_their_window_peaks(tmp_path):
     """CUDA prints all three keys: alloc and reserved stay the window peaks, no live/pool columns."""
     from memlog.parse.catalog import load_specs

@@ -7,7 +7,7 @@ reserved_gb` -> perf max memory reserved gb), and the words decide:
   memory (`in_memory_block`); a key ending in `rank`, `pid`, `id`... is who printed it, not a value;
 - where: host when a host word is there (`host`, `cpu`, `ram`, `rss`, `process`) or the line also
   reports swap (`on_host_line`), else the device;
-- what: reserved (`reserved`, `cached`), allocated (`allocated`, `active`), else "used";
+- what: reserved (`reserved`, `cached`, an allocator's `driver` or `pool`), allocated (`allocated`, `active`), else "used";
 - when: a peak (`max`, `peak`) is a running maximum when its readings never go down and a window
   peak when they do (decided on the values, `window_of`), else the current value.
 Loss keys (`loss`, `train loss`, `cross-entropy-loss`, `Loss`) map to `loss`; among several on one
@@ -46,7 +46,9 @@ IDENTITY_WORDS = {"rank", "pid", "tid", "id", "idx", "index", "worker"}
 SIZE_UNIT = re.compile(r"(?:[KMGTP]i?B|bytes)", re.I)
 HOST_WORDS = {"host", "cpu", "ram", "rss", "process", "system", "sys", "virtual", "anon", "vms", "node"}
 DEVICE_WORDS = {"gpu", "cuda", "device", "vram", "npu", "xpu", "mps", "hbm", "accelerator"}
-RESERVED_WORDS = {"reserved", "cached", "cache", "reserve", "ca"}
+# `driver` and `pool`: what a backend's allocator holds (MPS's `driver_allocated_memory` is the Metal
+# driver's pool, its cache included), as CUDA's reserved is.
+RESERVED_WORDS = {"reserved", "cached", "cache", "reserve", "ca", "driver", "pool"}
 ALLOCATED_WORDS = {"allocated", "alloc", "active", "ma", "occupied"}
 PEAK_WORDS = {"max", "peak", "maximum", "highest"}
 CURRENT_WORDS = {"current", "cur", "now"}
