@@ -332,7 +332,7 @@ class InProcess:
             return "crash", traceback.format_exc()
         try:
             try:
-                from memlog.report.excerpt import attach_log_lines
+                from memlog.engine.excerpt import attach_log_lines
 
                 attach_log_lines(report)
             except ImportError:

@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 
 from memlog.engine.api import analyze
-from memlog.report.excerpt import attach_log_lines
+from memlog.engine.excerpt import attach_log_lines
 from memlog.report.report import Report
 from tests.samples import sample_logs
 

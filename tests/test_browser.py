@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.render.markdown import render_markdown
 from memlog.render.mermaid import PALETTE
+from memlog.render.outputs.markdown import render_markdown
 from tests.browser.chromium import Chromium, find_chromium
 from tests.browser.png import png_stats
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report

@@ -15,7 +15,7 @@ from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
 from memlog.parse.chunks import ChunkParser
 from memlog.read.source import Piece, ReadStats, to_frame
-from memlog.render.json_out import render_json
+from memlog.render.outputs.json import render_json
 from memlog.tables import condense
 from memlog.tables.records import Keep
 from memlog.tables.series import _weighted_median

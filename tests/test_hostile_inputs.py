@@ -1102,7 +1102,7 @@ def test_html_value_ticks_cover_any_finite_range(low, high):
     """Found by scripts/fuzz.py: a loss of 1e300 at every step (1e300 - 1 == 1e300) and readings
     5e-324 apart gave log10(0), a domain error; -1.7e308..1.7e308 overflowed the span; a flat
     largest float overflowed when widened (seed 2028, input 5257)."""
-    from memlog.render.html import _value_ticks
+    from memlog.render.outputs.html import _value_ticks
 
     ticks = _value_ticks(low, high)
     assert 2 <= len(ticks) <= 13

@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.render.github import escape_data, escape_property, render_github
-from memlog.render.junit import render_junit
-from memlog.render.sarif import render_sarif
+from memlog.render.outputs.github import render_github
+from memlog.render.outputs.junit import render_junit
+from memlog.render.outputs.sarif import render_sarif
+from memlog.render.workflow import escape_data, escape_property
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 
@@ -104,7 +105,7 @@ def test_sarif_validates_and_anchors_results_to_evidence(log):
 
 
 def test_sarif_uri_is_a_valid_reference_for_odd_names():
-    from memlog.render.sarif import artifact_location
+    from memlog.render.outputs.sarif import artifact_location
 
     assert artifact_location("logs/run 1 <a>.log") == {"uri": "logs/run%201%20%3Ca%3E.log", "uriBaseId": "%SRCROOT%"}
     assert artifact_location("/abs/run.log") == {"uri": "file:///abs/run.log"}

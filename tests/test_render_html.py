@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.render.html import render_html
+from memlog.render.outputs.html import render_html
 from memlog.report.report import SeriesView
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines

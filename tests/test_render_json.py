@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memlog.cli import app
-from memlog.render.json_out import render_json
+from memlog.render.outputs.json import render_json
 from memlog.report.report import SCHEMA_VERSION
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 

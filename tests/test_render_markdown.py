@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.engine.api import analyze
+from memlog.engine.excerpt import attach_log_lines
 from memlog.judge.rulekit import Finding
-from memlog.render.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
-from memlog.report.excerpt import attach_log_lines
+from memlog.render.outputs.markdown import LIMIT, ZWSP, code_block, md_text, render_markdown
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
 

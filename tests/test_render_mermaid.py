@@ -11,8 +11,8 @@ import re
 import pytest
 
 from memlog.engine.api import analyze
-from memlog.render.markdown import LIMIT, render_markdown
 from memlog.render.mermaid import MAX_LINES, MAX_POINTS, chart_data, fill, mermaid_text, render_mermaid, step_grid
+from memlog.render.outputs.markdown import LIMIT, render_markdown
 from memlog.report.report import SeriesView
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
@@ -128,8 +128,8 @@ def test_a_two_node_job_draws_a_calm_rank_of_the_other_node_beside_the_leaking_n
     calm = [line.view.label for line in chart.lines if line.why == "calm"]
     assert len(calm) == 1 and int(calm[0].removeprefix("rank")) < 8
     assert len([line for line in chart.lines if line.why == "memory-leak"]) == MAX_LINES - 1
-    from memlog.render.html import render_html
-    from memlog.render.text import render_text
+    from memlog.render.outputs.html import render_html
+    from memlog.render.outputs.text import render_text
 
     assert f"{calm[0]} (calm)" in render_text(report, width=120)
     assert f"{calm[0]} (calm)" in render_html(report)

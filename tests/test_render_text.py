@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memlog.cli import app
 from memlog.commands.common import ascii_only, colour
 from memlog.render.chart import _finite_points, _nice_ticks, render_chart
-from memlog.render.text import render_text
+from memlog.render.outputs.text import render_text
 from memlog.report.report import SeriesView
 from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.engine.api import analyze
-from memlog.render.markdown import render_markdown
-from memlog.render.text import render_text
-from memlog.report.excerpt import attach_log_lines
+from memlog.engine.excerpt import attach_log_lines
+from memlog.render.outputs.markdown import render_markdown
+from memlog.render.outputs.text import render_text
 from tests.samples import sample_logs
 from tests.synthetic import torchtitan_lines
 
@@ -119,7 +119,7 @@ def test_64_ranks_show_both_leaking_ranks_everywhere(tmp_path_factory):
     assert "64 ranks" in " ".join(" ".join(text.splitlines()[-2:]).split())
     # What is hidden is counted, with the command that draws it.
     assert "more ranks not drawn (memlog plot LOG --worker LABEL draws one)" in memory_panel.replace("\n    ", " ")
-    from memlog.render.html import render_html
+    from memlog.render.outputs.html import render_html
 
     page = render_html(report)
     assert all(label in page.split('id="chart-device"')[1].split("</figure>")[0] for label in _leaker_labels())
@@ -213,7 +213,7 @@ def test_version():
 def test_junit_classnames_are_stable_per_rule():
     import xml.etree.ElementTree as ET
 
-    from memlog.render.junit import render_junit
+    from memlog.render.outputs.junit import render_junit
 
     names = {}
     for sample in ("sample_logs/torchtitan/fr1_pp2_ep2_leak_oom.log", "sample_logs/torchtitan/stable_newest.log"):

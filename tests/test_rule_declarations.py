@@ -144,7 +144,7 @@ def test_the_finding_helper_carries_the_boilerplate():
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
 def test_one_help_text_feeds_explain_and_sarif(rule: Rule):
-    from memlog.render.sarif import _rule as sarif_rule
+    from memlog.render.outputs.sarif import _rule as sarif_rule
 
     text = rule.help()
     assert rule.summary in text and rule.not_meaning in text

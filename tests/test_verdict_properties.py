@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from memlog.engine.api import analyze
 from memlog.judge.rulekit import load_rules
-from memlog.render.markdown import render_markdown
-from memlog.render.text import render_text
+from memlog.render.outputs.markdown import render_markdown
+from memlog.render.outputs.text import render_text
 from tests.synthetic import titan_log
 from tests.test_metamorphic import PREFIXES
 

@@ -26,16 +26,10 @@ from memlog.commands.common import (
     warn_damaged,
 )  # fmt: skip
 from memlog.engine.options import ReadingOptions
+from memlog.render.outputs import OUTPUTS
 
-
-class Output(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    github = "github"
-    sarif = "sarif"
-    junit = "junit"
-    html = "html"
+# The choices are the outputs found in memlog/render/outputs/ (a new output is one file there).
+Output = Enum("Output", {name: name for name in OUTPUTS}, type=str)  # type: ignore[misc]  # (built from the folder)
 
 
 @reads
@@ -48,7 +42,7 @@ def analyze(
         ),
     ],
     reading: ReadingOptions,
-    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.text,
+    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = "text",  # type: ignore[assignment]  # (typer takes the value)
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")] = FailOn.error,
     capacity: CapacityOption = None,
     chart: Annotated[bool, typer.Option("--chart/--no-chart", help="Text output: draw memory and loss per rank against step.")] = True,
@@ -61,35 +55,35 @@ def analyze(
     crash); 2: could not judge (one line on stderr).
     """
     from memlog.engine.api import analyze as run_analysis
-    from memlog.render.outputs import render
+    from memlog.render.outputs import RenderOptions, quotes_log_lines, render
+
+    name = Output(output).value
 
     def action():
         bar = progress(logs)
+        flags = {
+            "-o": name if name != "text" else None,
+            **reading.flags(),
+            "--capacity": capacity,
+            "--fail-on": fail_on if fail_on is not FailOn.error else None,
+        }
         try:
-            report = run_analysis(logs, options=reading, capacity_gib=capacity, progress=bar)
+            report = run_analysis(
+                logs, options=reading, capacity_gib=capacity, progress=bar, command=command_line("analyze", logs, flags), log_lines=quotes_log_lines(name)
+            )
         finally:
             bar.finish()
-        report.command = command_line(
-            "analyze", logs,
-            {"-o": output if output is not Output.text else None, **reading.flags(),
-             "--capacity": capacity, "--fail-on": fail_on if fail_on is not FailOn.error else None},
-        )  # fmt: skip
-        if output in (Output.markdown, Output.github, Output.html):
-            from memlog.report.excerpt import attach_log_lines
-
-            attach_log_lines(report)
-        options: dict = {}
-        if output is Output.text:
-            options = {"colour": colour(), "chart": chart, "ascii_only": ascii_only(), "width": fitted_width(width)}
-        elif output is Output.github:
-            options = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
-        elif output is Output.junit:
-            options = {"fail_on": fail_on.value}
-        emit(render(report, output.value, **options))
-        if output is Output.github and os.environ.get("GITHUB_STEP_SUMMARY"):
-            from memlog.render.markdown import render_markdown
-
-            append_step_summary(render_markdown(report))
+        options = RenderOptions(
+            colour=colour(),
+            chart=chart,
+            ascii_only=ascii_only(),
+            width=fitted_width(width),
+            workspace=os.environ.get("GITHUB_WORKSPACE"),
+            fail_on=fail_on.value,
+        )
+        emit(render(report, name, options))
+        if name == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+            append_step_summary(render(report, "markdown"))
         warn_damaged(report)
         return report
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memlog.commands.common import CapacityOption, Debug, FailOn, ascii_only, emit, guard, reads, safe, terminal
+from memlog.commands.common import CapacityOption, Debug, FailOn, ascii_only, emit, fitted_width, guard, reads, safe, terminal
 from memlog.engine.options import ReadingOptions
 
 
@@ -155,8 +155,6 @@ def run_watch(
 ) -> int:
     """`memlog watch`: follow, judge, print; the exit code (1: --exit-on fired, or at the end a
     finding at --fail-on (Ctrl-C, SIGTERM, a pipe's end); 0 otherwise; nothing read at all is an error, exit 2)."""
-    import shutil
-
     from memlog.render.live import LiveOutput
     from memlog.watch.watch import Watcher, no_records_error, should_exit, stopped_by_signals, watch_loop
 
@@ -169,9 +167,7 @@ def run_watch(
     # (memlog.watch.watch.StopRequest).
     with stopped_by_signals() as stop:
         watcher = Watcher(inputs, reading, capacity_gib=capacity_gib, notice=notice, interval=interval)
-        out = LiveOutput(
-            output, flushed, terminal=terminal, width=shutil.get_terminal_size().columns, ascii_only=ascii_only, workspace=os.environ.get("GITHUB_WORKSPACE")
-        )
+        out = LiveOutput(output, flushed, terminal=terminal, width=fitted_width(None), ascii_only=ascii_only, workspace=os.environ.get("GITHUB_WORKSPACE"))
 
         alerts = alerts or Alerts()
         alerts.start(notice)

@@ -15,6 +15,7 @@ from memlog.base.config import Config
 from memlog.base.errors import MemlogError
 from memlog.base.limits import MAX_RESTARTS_LISTED
 from memlog.base.parallel import ordered_map
+from memlog.engine.excerpt import attach_log_lines
 from memlog.engine.plan import ReadingOptions, ReadingPlan, select_specs
 from memlog.engine.reader import judgeable, nothing_found, read_sources
 from memlog.judge.context import Context
@@ -203,8 +204,12 @@ def analyze(
     chart_metric: str | None = None,
     condense: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
+    command: str | None = None,
+    log_lines: bool = False,
 ) -> Report:
-    """The report on `inputs`. `options`: the reading options as a command took them (else built
+    """The report on `inputs`, complete: `command` is the command line it answers (for the reports
+    that show it), `log_lines` reads the evidence lines back from the logs for the reports that
+    quote them (memlog/engine/excerpt.py). `options`: the reading options as a command took them (else built
     from `format`, `formats_dirs`, `plugins_dirs`); `config`: loaded already (else options.config's).
     `chart_metric`: also carry that column's series for the charts (`memlog plot --metric`).
     `plugins_dirs`: format folders whose Python block parsers may run (trusted; catalog.load_specs).
@@ -224,7 +229,10 @@ def analyze(
     # memory values the generic reader could not turn into series is reported with why.
     if not judgeable(tables):
         raise nothing_found(sources, plan)
-    return judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric)
+    report = judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric, command=command)
+    if log_lines:
+        attach_log_lines(report)
+    return report
 
 
 def judge(
@@ -234,8 +242,10 @@ def judge(
     config: Config | None = None,
     capacity_gib: float | None = None,
     chart_metric: str | None = None,
+    command: str | None = None,
 ) -> Report:
-    """Run every rule over the tables read from `sources`: the Report."""
+    """Run every rule over the tables read from `sources`: the Report (`command`: the command line
+    it answers)."""
     config = config or Config()
     ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: compute them up front on all cores
@@ -263,6 +273,6 @@ def judge(
     (device_gib, device_from), (host_gib, host_from) = ctx.capacity.summary(host=False), ctx.capacity.summary(host=True)
     cov["capacity"] = {"device_gib": device_gib, "device_from": device_from, "host_gib": host_gib, "host_from": host_from}
     findings = ordered(ctx.findings)
-    report = Report(headline(findings), findings, skipped, cov, thresholds)
-    report.series, report.rules, report.events = series_views(ctx, chart_metric), rules, tables.events
-    return report
+    return Report(
+        headline(findings), findings, skipped, cov, thresholds, command=command, series=series_views(ctx, chart_metric), rules=rules, events=tables.events
+    )

@@ -1,5 +1,5 @@
 """Inputs that cannot be read twice (standard input, a FIFO) copied to a temporary file while they
-are read, so that the report can still quote its evidence lines afterwards (memlog/report/excerpt.py
+are read, so that the report can still quote its evidence lines afterwards (memlog/engine/excerpt.py
 reads them back from the copy, with the same reader, so line numbers agree). The copy holds the
 bytes as they came (compressed ones too), at most MAX_SPOOL_BYTES: past that, later evidence lines
 are cited by number only. On Linux a copy has no name (an unlinked temporary file read back

@@ -1,5 +1,6 @@
 """Render: each module turns a Report (or a scan, a comparison, watch's judgements) into one
-output format; memlog.render.outputs.render picks one. Renderers compute nothing of their own.
+output format; the Report's outputs are memlog.render.outputs, one module each (a new output is one
+file there). Renderers compute nothing of their own.
 safety holds the one output-safety layer every command's output goes through; shared what every
 renderer says the same way.
 

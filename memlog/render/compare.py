@@ -7,9 +7,9 @@ import json
 
 from memlog.base.phrases import gib
 from memlog.compare.regression import Comparison, Pair
-from memlog.render.github import escape_data, escape_property
-from memlog.render.json_out import finite
 from memlog.render.safety import safe, safe_json, valid_text
+from memlog.render.workflow import escape_data, escape_property
+from memlog.report.document import finite
 
 HEADLINES = {
     "regression": "REGRESSION: NEW uses more memory than BASE",
@@ -88,7 +88,7 @@ def render_compare_text(c: Comparison) -> str:
 def _cell(text: str) -> str:
     """Markdown table cell or list item: log-derived text made inert as in the analyze report
     (pipes, HTML, markdown, and no @mention, #123 or GH-123 that GitHub would link)."""
-    from memlog.render.markdown import md_text
+    from memlog.render.outputs.markdown import md_text
 
     return md_text(text.replace("->", "→"))
 

@@ -108,14 +108,14 @@ def render_fleet_text(fleet: Fleet, ascii_only: bool = False) -> str:
 
 
 def render_fleet_json(fleet: Fleet) -> str:
-    from memlog.render.json_out import finite
+    from memlog.report.document import finite
 
     return safe_json(json.dumps(finite(fleet.to_json()), indent=2, allow_nan=False, ensure_ascii=False)) + "\n"
 
 
 def render_fleet_markdown(fleet: Fleet) -> str:
     """A summary to paste into a report: the counts per verdict, the runs that leak, the table."""
-    from memlog.render.markdown import md_text
+    from memlog.render.outputs.markdown import md_text
 
     s = fleet.summary()
     out = [f"**memlog scan**: {md_text(summary_line(fleet))}", ""]
@@ -175,7 +175,7 @@ def render_fleet_csv(fleet: Fleet) -> str:
 def render_fleet_github(fleet: Fleet, workspace: str | None = None) -> str:
     """One workflow annotation per run that needs a look (a warning or error finding, or unreadable),
     on the log line of its worst finding; calm runs are only counted in the first line."""
-    from memlog.render.github import annotation_path, escape_data, escape_property
+    from memlog.render.workflow import annotation_path, escape_data, escape_property
 
     level = {"error": "error", "warning": "warning"}
     out = [verdict_line(fleet)]

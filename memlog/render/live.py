@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable
 
 from memlog.base.phrases import gib
-from memlog.render.github import annotation, escape_data
-from memlog.render.json_out import finite
 from memlog.render.safety import ascii_text, safe, safe_json
 from memlog.render.shared import by_severity
+from memlog.render.workflow import annotation, escape_data
+from memlog.report.document import finite
 from memlog.report.report import Report
+from memlog.watch.document import watch_document
 from memlog.watch.watch import Change, changes, early_warning
 
 MAX_ROWS = 8  # workers shown in the status area; the rest are counted
@@ -100,16 +101,16 @@ class LiveOutput:
             self.write(_json_line(report, "final", None, why))
             return
         if self.mode == "github":
-            from memlog.render.github import render_github
+            from memlog.render.outputs.github import render_github
 
             self.write(render_github(report, workspace=self.workspace))
             return
         if self.terminal:
             self._redraw([])
-        from memlog.render.text import render_text
+        from memlog.render.outputs.text import render_text
 
         self.write(f"\n[{_clock()}] watch {why}\n" if not self.terminal else "")
-        self.write(render_text(report, chart=False, ascii_only=self.ascii_only))
+        self.write(render_text(report, chart=False, ascii_only=self.ascii_only, width=self.width))
 
     def _redraw(self, lines: list[str]) -> None:
         lines = [line if len(line) <= self.width else line[: self.width - 1] + "…" for line in lines]
@@ -146,17 +147,7 @@ def _text(change: Change) -> str:
 
 
 def _json_line(report: Report, event: str, change: Change | None, why: str | None) -> str:
-    document = report.to_json()
-    watch = {"event": event, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(report.extra.get("watch") or {})}
-    if change is not None:
-        watch["previous_verdict"] = change.previous_verdict
-        watch["new"] = [{"rule": f.rule, "subject": f.subject, "severity": f.severity} for f in change.new]
-        watch["gone"] = [{"rule": r, "subject": s, "severity": v} for r, s, v in change.gone]
-    if why is not None:
-        watch["ended"] = why
-    watch["early_warning"] = early_warning(report)
-    document["watch"] = watch
-    return safe_json(json.dumps(finite(document), allow_nan=False, ensure_ascii=False)) + "\n"
+    return safe_json(json.dumps(finite(watch_document(report, event, change, why)), allow_nan=False, ensure_ascii=False)) + "\n"
 
 
 def _github(change: Change, workspace: str | None) -> str:

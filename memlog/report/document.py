@@ -1,5 +1,5 @@
 """The Report as a JSON document: its contract (Report.to_json), with every non-finite number made
-JSON. `analyze -o json` prints it (memlog/render/json_out.py); the guard writes it beside the run
+JSON. `analyze -o json` prints it (memlog/render/outputs/json.py); the guard writes it beside the run
 (memlog/guard), so it lives below both.
 
 NaN and infinity are not JSON: such a value becomes null, and `non_finite` lists where and what it

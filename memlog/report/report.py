@@ -80,7 +80,7 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
     # For the renderers, not serialised: what the charts draw, the rules that ran (help texts for
     # SARIF/JUnit), the events parsed (their text stands in for log lines that cannot be re-read,
-    # e.g. from stdin), and the evidence lines read back from the files (see memlog.report.excerpt).
+    # e.g. from stdin), and the evidence lines read back from the files (see memlog.engine.excerpt).
     series: list[SeriesView] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)

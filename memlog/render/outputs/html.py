@@ -31,6 +31,7 @@ from memlog import __version__
 from memlog.base.phrases import workers_phrase
 from memlog.render.chart import _nice_ticks
 from memlog.render.mermaid import PALETTE, chart_subject
+from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, UNNAMED, select
 from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
@@ -516,3 +517,10 @@ def _environment(report: Report) -> str:
         rows.append((f"skipped {esc(skip['rule'])}", esc(" ".join(skip["reason"].split()), 600)))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<h2 id="environment">Coverage and environment</h2><table class="env"><tbody>{body}</tbody></table>'
+
+
+QUOTES_LOG_LINES = True  # the evidence lines, read back from the logs
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    return render_html(report)

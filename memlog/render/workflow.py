@@ -1,4 +1,5 @@
-"""GitHub Actions workflow commands: one annotation per finding, on the file and line of its evidence.
+"""GitHub Actions workflow commands, as every command's github output writes them (analyze's,
+scan's, compare's, watch's): one annotation per finding, on the file and line of its evidence.
 
 GitHub shows at most 10 error and 10 warning annotations per step (50 per job), so findings are
 annotated once each, never per step or per rank. Info findings become notices. Values are escaped
@@ -10,8 +11,7 @@ from __future__ import annotations
 import os
 
 from memlog.render.safety import safe
-from memlog.render.shared import by_severity, evidence_summary
-from memlog.report.report import Report
+from memlog.render.shared import evidence_summary
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -50,9 +50,3 @@ def annotation(f, workspace: str | None = None) -> str:
     if len(f.lines) > 1:
         body.append("Also at: " + ", ".join(f"{safe(s)}:{n}" for s, n in f.lines[1:]))
     return f"::{LEVEL[f.severity]} {','.join(props)}::{escape_data(chr(10).join(body))}"
-
-
-def render_github(report: Report, workspace: str | None = None) -> str:
-    out = [f"memlog verdict: {report.headline.headline}"]
-    out += [annotation(f, workspace) for f in by_severity(report)]
-    return "\n".join(out) + "\n"

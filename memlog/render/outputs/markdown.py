@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from memlog import __version__
 from memlog.base.phrases import workers_phrase
 from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_mermaid
+from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe
 from memlog.render.selection import noun_of, select
 from memlog.render.shared import axis_word, buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
@@ -274,3 +275,10 @@ def _name(name: str) -> str:
 
 def _ranks(ranks: list[int]) -> str:
     return workers_phrase([f"rank{r}" for r in ranks])
+
+
+QUOTES_LOG_LINES = True  # the evidence lines, read back from the logs
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    return render_markdown(report)

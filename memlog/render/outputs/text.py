@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from memlog.render.outputs import RenderOptions
 from memlog.render.safety import ascii_text, no_workflow_commands, safe
 from memlog.render.shared import by_severity, evidence_summary, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, source_damage
@@ -73,3 +74,7 @@ def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_
             out.append(_wrap(f"{source['name']}: {damage}", ""))
     text = "\n".join(out) + "\n"
     return ascii_text(text) if ascii_only else text
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    return render_text(report, options.colour, options.chart, options.ascii_only, options.width or WIDTH)

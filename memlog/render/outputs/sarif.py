@@ -15,8 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from memlog import __version__
-from memlog.render.json_out import finite
+from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe, safe_json
+from memlog.report.document import finite
 from memlog.report.report import Report
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -103,3 +104,7 @@ def render_sarif(report: Report) -> str:
     }
     document = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
     return safe_json(json.dumps(finite(document), indent=2, allow_nan=False, ensure_ascii=False)) + "\n"
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    return render_sarif(report)

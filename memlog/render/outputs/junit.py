@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 from memlog import __version__
 from memlog.judge.rulekit import SEVERITY_RANK
+from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe
 from memlog.render.shared import evidence_summary
 from memlog.report.report import Report
@@ -66,3 +67,7 @@ def render_junit(report: Report, fail_on: str = "error") -> str:
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    return render_junit(report, options.fail_on)
