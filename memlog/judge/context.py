@@ -96,15 +96,15 @@ class Context:
             for s in self.series(column):
                 if s.key not in chosen and len(s):
                     chosen[s.key] = s
-        return sorted(_judged(chosen.values()), key=_series_order)
+        return sorted(_judged(chosen.values()), key=series_order)
 
     @functools.cached_property
     def host_series(self) -> list[Series]:
-        return sorted(_judged(s for c in HOST_COLUMNS for s in self.series(c) if len(s)), key=_series_order)
+        return sorted(_judged(s for c in HOST_COLUMNS for s in self.series(c) if len(s)), key=series_order)
 
     @functools.cached_property
     def loss_series(self) -> list[Series]:
-        return sorted((s for s in self.series("loss") if len(s)), key=_series_order)
+        return sorted((s for s in self.series("loss") if len(s)), key=series_order)
 
     def decided(self, series: Series) -> bool:
         """Did an earlier rule that settles memory series (`decides=True`) name this one?"""
@@ -148,5 +148,5 @@ def _judged(series: Iterable[Series]) -> list[Series]:
     return [view for s in series for view in (step_envelopes(s) or [s])]
 
 
-def _series_order(s: Series) -> tuple:
+def series_order(s: Series) -> tuple:
     return (s.key.source, s.rank if s.rank is not None else 1 << 30, s.key.worker, s.key.segment)

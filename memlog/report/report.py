@@ -162,7 +162,7 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
     """What the charts draw: the judged device series, the host series and the loss per worker,
     each with the knee and tail fit of the shared shape (memlog.judge.trend), plus `metric` when asked."""
     from memlog.base.columns import MEMORY_COLUMNS
-    from memlog.judge.context import _series_order
+    from memlog.judge.context import series_order
     from memlog.judge.trend import shape_of
 
     def view(subject: str, s) -> SeriesView:
@@ -181,5 +181,5 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
     views += [view("host", s) for s in ctx.host_series]
     views += [view("loss", s) for s in ctx.loss_series]
     if metric:
-        views += [view("metric", s) for s in sorted(ctx.series(metric), key=_series_order) if len(s)]
+        views += [view("metric", s) for s in sorted(ctx.series(metric), key=series_order) if len(s)]
     return views
