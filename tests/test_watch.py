@@ -326,17 +326,9 @@ def test_sigterm_prints_the_verdict_and_exits_by_fail_on(tmp_path):
     assert final["watch"]["event"] == "final" and final["watch"]["ended"] == "terminated"
 
 
-def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
-    """watch on a pseudo-terminal: the status area (verdict, a row per rank with its level) is drawn,
-    then redrawn over itself (cursor up as many lines as were drawn, clear to the end) at most once a
-    second; escape sequences written in the log never reach the terminal (reading strips them, memlog/parse/unwrap.py, and
-    status_lines passes what it prints through render.safe: either one suffices here)."""
-    import fcntl
-    import pty
-    import re
-    import struct
-    import termios
-
+def _status_log(tmp_path):
+    """A two-rank run with escape sequences in its lines, ending in a Ray worker's death whose
+    text a finding quotes in the status area: the first 81 lines, and the rest to append."""
     from tests.logwriters import ray
 
     memory = {r: [30.0 + 2 * r + noise(i) for i in range(300)] for r in (0, 1)}
@@ -344,7 +336,6 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     hostile = "\x1b]0;PWNED\x07\x1b[2J\x1b[31m\x9b1A\u202e"
     lines.insert(200, lines[199] + "  " + hostile)  # a step line with escapes at its end (read as a step)
     lines.insert(210, hostile + " torch.OutOfMemory? " + hostile)  # a line of nothing but
-    # and one whose text a finding quotes (Ray's exit detail) in the status area
     lines.append(
         ray.worker_died(
             task_id="ab12", worker_id="cd34", node_id="ef56", ip="10.0.0.1", port=1234, pid=42, exit_type="SYSTEM_ERROR", exit_detail=f"killed {hostile} here"
@@ -352,50 +343,18 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
     )
     log = tmp_path / "train.log"
     log.write_text("\n".join(lines[:81]) + "\n")
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}  # no colour: every escape but the redraw's is foreign
-    err = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "memlog", "watch", str(log)], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=slave, stderr=err, env=env)
-    os.close(slave)
-    received: list[bytes] = []
+    return log, lines[81:]
 
-    def read_terminal() -> None:
-        while True:
-            try:
-                data = os.read(master, 1 << 16)
-            except OSError:  # EIO: watch exited and the terminal closed
-                return
-            if not data:
-                return
-            received.append(data)
 
-    reader = threading.Thread(target=read_terminal, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not received and time.monotonic() < deadline:  # the first status area: watch has started
-            time.sleep(0.1)
-        for i in range(81, len(lines), 10):  # steps arrive for about 4 s
-            with open(log, "a") as handle:
-                handle.write("\n".join(lines[i : i + 10]) + "\n")
-            time.sleep(0.2)
-        time.sleep(1.5)
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        reader.join(10)
-        os.close(master)
-    err.seek(0)
-    assert code == 1, err.read()  # the crash is an error finding (--fail-on error)
-    data = b"".join(received)
+def _check_terminal(data: bytes) -> list[str]:
+    """What a terminal received from watch: nothing from the log acts on it (the only escapes are
+    the redraw's own), and each redraw moves up exactly the lines the drawing before wrote. Returns
+    the status areas drawn, the closing report last."""
+    import re
+
     text = data.decode("utf-8", "replace").replace("\r\n", "\n")
-    # Nothing from the log acts on the terminal: the only escapes are the redraw's own.
     assert b"\x07" not in data and b"\x1b]" not in data and "\x9b" not in text and "\u202e" not in text
     assert re.sub(r"\x1b\[\d+F\x1b\[J", "", text).count("\x1b") == 0, "an escape sequence other than the redraw's"
-    # Drawn, then redrawn in place: each redraw moves up exactly the lines the previous drawing wrote.
     redraws = list(re.finditer(r"\x1b\[(\d+)F\x1b\[J", text))
     assert len(redraws) >= 3, text
     blocks = re.split(r"\x1b\[\d+F\x1b\[J", text)
@@ -406,11 +365,105 @@ def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
         assert re.search(r"^  rank0 +30\.\d\d GiB", block, re.M) and re.search(r"^  rank1 +32\.\d\d GiB", block, re.M), block
     assert "verdict: STABLE" in blocks[0] and "crash: A Ray worker died (SYSTEM_ERROR: killed" in blocks[-2]
     assert "memlog verdict: CRASH" in blocks[-1]  # Ctrl-C: the area is cleared and the verdict printed
-    # At most once a second (the default --interval): each area says when it was judged, to the second,
-    # and two drawings at least a second apart never say the same second (unlike arrival times at the
-    # reader, this does not depend on how loaded the machine is).
-    stamps = [re.search(r"judged (\d\d:\d\d:\d\d)", block).group(1) for block in blocks[:-1]]
-    assert len(set(stamps)) == len(stamps), stamps
+    return blocks
+
+
+def test_the_terminal_status_area_is_redrawn_at_most_once_an_interval(tmp_path):
+    """The status area as watch draws it on a terminal, paced by a fake clock: steps arrive 10 lines
+    every 0.2 s for 4 s, judged at most once a second (the default --interval), each drawing over the
+    last; the closing report clears the area."""
+    from memlog.render.live import LiveOutput
+    from memlog.watch.watch import StopRequest, watch_loop
+
+    log, rest = _status_log(tmp_path)
+    now, written, judged = [0.0], [], []
+    watcher = Watcher([str(log)], interval=1.0, clock=lambda: now[0])
+    out = LiveOutput("text", written.append, terminal=True, width=160)
+    stop = StopRequest()
+
+    def sleep(seconds: float) -> None:  # the loop's wait: the clock moves, and lines arrive
+        now[0] += seconds
+        due = int(now[0] / 0.2) * 10
+        if rest and due > 0:
+            with open(log, "a") as handle:
+                handle.write("\n".join(rest[:due]) + "\n")
+            del rest[:due]
+        if not rest and now[0] > 6.0:
+            stop(signal.SIGINT, None)  # Ctrl-C once everything was read
+
+    def on_report(report) -> bool:
+        judged.append(now[0])
+        out.update(report)
+        return False
+
+    report, why = watch_loop(watcher, on_report, stop=stop, sleep=sleep)
+    out.final(report, why)
+    _check_terminal("".join(written).encode())
+    assert all(b - a >= 1.0 for a, b in zip(judged, judged[1:])), judged  # at most once an interval
+
+
+def test_the_terminal_status_area_is_redrawn_in_place_and_safe(tmp_path):
+    """watch on a real pseudo-terminal: the status area (verdict, a row per rank with its level) is
+    drawn, then redrawn over itself (cursor up as many lines as were drawn, clear to the end); escape
+    sequences written in the log never reach the terminal (reading strips them, memlog/parse/unwrap.py,
+    and status_lines passes what it prints through render.safe: either one suffices here). Paced by
+    what the terminal shows (events), not by the clock."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    log, rest = _status_log(tmp_path)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}  # no colour: every escape but the redraw's is foreign
+    err = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlog", "watch", str(log), "--interval", "0.1"], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=slave, stderr=err, env=env
+    )
+    os.close(slave)
+    received: list[bytes] = []
+    shown = threading.Condition()  # notified at every read from the terminal
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # EIO: watch exited and the terminal closed
+                data = b""
+            with shown:
+                received.append(data)
+                shown.notify_all()
+            if not data:
+                return
+
+    def redraws() -> int:
+        return b"".join(received).count(b"\x1b[J")
+
+    def wait_until(condition) -> None:
+        with shown:
+            assert shown.wait_for(lambda: condition() or (received and not received[-1]), timeout=120) and condition(), b"".join(received)[-2000:]
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: b"verdict: STABLE" in b"".join(received))
+        for i in range(0, len(rest), 100):  # the rest arrives in three writes, each once the last was drawn
+            drawn = redraws()
+            with open(log, "a") as handle:
+                handle.write("\n".join(rest[i : i + 100]) + "\n")
+            wait_until(lambda: redraws() > drawn)
+        wait_until(lambda: b"crash: A Ray worker died" in b"".join(received).rsplit(b"\x1b[J", 1)[-1])
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(10)
+        os.close(master)
+    err.seek(0)
+    assert code == 1, err.read()  # the crash is an error finding (--fail-on error)
+    _check_terminal(b"".join(received))
 
 
 def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monkeypatch):
