@@ -58,7 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from fuzz_env import MARKER, Case, builtin_parsers, feed_fifo, lay_out, make_case, release_fifo, run_special  # noqa: E402
+from fuzz_env import MARKER, Case, builtin_parsers, feed_fifo, lay_out, make_case, release_fifo, run_special  # noqa: E402  (after sys.path names scripts/)
 
 PARSERS = builtin_parsers(REPO)
 

@@ -20,7 +20,7 @@ from typing import Any
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the standalone package of old
-    from pytorch_lightning.callbacks import Callback  # type: ignore[assignment]  # the same class, under its old package
+    from pytorch_lightning.callbacks import Callback  # type: ignore[assignment, unused-ignore]  # the same class, under its old package (one of the two may be absent)
 
 from memlog.guard.guard import Guard
 

@@ -112,8 +112,7 @@ def plain_load(handle: BinaryIO) -> Any:
     """The pickle in `handle`, built of plain containers and numbers only (or _Refused)."""
     import copyreg
 
-    # the codes registered, if any (copyreg's private table: typeshed leaves it out)
-    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # type: ignore[attr-defined]
+    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # type: ignore[attr-defined]  # the codes registered, if any (private to copyreg)
     return unpickler(handle).load()
 
 

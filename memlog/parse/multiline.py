@@ -96,8 +96,10 @@ def load_block_parser(spec_path: Path, raw: Any, plugins: bool = False) -> Block
     path = _block_parser_file(where, spec_path, options.pop("module"), plugins)
     try:
         module_spec = importlib.util.spec_from_file_location(f"memlog_parsers.{path.stem}", path)
-        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
-        module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        if module_spec is None or module_spec.loader is None:  # not for a .py path, which it always is here
+            raise ImportError("no loader for the file")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
         create = module.create
         probe = create(dict(options))
         start_literals = tuple(probe.start_literals)
