@@ -174,12 +174,9 @@ class ChunkParser:
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
             if i in near:
+                assert scan.starts is not None  # every chunk in `near` has its starts (scan_together)
                 near_rows = part.drop("_candidate")
-                scan.near_starts = {
-                    spec.name: probe.prepare(near_rows)
-                    for spec, probe in self.block_probes
-                    if len(scan.starts[spec.name])  # type: ignore[index]  # every chunk in `near` has its starts (scan_together)
-                }
+                scan.near_starts = {spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
