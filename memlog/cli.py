@@ -110,7 +110,7 @@ class _CheckedStdout(io.RawIOBase):
     def isatty(self) -> bool:
         return os.isatty(self._fd)
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         if self.failed:
             return len(data)
         try:

@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from fuzz import OWN_COLOUR, load_seeds, make_input, unsafe  # noqa: E402
-from fuzz_env import lay_out  # noqa: E402
+from fuzz import OWN_COLOUR, load_seeds, make_input, unsafe  # noqa: E402  (after sys.path names scripts/)
+from fuzz_env import lay_out  # noqa: E402  (likewise)
 
 REPLACEMENTS = ("none", "none", "none", "signal", "signal", "truncate", "rotate", "fifo", "directory")
 HANG_SECONDS = 120  # an input not done by then is a hang (SIGALRM)

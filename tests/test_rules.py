@@ -8,7 +8,8 @@ import re
 import pytest
 
 from memlog.engine.api import analyze
-from memlog.judge.rulekit import load_rules
+from memlog.judge.rulekit import Example, load_rules
+from tests.scenarios import FORMATS_DIR, SECONDS_PER_STEP, example_log
 from tests.synthetic import torchtitan_lines
 
 
@@ -147,9 +148,6 @@ def test_restart_segments_are_judged_separately(tmp_path):
 
 
 # -- every rule file's worked examples, run as tests -----------------------------------------------
-
-from memlog.judge.rulekit import Example  # noqa: E402
-from tests.scenarios import FORMATS_DIR, SECONDS_PER_STEP, example_log  # noqa: E402
 
 EXAMPLES = [(rule.id, i, e) for rule in load_rules() for i, e in enumerate(rule.examples) if isinstance(e, Example)]
 

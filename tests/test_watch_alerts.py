@@ -21,8 +21,7 @@ from memlog.watch.notify import RETRIES, Notifier, shown
 from memlog.watch.watch import Watcher
 from tests.test_watch import flat_lines, leak_lines
 
-prometheus_client = pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+text_string_to_metric_families = pytest.importorskip("prometheus_client.parser").text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -310,7 +310,7 @@ def _concerned_worker(row: dict[str, Any], detail: dict[str, Any], by_pid: dict[
     return f"{name} pid={pid}" if name else f"pid={pid}"
 
 
-def _steps_beside(events: pl.DataFrame, records: pl.DataFrame, strategy: str) -> pl.Series:
+def _steps_beside(events: pl.DataFrame, records: pl.DataFrame, strategy: Literal["backward", "forward"]) -> pl.Series:
     """Per event row, the training step its worker logged last before the event's line (`backward`),
     or first after it (`forward`); for a worker that logs no training steps, the latest (earliest)
     such step of any worker of the source. An as-of join: the records are never turned into Python

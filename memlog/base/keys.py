@@ -19,7 +19,12 @@ def packed_key(frame: pl.DataFrame, columns: list[str]) -> pl.Expr | None:
     for any frame whose codes all occur in `frame` (the widths are `frame`'s)."""
 
     def codable(column: pl.Series) -> bool:
-        return not column.null_count() and (column.dtype == pl.Categorical or (column.dtype.is_integer() and (column.min() or 0) >= 0))
+        if column.null_count():
+            return False
+        if column.dtype == pl.Categorical:
+            return True
+        lowest = column.min()  # an int for an integer column, None for an empty one
+        return column.dtype.is_integer() and (lowest is None or (isinstance(lowest, int) and lowest >= 0))
 
     if not all(codable(frame[c]) for c in columns):
         return None

@@ -3,9 +3,14 @@ of a run is held or judged point by point. Each is a named number with the reaso
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from memlog.base.columns import MEMORY_COLUMNS
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 # No single accelerator holds more than this; a device reading above it is impossible even when the
 # log does not reveal the capacity (mmdetection #6283's `memory: 1136404462`).
@@ -42,7 +47,7 @@ def impossible_reading(value: pl.Expr, column: str, capacity_gib: float | pl.Exp
     else:
         limit = pl.lit(min(capacity_gib * CAPACITY_SLACK, physical) if capacity_gib else physical)
     reasons = [(value.is_nan() | value.is_infinite(), "not a number"), (value < 0, "negative"), (value > limit, "above capacity")]
-    why = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
+    why: Then | ChainedThen = pl.when(reasons[0][0]).then(pl.lit(reasons[0][1]))
     for condition, reason in reasons[1:]:
         why = why.when(condition).then(pl.lit(reason))
     return pl.any_horizontal(condition for condition, _ in reasons), why.otherwise(pl.lit(None, dtype=pl.String))

@@ -22,13 +22,13 @@ def workers_phrase(labels: list[str]) -> str:
             ranks.append(int(label[4:]))
         else:
             others.append(label)
-    runs: list[str] = []
+    runs: list[tuple[int, int]] = []
     for r in sorted(set(ranks)):
         if runs and runs[-1][1] == r - 1:
             runs[-1] = (runs[-1][0], r)
         else:
-            runs.append((r, r))  # type: ignore[arg-type]
-    parts = [f"rank {a}" if a == b else f"ranks {a}-{b}" for a, b in runs]  # type: ignore[misc]
+            runs.append((r, r))
+    parts = [f"rank {a}" if a == b else f"ranks {a}-{b}" for a, b in runs]
     return ", ".join(parts + others[:6] + ([f"and {len(others) - 6} more"] if len(others) > 6 else []))
 
 

@@ -85,7 +85,7 @@ def reads(command: Callable) -> Callable:
         return command(reading=reading, **kwargs)
 
     del with_reading.__wrapped__  # typer reads the signature below, not the command's own
-    with_reading.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    with_reading.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]  # inspect reads it; typing knows no such attribute
     with_reading.__annotations__ = {p.name: p.annotation for p in params}
     return with_reading
 

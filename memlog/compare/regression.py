@@ -76,6 +76,11 @@ class Side:
     capacity_gib: float | None
     leaks: bool
 
+    @property
+    def rate(self) -> float:
+        """Growth per step; 0 where none was fitted."""
+        return self.rate_gib_per_step or 0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "series": self.label,
@@ -254,8 +259,8 @@ def compare_reports(base: Report, new: Report, thresholds: dict[str, float], bas
         raise _cannot(f"no rank or worker in common (BASE: {_describe(base_views)}; NEW: {_describe(new_views)})")
     metrics = {(b.metric, n.metric) for _, b, n in aligned if b.metric != n.metric}
     if metrics:
-        b, n = sorted(metrics)[0]
-        raise _cannot(f"they log different memory measures (BASE {b}, NEW {n}): compare runs that log the same one")
+        base_metric, new_metric = sorted(metrics)[0]
+        raise _cannot(f"they log different memory measures (BASE {base_metric}, NEW {new_metric}): compare runs that log the same one")
     base_leaks, new_leaks = _leaking(base), _leaking(new)
     pairs, notes, skipped_pairs = [], [], []
     lows, highs = [], []
@@ -374,7 +379,11 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
     new_leaks = [p for p in pairs if p.new.leaks and not p.base.leaks]
     if new_leaks:
         p = new_leaks[0]
-        when = f"; at this rate it reaches {gib(p.new.capacity_gib)} in ~{p.new.steps_to_capacity:,.0f} steps" if p.new.steps_to_capacity is not None else ""
+        when = (
+            f"; at this rate it reaches {gib(p.new.capacity_gib)} in ~{p.new.steps_to_capacity:,.0f} steps"
+            if p.new.steps_to_capacity is not None and p.new.capacity_gib is not None
+            else ""
+        )
         findings.append(
             _finding(
                 "new-leak",
@@ -396,30 +405,23 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
                 },
             )
         )
-    faster = [
-        p
-        for p in pairs
-        if p.new.leaks
-        and p.base.leaks
-        and (p.base.rate_gib_per_step or 0) > 0
-        and (p.new.rate_gib_per_step or 0) > p.base.rate_gib_per_step * (1 + t["max_rate_increase_pct"] / 100)
-    ]
-    if faster:
-        p = max(faster, key=lambda q: q.new.rate_gib_per_step / q.base.rate_gib_per_step)
+    faster = [p for p in pairs if p.new.leaks and p.base.leaks and p.base.rate > 0 and p.new.rate > p.base.rate * (1 + t["max_rate_increase_pct"] / 100)]
+    if faster:  # both rates are fitted and positive here: `rate` is the fitted one
+        p = max(faster, key=lambda q: q.new.rate / q.base.rate)
         findings.append(
             _finding(
                 "rate-increase",
                 "error",
                 p.subject,
                 (
-                    f"Both runs leak, NEW faster: {p.worker} grows {gib(p.new.rate_gib_per_step * 1000)} per 1k steps, BASE "
-                    f"{gib(p.base.rate_gib_per_step * 1000)} (over +{t['max_rate_increase_pct']:g}%)"
+                    f"Both runs leak, NEW faster: {p.worker} grows {gib(p.new.rate * 1000)} per 1k steps, BASE "
+                    f"{gib(p.base.rate * 1000)} (over +{t['max_rate_increase_pct']:g}%)"
                 ),
                 {
                     "observed": {
                         "workers": len(faster),
-                        "base_rate_gib_per_1k_steps": rounded(p.base.rate_gib_per_step * 1000),
-                        "new_rate_gib_per_1k_steps": rounded(p.new.rate_gib_per_step * 1000),
+                        "base_rate_gib_per_1k_steps": rounded(p.base.rate * 1000),
+                        "new_rate_gib_per_1k_steps": rounded(p.new.rate * 1000),
                     },
                     "thresholds": dict(t),
                     "ranks": sorted({q.rank for q in faster if q.rank is not None}),

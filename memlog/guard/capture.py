@@ -71,9 +71,9 @@ class Hunt:
 
     def step(self, step: int) -> Pair | None:
         """Takes a snapshot when one is due; the pair once the second is taken."""
-        if not self.running or step <= self.started:
+        if self.started is None or self.done or step <= self.started:  # not running, or not past its start
             return None
-        if self.first is None:
+        if self.first is None or self.first_step is None:  # set together
             self.first, self.first_step = self.snapshotter.take(), step
             return None
         if step - self.first_step < self.gap:

@@ -187,6 +187,7 @@ class Guard:
             raise RuntimeError("Guard.step() after close()")
         if not self._started:
             self._start()
+        assert self.reader is not None  # set by _start
         reading = self.reader.read(step)
         self.readings += 1
         self._rows.append((self.readings, step, self.clock(), reading))
@@ -279,6 +280,7 @@ class Guard:
         fails is logged and counts as none: the guard never raises into training."""
         started = self.clock()
         try:
+            assert self.rank is not None  # the agreement's, set by _start
             self._condenser.add(readings_frame(rows, self.rank, self._source.name), [], None)
             summarised = [self._condenser.summarised] if self._condenser.summarised else []
             report = judge_held(self._condenser.held(), [], summarised, [self._source], config=self.config, capacity_gib=self.capacity_gib)
@@ -286,7 +288,7 @@ class Guard:
             log.exception("memlog guard, rank %s: judging the readings failed", self.rank)
             return Judgement(None, rows[-1][1], self.clock() - started)
         leak = next((f.message for f in report.findings if f.verdict is not None and f.verdict.name == "leak"), None) if report else None
-        projections = sorted(capacity_projections(report), key=lambda p: p["capacity_step"]) if leak else []
+        projections = sorted(capacity_projections(report), key=lambda p: p["capacity_step"]) if leak and report is not None else []
         return Judgement(report, rows[-1][1], self.clock() - started, leak, projections[0] if projections else None)
 
     def _apply(self, judgement: Judgement) -> None:
@@ -314,13 +316,15 @@ class Guard:
     def _triggers(self, step: int) -> list[tuple[str, int, str]]:
         """(trigger: the option naming its action, action level, reason) of each trigger that the last
         judgement sets off and that has not acted."""
-        j, found = self.judgement, []
+        j = self.judgement
+        found: list[tuple[str, int, str]] = []
         if j is None:
             return found
         if j.leak:
             found.append(("on_leak", LEVEL[self.on_leak], f"memory leak found (rank {self.rank}): {j.leak}"))
         p = j.projection
         if p is not None and self._projection_holds and p["capacity_step"] - step <= self.within_steps:
+            assert self.rank is not None  # the agreement's, set by _start
             found.append(("on_oom", LEVEL[self.on_oom], oom_reason(p, step, self.within_steps, self.rank)))
         return [t for t in found if t[1] > 0 and t[0] not in self._fired]
 
@@ -335,14 +339,14 @@ class Guard:
             self._fired.update(t[0] for t in warned)
             decision = self._acted(replace(decision, action="warn", reason=warned[0][2], by_rank=self.rank))
         if self._agreement_due(step):
+            assert self.agreement is not None  # set by _start
             asked = max((t for t in triggers if t[1] >= AGREED_FROM), key=lambda t: t[1], default=None)
             agreed = self.agreement.agree(asked[1] if asked else 0, projected)
             if agreed.level >= AGREED_FROM:
                 self._fired.update(t[0] for t in triggers if AGREED_FROM <= t[1] <= agreed.level)
-                own = asked is not None and agreed.by_rank == self.rank
                 reason = (
                     asked[2]
-                    if own
+                    if asked is not None and agreed.by_rank == self.rank  # this rank's own trigger
                     else f"rank {agreed.by_rank} asked to {ACTIONS[agreed.level]}"
                     + (f" (nearest projected OOM at step {agreed.projected_oom_step:.0f})" if agreed.projected_oom_step is not None else "")
                 )
@@ -361,6 +365,7 @@ class Guard:
         return decision
 
     def _agreement_due(self, step: int) -> bool:
+        assert self.agreement is not None  # set by _start
         if self.agreement.world_size == 1:
             return True
         if step % self.agree_every or step == self._agreed_step:
@@ -378,7 +383,7 @@ class Guard:
             _logged(job)(*args)
 
     def _name_culprits(self, pair: Pair) -> None:
-        names = tuple(f"memlog-guard-rank{self.rank}-step{s}.pickle" for s in (pair.first_step, pair.second_step))
+        names = (f"memlog-guard-rank{self.rank}-step{pair.first_step}.pickle", f"memlog-guard-rank{self.rank}-step{pair.second_step}.pickle")
         paths = [str(self.report_dir / n) for n in names] if self.report_dir is not None else []
         diff = diff_snapshots(pair.first, pair.second, names)
         for path, snapshot in zip(paths, (pair.first, pair.second)):

@@ -33,6 +33,7 @@ class MemlogGuardCallback(TrainerCallback):
             self.guard = Guard(**options)
 
     def on_step_end(self, args, state, control, **kwargs):
+        assert self.guard is not None  # made in on_train_begin, which the Trainer calls first
         decision = self.guard.step(state.global_step)
         if decision.should_save:
             control.should_save = True

@@ -20,7 +20,7 @@ from typing import Any
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the standalone package of old
-    from pytorch_lightning.callbacks import Callback
+    from pytorch_lightning.callbacks import Callback  # type: ignore[assignment, unused-ignore]  # the same class, under its old package (one of the two may be absent)
 
 from memlog.guard.guard import Guard
 
@@ -45,6 +45,7 @@ class MemlogGuard(Callback):
         if step == self._last_step:  # accumulating gradients: no optimizer step since the last batch
             return
         self._last_step = step
+        assert self.guard is not None  # made in on_train_start, which Lightning calls first
         decision = self.guard.step(step)
         if decision.should_save:
             path = os.path.join(self._folder(trainer), f"memlog-guard-step={step}.ckpt")

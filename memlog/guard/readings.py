@@ -101,7 +101,7 @@ class CudaReader:
         self.host = HostReader()
         self.max_allocated = 0
 
-    def _resolve(self) -> None:
+    def _resolve(self) -> Callable[[Any], dict]:
         torch = sys.modules.get("torch")
         if torch is None:
             raise RuntimeError("CudaReader reads the allocator of the torch the training script imported, and torch is not imported")
@@ -111,11 +111,11 @@ class CudaReader:
             self._stats = torch.cuda.memory_stats_as_nested_dict
         if self._total_bytes is None:
             self._total_bytes = torch.cuda.get_device_properties(self.device).total_memory
+        return self._stats
 
     def read(self, step: int) -> Reading:
-        if self._stats is None or self._total_bytes is None:
-            self._resolve()
-        stats = self._stats(self.device)
+        stats_of = self._resolve() if self._stats is None or self._total_bytes is None else self._stats
+        stats = stats_of(self.device)
         allocated, reserved, peak = (
             _counter(stats, name, metric) for name, metric in (("allocated_bytes", "current"), ("reserved_bytes", "current"), ("allocated_bytes", "peak"))
         )

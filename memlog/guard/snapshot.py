@@ -26,7 +26,7 @@ import os
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from memlog.base.errors import InputError
 
@@ -112,7 +112,7 @@ def plain_load(handle: BinaryIO) -> Any:
     """The pickle in `handle`, built of plain containers and numbers only (or _Refused)."""
     import copyreg
 
-    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # the codes registered, if any
+    unpickler = ListedOpcodes if copyreg._inverted_registry else PlainUnpickler  # type: ignore[attr-defined]  # the codes registered, if any (private to copyreg)
     return unpickler(handle).load()
 
 
@@ -221,7 +221,7 @@ def _blocks(snapshot: dict, name: str, sites: Sites) -> Iterator[dict]:
             yield block
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -76,6 +76,7 @@ class Context:
             return limit.gib, limit.origin
         if (series.memory and series.memory.is_host) or not self.capacity.agree():
             return None, None
+        assert limit.known is not None  # a capacity learned elsewhere says where (capacity.Limit)
         return limit.gib, f"{limit.origin} ({limit.known.about})"
 
     @functools.cached_property

@@ -16,7 +16,7 @@ from memlog.tables.series import Series
 class Projection:
     capacity_gib: float
     step: float  # projected step at which the series reaches capacity
-    from_step: int  # last logged step the projection starts from
+    from_step: float  # last logged step the projection starts from
     seconds: float | None  # wall time from the last logged step to capacity, when timestamps exist
     at: str | None  # projected wall-clock time (ISO, the log's own clock), when timestamps exist
 

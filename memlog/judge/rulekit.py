@@ -241,7 +241,7 @@ class Rule:
         if "confidence" in extra:
             body["confidence"] = extra.pop("confidence")
         body["thresholds"] = dict(t)
-        tail = {k: extra.pop(k) for k in ("series", "series_count", "readings", "events") if k in extra}  # per-series detail last
+        tail: dict[str, Any] = {k: extra.pop(k) for k in ("series", "series_count", "readings", "events") if k in extra}  # per-series detail last
         body.update(extra)
         body["ranks"] = sorted({r for r in ranks if r is not None})
         body.update(tail)

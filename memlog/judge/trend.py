@@ -150,7 +150,7 @@ class Shape:
         return self.tail_steps[0] if self.warmup_step is None else self.warmup_step
 
     @property
-    def span(self) -> int:
+    def span(self) -> float:
         return self.tail_x[-1] - self.tail_x[0] if self.tail_x else 0
 
     @property
@@ -198,7 +198,7 @@ class Shape:
         return max(self.tail_values) - min(self.tail_values) if self.tail_values else 0.0
 
     @property
-    def interval(self) -> int | None:
+    def interval(self) -> float | None:
         """Median distance between logged steps in the tail."""
         gaps = sorted(b - a for a, b in zip(self.tail_x, self.tail_x[1:]) if b > a)
         return gaps[len(gaps) // 2] if gaps else None
@@ -438,7 +438,7 @@ def _settled_running_max(values: list[float]) -> int:
     return 0
 
 
-def _late_rate_ratio(steps: tuple[int, ...], values: tuple[float, ...]) -> float | None:
+def _late_rate_ratio(steps: tuple[float, ...], values: tuple[float, ...]) -> float | None:
     """Growth rate over the last third of the points relative to the whole stretch (1 = steady)."""
     if len(values) < 4 or steps[-1] <= steps[0]:
         return None

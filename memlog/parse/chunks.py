@@ -128,7 +128,7 @@ class ChunkParser:
             if candidates.is_empty():
                 scans.append(Scan(lines, candidates, None, [], [], []))
                 continue
-            starts = {spec.name: self._starts(spec, candidates) for spec, _ in self.block_probes}
+            starts = {spec.name: self._starts(probe, candidates) for spec, probe in self.block_probes}
             # The first rows too, which a block open at the end of the chunk before may run into: a
             # chunk with blocks of its own likely follows one (without, absorb unwraps them itself).
             near = [probe.near(starts[spec.name]) for spec, probe in self.block_probes if len(starts[spec.name])]
@@ -174,20 +174,17 @@ class ChunkParser:
         for i, part in _by_chunk(unwrapped, chunk_of, together).items():
             scan = scans[i]
             if i in near:
+                assert scan.starts is not None  # every chunk in `near` has its starts (scan_together)
                 near_rows = part.drop("_candidate")
-                scan.near_starts = {
-                    spec.name: probe.prepare(near_rows)
-                    for spec, probe in self.block_probes
-                    if len(scan.starts[spec.name])  # type: ignore[index]
-                }
+                scan.near_starts = {spec.name: probe.prepare(near_rows) for spec, probe in self.block_probes if len(scan.starts[spec.name])}
             scan.unwrapped = part.filter("_candidate").drop("_candidate") if near else part
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
         if self.marker is not None:
-            found = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls(
+            marked = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls(
                 "actor"
             )
-            for i, part in _by_chunk(found, chunk_of, together).items():
+            for i, part in _by_chunk(marked, chunk_of, together).items():
                 scans[i].markers = part if part.height else None
         for spec in self.specs:
             for pattern in spec.records:
@@ -213,9 +210,11 @@ class ChunkParser:
                 for i, hits in _by_chunk(found, chunk_of, together, scans).items():
                     scan = scans[i]
                     scan.observed.append((spec, pattern, hits))
-                    if not hits.is_empty() and pattern.continuation is None:
+                    if hits.is_empty():
+                        continue
+                    if pattern.continuation is None:
                         scan.events.append(_event_rows(hits, spec, pattern))
-                    elif not hits.is_empty():
+                    else:
                         scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"], hits["indent"]), pattern.continuation))
 
     def absorb(self, scan: Scan) -> Matches:
@@ -252,8 +251,8 @@ class ChunkParser:
         return named
 
     @staticmethod
-    def _starts(spec: FormatSpec, candidates: pl.DataFrame) -> pl.Series:
-        return candidates.filter(pl.col("text").str.contains_any(list(spec.block_parser.start_literals)))["_row"]
+    def _starts(feeder: BlockFeeder, candidates: pl.DataFrame) -> pl.Series:
+        return candidates.filter(pl.col("text").str.contains_any(list(feeder.start_literals)))["_row"]
 
     def _multiline(self, scan: Scan) -> Matches:
         """Block parsers' records from the rows near their start lines (unwrapped by `scan`), and the
@@ -262,7 +261,7 @@ class ChunkParser:
         for spec, feeder in self.blocks:
             starts = (scan.starts or {}).get(spec.name)
             if starts is None:  # a chunk with no candidate line was not looked at for starts
-                starts = self._starts(spec, scan.candidates)
+                starts = self._starts(feeder, scan.candidates)
             frame = feeder.feed(scan.lines, starts, self.unwrap, (scan.near_starts or {}).get(spec.name))
             if frame is not None:
                 records.append(frame)
@@ -276,8 +275,8 @@ CRASH_KINDS = [name for name, kind in EVENT_KINDS.items() if kind.fatal or kind.
 
 def _off_crash_lines(records: list[pl.DataFrame], events: list[pl.DataFrame]) -> list[pl.DataFrame]:
     """The record rows not read from a line that an out-of-memory or crash event read."""
-    lines = [frame.filter(pl.col("kind").is_in(CRASH_KINDS))["line_no"] for frame in events if frame.height]
-    lines = pl.concat(lines) if lines else None
+    per_frame = [frame.filter(pl.col("kind").is_in(CRASH_KINDS))["line_no"] for frame in events if frame.height]
+    lines = pl.concat(per_frame) if per_frame else None
     if lines is None or lines.is_empty():
         return records
     return [frame.filter(~pl.col("line_no").is_in(lines.implode())) for frame in records]
@@ -342,7 +341,7 @@ def _by_chunk(frame: pl.DataFrame | None, chunks: list[int], together: bool, sca
     included: a chunk without rows gets none (`frame`'s columns), and where `frame` is None (a
     pattern whose literal no chunk holds) each chunk gets its unwrapped lines' empty frame."""
     if frame is None:
-        return {i: scans[i].unwrapped.clear() for i in chunks}  # type: ignore[index,union-attr]
+        return {i: scans[i].unwrapped.clear() for i in chunks}  # type: ignore[index,union-attr]  # extraction passes its scans, all unwrapped
     if not together:
         return {chunks[0]: frame}
     parts = frame.partition_by("_chunk", as_dict=True, include_key=False, maintain_order=True)

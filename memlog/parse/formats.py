@@ -362,7 +362,7 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
                 if isinstance(entry, dict)
                 for regex_ in (
                     entry.get("regex"),
-                    *(f.get("regex") if isinstance(f, dict) else f for f in (entry.get("fields") if isinstance(entry.get("fields"), list) else ())),
+                    *(f.get("regex") if isinstance(f, dict) else f for f in _listed(entry.get("fields"))),
                 )
             ),
         ]
@@ -440,3 +440,8 @@ def load_spec_once(path: Path, plugins: bool) -> FormatSpec:
 
 def all_logger_prefixes(specs: Iterable[FormatSpec]) -> list[str]:
     return [p for spec in specs for p in spec.logger_prefixes]
+
+
+def _listed(value: object) -> list:
+    """`value` when a spec gave a list there, else nothing (a wrong type is said by the checks)."""
+    return value if isinstance(value, list) else []

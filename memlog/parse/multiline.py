@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -53,7 +53,7 @@ from memlog.base.errors import FormatSpecError, regex_problem
 from memlog.parse.unwrap import BLANKS, strip_escapes
 
 WORKER_KEYS = ("node", "actor", "pid", "ip", "rank")
-RECORD_SCHEMA: dict[str, pl.DataType] = {
+RECORD_SCHEMA: dict[str, type[pl.DataType]] = {
     "line_no": pl.Int64,
     "node": pl.String,
     "actor": pl.String,
@@ -96,8 +96,10 @@ def load_block_parser(spec_path: Path, raw: Any, plugins: bool = False) -> Block
     path = _block_parser_file(where, spec_path, options.pop("module"), plugins)
     try:
         module_spec = importlib.util.spec_from_file_location(f"memlog_parsers.{path.stem}", path)
-        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
-        module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        if module_spec is None or module_spec.loader is None:  # not for a .py path, which it always is here
+            raise ImportError("no loader for the file")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
         create = module.create
         probe = create(dict(options))
         start_literals = tuple(probe.start_literals)
@@ -150,6 +152,7 @@ class BlockFeeder:
     def __init__(self, spec: BlockParserSpec, format_name: str):
         self.parser = spec.new()
         self.format_name = format_name
+        self.start_literals = spec.start_literals
         self.max_lines = int(self.parser.max_lines)
         self.parts: Callable[[pl.DataFrame], pl.DataFrame] | None = getattr(self.parser, "prepare", None)
         self.carry = 0  # rows at the start of the next chunk still inside the last window
@@ -178,7 +181,7 @@ class BlockFeeder:
         near: the rows `near` picks out, unwrapped and prepared already (where chunks are scanned in
         parallel), or None: the window is then unwrapped and prepared here."""
         carry, height = self.carry, lines.height
-        last_start = start_rows.max() if len(start_rows) else None
+        last_start = cast(int, start_rows.max()) if len(start_rows) else None  # `_row`: an index, never null
         self.carry = max(carry - height, self.max_lines - (height - last_start) if last_start is not None else 0, 0)
         if last_start is None and carry == 0:
             return None
@@ -209,7 +212,7 @@ class BlockFeeder:
     def _frame(self, rows: list[dict[str, Any]] | pl.DataFrame) -> pl.DataFrame | None:
         if len(rows) == 0:
             return None
-        columns = {**RECORD_SCHEMA, **dict.fromkeys(self.parser.columns, pl.Float64)}
+        columns: dict[str, type[pl.DataType]] = {**RECORD_SCHEMA, **dict.fromkeys(self.parser.columns, pl.Float64)}
         if isinstance(rows, pl.DataFrame):
             frame = rows.select(pl.col(k).cast(t) if k in rows.columns else pl.lit(None, dtype=t).alias(k) for k, t in columns.items())
         else:
@@ -327,7 +330,7 @@ class _Pending:
         return {**self.event, **moved, "detail": json.dumps(detail)}
 
 
-def _last_of_each_worker(hits: pl.DataFrame, records: list[pl.DataFrame]) -> pl.DataFrame:
+def _last_of_each_worker(hits: pl.DataFrame, records: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """Each worker's last event of a chunk, unless a record of that worker follows it there (then
     the worker went on: its block ended nothing)."""
     hits = hits.unique(list(WORKER_KEYS), keep="last", maintain_order=True)
@@ -357,7 +360,7 @@ class Continuations:
     def __init__(self) -> None:
         self.pending: list[_Pending] = []
 
-    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap, records: list[pl.DataFrame] = ()) -> list[dict[str, Any]]:
+    def add(self, hits: pl.DataFrame, continuation: Continuation, lines: pl.DataFrame, unwrap, records: Sequence[pl.DataFrame] = ()) -> list[dict[str, Any]]:
         """hits: event rows (with `_row`) of one pattern; lines: the whole chunk; records: the chunk's
         record rows (for `last_per_worker`). Returns finished events."""
         raw = lines["text"]

@@ -39,7 +39,8 @@ def learn_group_names(regexes: Iterable[object]) -> None:
 
 def _named(struct: pl.DataType) -> tuple[str, ...]:
     """The names of extract_groups' struct fields; unnamed groups come as "1", "2"..."""
-    return tuple(f.name for f in struct.fields if not f.name.isdigit())  # type: ignore[attr-defined]
+    assert isinstance(struct, pl.Struct)  # extract_groups always gives a struct
+    return tuple(f.name for f in struct.fields if not f.name.isdigit())
 
 
 def _remember(regex_: str, names: tuple[str, ...]) -> None:

@@ -221,12 +221,12 @@ class Unwrapper:
             if has.sum() < PREFIXED_APART * len(has):
                 frame = frame.with_row_index("_i")
                 frame, rest = frame.filter(has), frame.filter(~has)
-            frame = self._take(self._read_prefix(frame), self.prefix_groups).drop("_w")
+            frame = self._take(self._read_prefix(frame, self.prefix), self.prefix_groups).drop("_w")
             if rest is not None:
                 frame = pl.concat([frame, rest], how="vertical_relaxed").sort("_i").drop("_i")
         return frame
 
-    def _read_prefix(self, frame: pl.DataFrame) -> pl.DataFrame:
+    def _read_prefix(self, frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
         """Lines with their wrapper prefix cut off and its groups in `_w` (a line without one is left
         as it was, its groups null).
 
@@ -236,10 +236,10 @@ class Unwrapper:
         on the character after it only (it has no look-ahead; `\\b` and `$` at its end see that
         character), so one line per distinct (prefix, next character) stands for all of them."""
         text = pl.col("text")
-        frame = frame.with_columns(_rest=text.str.replace(self.prefix, ""))
+        frame = frame.with_columns(_rest=text.str.replace(prefix, ""))
         cut = text.str.len_chars() - pl.col("_rest").str.len_chars()
         frame = frame.with_columns(_cut=cut, _key=text.str.head(cut + 1))
-        groups = text.str.extract_groups(f"(?P<_whole>{self.prefix})")
+        groups = text.str.extract_groups(f"(?P<_whole>{prefix})")
         distinct = frame.unique(["_cut", "_key"], keep="any")
         if distinct.height > DISTINCT_PREFIXES * frame.height:
             frame = frame.with_columns(_w=groups)

@@ -33,7 +33,7 @@ from memlog.base.yamlfile import YamlFileError, read_yaml
 from memlog.parse.regexes import group_names, learn_group_names
 
 # Who or when a wrapper can say, and the column type each becomes.
-WRAPPER_FIELDS: dict[str, pl.DataType] = {
+WRAPPER_FIELDS: dict[str, type[pl.DataType]] = {
     "node": pl.String, "rank": pl.Int64, "task": pl.Int64, "actor": pl.String, "pid": pl.Int64, "ip": pl.String,
     "ts": pl.String, "stream": pl.String, "repeated": pl.Int64,
 }  # fmt: skip
@@ -133,7 +133,8 @@ def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
         priority,
         tuple(samples),
     )
-    for what, regex in (("prefix", spec.prefix), ("suffix", spec.suffix), ("marker", marker and marker["regex"])):
+    regexes: tuple[tuple[str, str | None], ...] = (("prefix", spec.prefix), ("suffix", spec.suffix), ("marker", marker["regex"] if marker else None))
+    for what, regex in regexes:
         if regex is None:
             continue
         try:

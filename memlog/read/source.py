@@ -15,7 +15,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import polars as pl
 
@@ -133,26 +133,32 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> BinaryIO:
+class ByteReader(Protocol):
+    """What reading asks of a stream, plain or decompressing: bytes, up to `size` of them."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _maybe_gunzip(raw: BinaryIO, stats: ReadStats) -> ByteReader:
     """Detect gzip by its magic bytes, not by the file name."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]  # a raw stream typed as BinaryIO
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]  # a raw stream typed as BinaryIO
     compression = compression_of(buffered.peek(10)[:10])
     if compression == "gzip":
         stats.gzip = True
-        return SalvagingGzipReader(buffered)  # type: ignore[return-value]
+        return SalvagingGzipReader(buffered)
     # The other compressors logs are kept in: the standard library reads bzip2 and xz; zstd it
     # cannot, and says so (as damage: reading never raises).
     if compression == "bzip2":
         import bz2
 
-        return bz2.BZ2File(buffered)  # type: ignore[return-value]
+        return bz2.BZ2File(buffered)
     if compression == "xz":
         import lzma
 
-        return lzma.LZMAFile(buffered)  # type: ignore[return-value]
+        return lzma.LZMAFile(buffered)
     if compression == "zstd":
         stats.damaged = "a zstd-compressed file, which memlog cannot read: decompress it first (`zstd -d FILE`, or `zstdcat FILE | memlog analyze -`)"
-        return io.BytesIO(b"")  # type: ignore[return-value]
+        return io.BytesIO(b"")
     return buffered
 
 
@@ -162,7 +168,7 @@ def _lzma_error() -> type[Exception]:
     return lzma.LZMAError
 
 
-def _blocks(stream: BinaryIO, stats: ReadStats, chunk_bytes: int) -> Iterator[bytes]:
+def _blocks(stream: ByteReader, stats: ReadStats, chunk_bytes: int) -> Iterator[bytes]:
     """Raw blocks of about `chunk_bytes`; a damaged gzip stream or I/O error ends reading with the
     reason recorded. Gzip is read in small steps so that a truncated file keeps what came before
     the damage."""

@@ -41,7 +41,7 @@ class _Tee(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         raw: Any = self._raw  # a binary stream has readinto, though typing.BinaryIO does not say so
         read_into = getattr(raw, "readinto1", None) or raw.readinto
         n = read_into(buffer)
@@ -65,7 +65,7 @@ def copied(name: str, raw: BinaryIO) -> BinaryIO:
         _named.append(path)
     _open.append(copy)
     _copies[name] = path
-    return _Tee(raw, copy)  # type: ignore[return-value]
+    return _Tee(raw, copy)  # type: ignore[return-value]  # a raw binary stream, read as the BinaryIO it wraps is
 
 
 def copy_of(name: str) -> Path | None:

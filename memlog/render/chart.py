@@ -126,10 +126,10 @@ def _panel(plt, subject, selection: Selection, sentinel_views: list[SeriesView],
         return plt.marker(symbol, pixel=colour_code) if colour else symbol
 
     points = {id(view): _finite_points(view, width) for view in drawn}
-    fits = [v for v in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step]
-    for view in fits:  # first, so the data is drawn over them
-        xs = [view.fit.from_step, view.fit.to_step]
-        fig.draw(fig.segment(xs, [view.fit.at(x) for x in xs], marker=marker("." if ascii_only else FIT_MARKER, 244)))
+    fits = [v.fit for v in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step]
+    for fit in fits:  # first, so the data is drawn over them
+        xs = [fit.from_step, fit.to_step]
+        fig.draw(fig.segment(xs, [fit.at(x) for x in xs], marker=marker("." if ascii_only else FIT_MARKER, 244)))
 
     for i, pick in enumerate(selection.picks):
         steps, values = points[id(pick.view)]

@@ -60,7 +60,7 @@ def _runs(c: Comparison) -> list[str]:
     return out
 
 
-def _loss(c: Comparison) -> str | None:
+def _loss(c: Comparison) -> str:
     if c.loss is None:
         return "loss: not logged by both runs"
     verdict = "same work" if c.loss["same_work"] else "different work?"

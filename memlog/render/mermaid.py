@@ -154,14 +154,14 @@ def fill(points: list[float | None]) -> tuple[list[float], bool]:
     known = [i for i, v in enumerate(points) if v is not None]
     if not known:
         return [], False
-    out = list(points)
+    out = [0.0 if v is None else v for v in points]  # each empty bucket is filled below
     for a, b in zip(known, known[1:]):
         for i in range(a + 1, b):
-            out[i] = points[a] + (points[b] - points[a]) * (i - a) / (b - a)
+            out[i] = out[a] + (out[b] - out[a]) * (i - a) / (b - a)
     for i in range(known[0]):
-        out[i] = points[known[0]]
+        out[i] = out[known[0]]
     for i in range(known[-1] + 1, len(out)):
-        out[i] = points[known[-1]]
+        out[i] = out[known[-1]]
     return out, known[0] > 0 or known[-1] < len(points) - 1
 
 

@@ -22,10 +22,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from memlog.read.source import Source
 from memlog.render.safety import safe
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as Bar
+    from rich.progress import TaskID
 
 THRESHOLD_BYTES = 50 * 1024 * 1024
 BAR_WIDTH = 30
@@ -49,8 +53,8 @@ class Progress:
         self.total = sum(s for s in self.sizes.values() if s)
         self.done: dict[str, int] = {}
         self.gzipped: set[str] = set()
-        self.bar = None  # a rich.progress.Progress, from the first time it is shown
-        self.task = None
+        self.bar: Bar | None = None  # from the first time it is shown
+        self.task: TaskID | None = None
         self.last = 0.0
 
     def __call__(self, source: Source) -> None:
@@ -79,7 +83,7 @@ class Progress:
         total = self.known_total()
         if self.bar is None:
             self.bar = self._start()
-        elif total is None and self.bar.tasks[0].total is not None:  # a gzip among the inputs: no percentage after all
+        elif self.task is not None and total is None and self.bar.tasks[0].total is not None:  # a gzip among the inputs: no percentage after all
             self.bar.remove_task(self.task)
             self.task = None
         if self.task is None:
@@ -87,7 +91,7 @@ class Progress:
         self.bar.update(self.task, description=description, completed=min(read, total or read))
         self.bar.refresh()
 
-    def _start(self):
+    def _start(self) -> Bar:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
         from rich.progress import Progress as Bar

@@ -13,7 +13,7 @@ from memlog.report.report import Report
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def buckets(steps: list[int] | None, values: list[float], count: int):
+def buckets(steps: list[float] | None, values: list[float], count: int):
     """The finite points of one series cut into at most `count` runs of consecutive points, for
     display: per bucket the lowest and highest point (with their steps), the mean, the first and
     last value. Vectorised, so a million-step series costs milliseconds. Without `steps`, the

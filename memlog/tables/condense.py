@@ -55,6 +55,7 @@ one file, a job resumed every 2,500 steps, a restart loop):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -115,7 +116,8 @@ class Summarised:
         self.restarts += segments.filter(pl.col("_seg") > 0).height
         starts = set(self.restart_steps) | set(segments.filter(pl.col("_seg") > 0)["step"].to_list())
         self.restart_steps = sorted(starts)[:MAX_RESTARTS_LISTED]
-        low, high = rows["step"].min(), rows["step"].max()
+        # polars types an aggregate as any Python scalar; of an Int64 column it is an int (no nulls here).
+        low, high = cast(int, rows["step"].min()), cast(int, rows["step"].max())
         self.first_step = low if self.first_step is None else min(self.first_step, low)
         self.last_step = high if self.last_step is None else max(self.last_step, high)
 
@@ -237,7 +239,7 @@ class Condenser:
         if len(frames) > 1:
             rows = rows.sort("line_no", maintain_order=True)
         after = self._after()
-        if (rows["_n"].max() or 0) < 2 * after:
+        if (cast("int | None", rows["_n"].max()) or 0) < 2 * after:
             # No step of these can be binned yet: each is a record of its own; the last ones are kept
             # as the next steps' neighbours.
             self.waiting = None
@@ -248,7 +250,7 @@ class Condenser:
             ready, self.waiting, self.context = _condensed(rows, self.context, self.cuts, open_since, after, final)
             self.done.append(ready)
         # Cuts before the steps still looked at are of no more use.
-        start = min((f["line_no"].min() for f in (self.waiting, self.context) if f is not None and f.height), default=None)
+        start = min((cast(int, f["line_no"].min()) for f in (self.waiting, self.context) if f is not None and f.height), default=None)
         self.cuts = self.cuts.filter(self.cuts >= start) if start is not None else self.cuts.clear()
         self._summarise()
         # Binned again once they grew by half: each time costs what is held, and the peak is what

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import polars as pl
 
@@ -383,7 +383,8 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     A record condensed while reading (memlog/tables/condense.py) counts as the `steps` steps it stands
     for (a step's later readings as one): bins hold equal numbers of steps, not of records."""
     weight = pl.max_horizontal(pl.col("steps"), 1)
-    if (kept.group_by("_series").agg(weight.sum().alias("w"))["w"].max() or 0) <= MAX_SERIES_POINTS:
+    # polars types an aggregate as any Python scalar; of these integer columns it is an int or None.
+    if (cast("int | None", kept.group_by("_series").agg(weight.sum().alias("w"))["w"].max()) or 0) <= MAX_SERIES_POINTS:
         return kept.sort([*keys, "_x"])
     kept = kept.with_columns(_w=weight)
     steps = pl.col("_w")
@@ -398,7 +399,7 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .otherwise(1 + (pl.col("_i") - 1) * inner // (pl.col("_n") - 2))
     )
     value = pl.col("_value")
-    median = _weighted_median(value, steps) if kept["_w"].max() > 1 else value.median()
+    median = _weighted_median(value, steps) if cast(int, kept["_w"].max()) > 1 else value.median()
     kept = kept.with_columns(_bin=bin_of)
     bins = kept.group_by("_series", "_bin", maintain_order=True).agg(
         pl.col(keys).first(),

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 import polars as pl
 
@@ -55,12 +56,14 @@ class Follower:
 
     def __init__(self, source: Source, plan: ReadingPlan, settle: bool = False) -> None:
         self.source, self.plan, self.settle = source, plan, settle
-        self.reader: SourceReader | StoreReader = SourceReader(plan, source, batch_rows=BATCH_ROWS)
+        # Lines are read by `lines`; `reader` is it, or a StoreReader for an event file (read whole).
+        self.lines = SourceReader(plan, source, batch_rows=BATCH_ROWS)
+        self.reader: SourceReader | StoreReader = self.lines
         self.store = is_event_file(source.spec)  # a TensorBoard event file: read again whole as it grows
         self.store_state: tuple[int, int, int] | None = None
         self.compressed = False  # read once, whole (_read_compressed); `ended` once read
         self.changed = False  # a compressed file changed while it was read: to be read again
-        self.handle = None
+        self.handle: BinaryIO | None = None
         self.file_id: tuple[int, int] | None = None
         self.position = 0
         self.cutter = LineCutter()
@@ -77,6 +80,13 @@ class Follower:
         self.behind = b""
 
     # -- reading --------------------------------------------------------------------------------
+
+    @property
+    def _file(self) -> BinaryIO:
+        """The open file: reading, cutting and rotating run only once `_open` gave one."""
+        if self.handle is None:
+            raise RuntimeError(f"{self.source.spec}: no file open")
+        return self.handle
 
     def poll(self) -> bool:
         """Read what was appended since the last poll; True when something was read."""
@@ -95,7 +105,7 @@ class Follower:
             self._restart("truncated")
         got = self._read_to_end()
         if got:
-            self.written_at = os.fstat(self.handle.fileno()).st_mtime
+            self.written_at = os.fstat(self._file.fileno()).st_mtime
         try:
             st = os.stat(self.source.spec)
         except OSError:
@@ -133,7 +143,7 @@ class Follower:
         """The file under the handle is shorter than what was read, or its first bytes or the bytes
         before the position changed: it was cut (copytruncate, `>` again) and maybe written again
         past its old size since the last poll."""
-        fd = self.handle.fileno()
+        fd = self._file.fileno()
         if os.fstat(fd).st_size < self.position:
             return True
         if self.position == 0:
@@ -180,11 +190,11 @@ class Follower:
     def _read_to_end(self) -> bool:
         """Every byte from the position to the current end of the file, a chunk at a time."""
 
-        backlog = os.fstat(self.handle.fileno()).st_size - self.position > CHUNK_BYTES
+        backlog = os.fstat(self._file.fileno()).st_size - self.position > CHUNK_BYTES
 
         def blocks() -> Iterator[bytes]:
             while True:
-                block = self.handle.read(CHUNK_BYTES)
+                block = self._file.read(CHUNK_BYTES)
                 if not block:
                     return
                 if len(self.head) < HEAD_BYTES:
@@ -221,15 +231,15 @@ class Follower:
     def _restart(self, why: str) -> None:
         """The file was replaced or cut: what is left of the old one is finished; line numbers go on."""
         self._absorb(self.cutter.finish())
-        self.reader.end_of_file()
+        self.lines.end_of_file()
         self.cutter = LineCutter(self.cutter.next_line)
         if why == "rotated":
             self.rotations += 1
-            self.handle.close()
+            self._file.close()
             self.handle = None
         else:
             self.truncations += 1
-            self.handle.seek(0)
+            self._file.seek(0)
             self.position, self.head, self.behind = 0, b"", b""
 
     def _poll_pipe(self) -> bool:
@@ -261,7 +271,7 @@ class Follower:
 
     def _absorb(self, pieces: Iterator[Piece], workers: int | None = 1) -> bool:
         """Scan pieces (on `workers` threads; None: all cores), absorb them in file order."""
-        return self.reader.read(pieces, workers)
+        return self.lines.read(pieces, workers)
 
     def records(self) -> pl.DataFrame | None:
         """Every record read so far, as one frame (condensed where the condenser has binned), the

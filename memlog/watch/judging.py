@@ -7,22 +7,29 @@ the capacity ahead, is here, so that both judge alike and neither depends on how
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from memlog.base.config import Config
 from memlog.read.source import Source
 from memlog.report.report import Report
 
+if TYPE_CHECKING:
+    from memlog.parse.generic.guessed import Guessed
+    from memlog.tables.condense import Summarised
+
 
 def judge_held(
     record_frames: list[pl.DataFrame],
     event_frames: list[pl.DataFrame],
-    summarised: list,
+    summarised: Sequence[Summarised],
     sources: list[Source],
     *,
     config: Config,
     capacity_gib: float | None = None,
-    guessed: list = (),
+    guessed: Sequence[Guessed] = (),
 ) -> Report | None:
     """The verdict on the records and events held so far (each frame one source's compact or
     condensed records, or its events), by every rule with the config's thresholds (engine.api.judge),

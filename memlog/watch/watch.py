@@ -169,7 +169,7 @@ class Watcher:
         got = False
         for spec, follower in list(self.followers.items()):
             got |= follower.poll()
-            if follower.compressed and follower.ended:
+            if isinstance(follower, Follower) and follower.compressed and follower.ended:
                 self._compressed_read(spec, follower)
             if follower.refused:
                 self.notice(follower.refused + "; what was read of it stands")

@@ -6,9 +6,16 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Timed(Protocol):
+    t: float  # when the line was printed
+
+
+Line = TypeVar("Line", bound=Timed)
 
 
 def seeded_rng(name: str) -> random.Random:
@@ -17,15 +24,15 @@ def seeded_rng(name: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def interleave(rng: random.Random, streams: Sequence[Sequence[T]], jitter: float = 0.004) -> list[T]:
+def interleave(rng: random.Random, streams: Sequence[Sequence[Line]], jitter: float = 0.004) -> list[Line]:
     """Merge ranks' line streams like torchrun's tee threads: each rank's order kept, across ranks by
     time plus a small seeded jitter (lines printed within a few ms come out shuffled)."""
-    keyed: list[tuple[float, T]] = []
+    keyed: list[tuple[float, Line]] = []
     for stream in streams:
         last = float("-inf")
         for item in stream:
             # Strictly increasing per stream, so sorting never reorders a rank.
-            key = max(item.t + rng.uniform(0.0, jitter), last + 1e-9)  # type: ignore[attr-defined]
+            key = max(item.t + rng.uniform(0.0, jitter), last + 1e-9)
             last = key
             keyed.append((key, item))
     keyed.sort(key=lambda k: k[0])

@@ -305,9 +305,9 @@ def merge_readings(readings: list[tuple[int, dict]]) -> list[dict]:
 # --------------------------------------------------------------------------
 
 
-def printed_number(value: object, style: Callable[[float], str]) -> float:
+def printed_number(value: float, style: Callable[[float], str]) -> float:
     """The value memlog reads back from the printed text."""
-    return float(value) if isinstance(value, int) else float(style(value))  # type: ignore[arg-type]
+    return float(value) if isinstance(value, int) else float(style(value))
 
 
 def mapped(metrics: dict[str, object], mapping: dict[str, str], style: Callable[[float], str]) -> dict:

@@ -64,7 +64,7 @@ def cap_curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float
     return max(min(values[k], fa, fb), 0.0)
 
 
-def best_saturation(xs: Sequence[int], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
+def best_saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float]] | None:
     """Least squares of y = cap + c * exp(-(x - x0) / tau) over a grid of tau, with c < 0
     (rising towards the cap): (sse, cap, fitted values) of the best tau."""
     span = xs[-1] - xs[0]

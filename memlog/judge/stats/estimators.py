@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from statistics import NormalDist
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     import polars as pl
@@ -427,10 +427,10 @@ def _pairwise_slopes(xs: list[float], ys: list[float]) -> list[float] | pl.Serie
         import polars as pl  # a dependency of memlog; imported here so stats alone stays light
 
         x, y = pl.lit(pl.Series(xs, dtype=pl.Float64)), pl.lit(pl.Series(ys, dtype=pl.Float64))
-        i, j = pl.col("i"), pl.col("j")
+        ci, cj = pl.col("i"), pl.col("j")
         # x ascending: x_j > x_i picks exactly the pairs i < j with x_j != x_i.
-        pairs = _index_pairs(n).filter(x.gather(j) > x.gather(i))
-        return pairs.select((y.gather(j) - y.gather(i)) / (x.gather(j) - x.gather(i))).to_series()
+        pairs = _index_pairs(n).filter(x.gather(cj) > x.gather(ci))
+        return pairs.select((y.gather(cj) - y.gather(ci)) / (x.gather(cj) - x.gather(ci))).to_series()
     slopes: list[float] = []
     for i in range(n - 1):
         xi, yi = xs[i], ys[i]
@@ -479,7 +479,13 @@ class _SortedWindow(Sequence[float]):
     def __len__(self) -> int:
         return self._length
 
-    def __getitem__(self, rank: int) -> float:
+    @overload
+    def __getitem__(self, rank: int) -> float: ...
+    @overload
+    def __getitem__(self, rank: slice) -> Sequence[float]: ...
+    def __getitem__(self, rank: int | slice) -> float | Sequence[float]:
+        if isinstance(rank, slice):
+            raise TypeError("a sorted window is read by rank, not sliced")
         if not self._first <= rank < self._first + len(self._values):
             raise IndexError(f"rank {rank} is outside the sorted window")
         return self._values[rank - self._first]
@@ -524,10 +530,10 @@ def theil_sen(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) 
     low_rank, high_rank = (n_slopes - c) / 2.0, (n_slopes + c) / 2.0 + 1.0
     # The interval bounds read the ranks at and after floor(rank); the median lies between them.
     first = max(math.floor(low_rank), 1) - 1
-    slopes = _sorted_between(slopes, first, min(math.floor(high_rank), n_slopes - 1))
-    slope_s = _median_sorted(slopes)
-    low_s = _order_stat(slopes, low_rank, upper=False)
-    high_s = _order_stat(slopes, high_rank, upper=True)
+    ranked = _sorted_between(slopes, first, min(math.floor(high_rank), n_slopes - 1))
+    slope_s = _median_sorted(ranked)
+    low_s = _order_stat(ranked, low_rank, upper=False)
+    high_s = _order_stat(ranked, high_rank, upper=True)
     # Guard the invariant low <= slope <= high against interpolation round-off.
     low_s = min(low_s, slope_s)
     high_s = max(high_s, slope_s)

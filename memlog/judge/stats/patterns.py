@@ -335,8 +335,8 @@ def find_stairs(
             found = _stairs(ys, d, 0.0, threshold, need)
     if found is None:
         return None
-    jumps, mean_jump, flat_sd = found
-    return Stairs(jumps=jumps, mean_jump=_unscale(mean_jump, ey), flat_sd=_unscale(flat_sd, ey))
+    at, mean_jump, flat_sd = found
+    return Stairs(jumps=at, mean_jump=_unscale(mean_jump, ey), flat_sd=_unscale(flat_sd, ey))
 
 
 def _stairs(ys: Sequence[float], d: Sequence[float], med: float, threshold: float, need: int) -> tuple[tuple[int, ...], float, float] | None:

@@ -248,19 +248,20 @@ def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
 
 
 def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> Pattern | None:
-    rows = [(i, t) for i, t in enumerate(sample) if i > at and _row_cells(t, sep, len(header)) is not None]
+    row_cells = {i: got for i, t in enumerate(sample) if i > at and (got := _row_cells(t, sep, len(header))) is not None}
+    rows = [(i, sample[i]) for i in row_cells]
     if len(rows) < MIN_REPEATS:
         return None
     names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
     ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
     counter = ranked[0][1] if ranked else None
-    if counter is None and re.fullmatch(r"\d+(?:/\d+)?", _row_cells(rows[0][1], sep, len(header))[0]):
+    if counter is None and re.fullmatch(r"\d+(?:/\d+)?", row_cells[rows[0][0]][0]):
         counter = 0
     columns: dict[str, tuple[tuple, Column]] = {}
     for j, key in enumerate(header):
         if j == counter:
             continue
-        cells = [_row_cells(t, sep, len(header))[j] for _, t in rows]
+        cells = [row_cells[i][j] for i, _ in rows]
         parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
         printed = [p["u"] for p in parts if p and p["u"]]
         meaning = meaning_of(key, printed[0] if printed else unit_in_key(key))
@@ -281,7 +282,7 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
             columns[column] = (rank, col)
     if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
         texts = [t for _, t in rows]
-        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]
+        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]  # each row has len(header) cells (row_cells)
         after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
         for col in _columns(texts, after, [None] * len(texts)):
             columns.setdefault(col.column, ((), col))
@@ -341,7 +342,7 @@ def guess(sample: list[str]) -> Guess:
         idx.sort()
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
-        spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
+        spans = [hit[1:] if counter is not None and (hit := counter_step(counter, t)) else None for t in texts]
         columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
@@ -398,11 +399,12 @@ def _field_regex(col: Column) -> str:
     return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
-def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
-    sep, header = p.table  # type: ignore[misc]
+def _table_regex(p: Pattern, table: tuple[str, list[str]]) -> tuple[str, dict[str, str]]:
+    sep, header = table
     cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
     by_position = {c.position: c for c in p.columns if c.position is not None}
-    cells, units = [], {}
+    cells: list[str] = []
+    units: dict[str, str] = {}
     last = max([*by_position, p.counter if p.counter is not None else 0])
     for j in range(last + 1):
         if j == p.counter:
@@ -422,8 +424,8 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
     for p in result.patterns:
         units = {c.column: _spec_unit(c.unit) for c in p.columns if c.unit and not c.printed_unit}
         if p.table is not None:
-            regex, _ = _table_regex(p)
-            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": _table_literal(p), "regex": regex}
+            regex, _ = _table_regex(p, p.table)
+            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": _table_literal(p, p.table), "regex": regex}
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
@@ -475,10 +477,10 @@ def _literal(p: Pattern) -> str:
     return p.columns[0].key if p.columns else " "
 
 
-def _table_literal(p: Pattern) -> str:
+def _table_literal(p: Pattern, table: tuple[str, list[str]]) -> str:
     texts = [t for _, t in p.lines]
     for candidate in (",", "/", ".", " "):
-        if candidate == p.table[0] or all(candidate in t for t in texts):  # type: ignore[index]
+        if candidate == table[0] or all(candidate in t for t in texts):
             if all(candidate in t for t in texts):
                 return candidate
     return " "

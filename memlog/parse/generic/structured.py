@@ -67,7 +67,8 @@ def keyed_records(entries: list[dict], source: str, reader: str, where: str, pat
     (and `_seconds`, its wall time, where known), each key mapped to a column by its name as the
     generic reader maps it (mapping.py), its unit from the key. Returns the frames and what was
     read by a guess, in words (`where`: where the steps come from; `pattern`: the evidence's name)."""
-    rows, used = [], {}
+    rows: list[dict[str, float | int]] = []
+    used: dict[str, str] = {}  # column -> how it was read, in words
     for entry in entries:
         if not isinstance(entry.get("step"), int) or isinstance(entry.get("step"), bool):
             continue

@@ -228,12 +228,12 @@ def _figure(report: Report, subject: str, title: str, views: list[SeriesView], c
     if not all_values:
         return ""
 
-    fits = [v for v, _ in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step and math.isfinite(v.fit.at(v.fit.to_step))]
+    fits = [v.fit for v, _ in drawn if v.fit is not None and v.fit.to_step > v.fit.from_step and math.isfinite(v.fit.at(v.fit.to_step))]
     low, high = min(all_values), max(all_values)
     if fits:
         segments: list = []
-        for view in fits:
-            ends = [(view.fit.from_step, view.fit.at(view.fit.from_step)), (view.fit.to_step, view.fit.at(view.fit.to_step))]
+        for fit in fits:
+            ends = [(fit.from_step, fit.at(fit.from_step)), (fit.to_step, fit.at(fit.to_step))]
             segments += [*ends, (None, None)]
             low, high = min(low, *(y for _, y in ends)), max(high, *(y for _, y in ends))
         series.append(("tail fit", segments[:-1], {"allow_interruptions": True}, FIT_COLOUR, "stroke-width:1.5;stroke-dasharray:7,5"))

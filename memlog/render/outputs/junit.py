@@ -61,8 +61,8 @@ def render_junit(report: Report, fail_on: str = "error") -> str:
         elif rule_id in skipped:
             skips += 1
             ET.SubElement(case, "skipped", message=_xml(skipped[rule_id]))
-    for key, value in (("tests", len(rule_ids)), ("failures", failures), ("errors", 0), ("skipped", skips)):
-        suite.set(key, str(value))
+    for key, count in (("tests", len(rule_ids)), ("failures", failures), ("errors", 0), ("skipped", skips)):
+        suite.set(key, str(count))
     root = ET.Element("testsuites", name="memlog", tests=str(len(rule_ids)), failures=str(failures), errors="0", skipped=str(skips))
     root.append(suite)
     ET.indent(root)
