@@ -191,3 +191,16 @@ def test_markdown_names_from_the_logs_link_nothing(tmp_path):
     code, out, _ = run(str(base), str(higher), "-o", "markdown")
     assert code == 1
     assert not re.search(r"@\w|#\d|(?<![\w-])GH-\d|(?<!\\)\]\(|<b>", out), out
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "120", "250"])
+def test_the_text_fits_the_terminal(tmp_path, base, columns):
+    """Every line fits the terminal: the table in full where it fits, else in short (BASE>NEW per
+    cell), else each worker's figures as a sentence; sentences wrapped. Every worker stays named."""
+    result = runner.invoke(app, ["compare", base, write_run(tmp_path / "new.log", leak=0.05)], env={"COLUMNS": columns})
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 1
+    assert all(len(line) <= int(columns) or " " not in line.strip() for line in lines), [line for line in lines if len(line) > int(columns)]
+    text = "\n".join(lines)
+    assert all(f"rank{r}" in text for r in range(4)) and "new-leak" in text
+    assert ("no -> leak" in text) == (columns == "250")  # the full table only where it fits

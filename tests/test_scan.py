@@ -131,13 +131,33 @@ def test_layouts(tmp_path):
 
 
 def test_text_table(scanned, tree):
-    result = runner.invoke(app, ["scan", str(tree), "--jobs", "1"])
+    result = runner.invoke(app, ["scan", str(tree), "--jobs", "1"], env={"COLUMNS": "250"})
     lines = result.stdout.splitlines()
     assert lines[0] == "memlog scan: 8 runs: 2 leak, 1 warmup-plateau, 2 stable; 3 could not be read"
     assert lines[2].split()[:3] == ["run", "verdict", "worst"]
     assert lines[3].split()[:3] == ["team-a/leaky", "leak", "memory-leak"]
     assert "leaking: team-a/leaky, team-b/slurm-101.out" in lines
     assert "2 runs with a finding at or above error (--fail-on)" in lines
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "120"])
+def test_the_text_table_fits_the_terminal(scanned, tree, columns):
+    """At any width the table keeps a row per run with its verdict and ranks, what it cannot hold
+    is said, and the leaking runs are named; no line is wider than the terminal."""
+    result = runner.invoke(app, ["scan", str(tree), "--jobs", "1"], env={"COLUMNS": columns})
+    lines = result.stdout.splitlines()
+    # (a path longer than the terminal stays whole, on a line of its own)
+    assert all(len(line) <= int(columns) or " " not in line.strip() for line in lines), [line for line in lines if len(line) > int(columns)]
+    table = lines[lines.index(next(line for line in lines if line.startswith("run "))) :]
+    assert any(line.split()[1:2] == ["leak"] for line in table)
+    assert any("not shown at" in line for line in lines) == (columns != "250")
+    assert " ".join(lines).count("team-a/leaky") >= 1 and "leaking:" in result.stdout
+
+
+def test_piped_without_columns_the_table_is_80_wide(scanned, tree, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = runner.invoke(app, ["scan", str(tree), "--jobs", "1"])
+    assert all(len(line) <= 80 or " " not in line.strip() for line in result.stdout.splitlines())
 
 
 def test_markdown_summary_to_paste(tree):

@@ -155,8 +155,8 @@ def colour() -> bool:
 
 # Text output fits the terminal: COLUMNS, then the size of the terminal on stdout (or stderr, when
 # stdout is piped into a pager), never below MIN_WIDTH; without a terminal (a CI log, a file),
-# DEFAULT_WIDTH. Very wide terminals get MAX_AUTO_WIDTH: a 300-column chart is no easier to read.
-MIN_WIDTH, DEFAULT_WIDTH, MAX_AUTO_WIDTH = 60, 100, 160
+# DEFAULT_WIDTH, the width a terminal has unless it was made wider. Very wide terminals get MAX_AUTO_WIDTH: a 300-column chart is no easier to read.
+MIN_WIDTH, DEFAULT_WIDTH, MAX_AUTO_WIDTH = 60, 80, 160
 
 
 def fitted_width(explicit: int | None) -> int:

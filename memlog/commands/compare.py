@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from memlog.commands.common import EXIT_FINDING, EXIT_OK, CapacityOption, Debug, emit, guard, reads
+from memlog.commands.common import EXIT_FINDING, EXIT_OK, CapacityOption, Debug, emit, fitted_width, guard, reads
 from memlog.engine.options import ReadingOptions
 
 
@@ -39,7 +39,7 @@ def compare(
 
     def action():
         comparison = run_compare([base], [new], options=reading, fail_on_increase=fail_on_increase, capacity_gib=capacity)
-        emit(render_comparison(comparison, output.value))
+        emit(render_comparison(comparison, output.value, fitted_width(None)))
         return comparison
 
     comparison = guard(debug, action)

@@ -20,6 +20,7 @@ from memlog.commands.common import (
     append_step_summary,
     ascii_only,
     emit,
+    fitted_width,
     guard,
     reads,
 )  # fmt: skip
@@ -90,7 +91,7 @@ def scan(
             fleet = run_scan(runs, options, jobs=jobs, ray_address=ray, on_row=progress, fail_on=fail_on.value)
         finally:
             progress.finish()
-        rendering: dict[str, bool | str | None] = {"ascii_only": ascii_only()} if output is ScanOutput.text else {}
+        rendering: dict[str, bool | str | int | None] = {"ascii_only": ascii_only(), "width": fitted_width(None)} if output is ScanOutput.text else {}
         if output is ScanOutput.github:
             rendering = {"workspace": os.environ.get("GITHUB_WORKSPACE")}
         emit(render_fleet(fleet, output.value, **rendering))

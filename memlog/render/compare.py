@@ -4,6 +4,7 @@ annotations. They format a Comparison (memlog/compare/regression.py) and compute
 from __future__ import annotations
 
 import json
+import textwrap
 
 from memlog.base.phrases import gib
 from memlog.compare.regression import Comparison, Pair
@@ -67,22 +68,75 @@ def _loss(c: Comparison) -> str:
     return f"loss over the common steps: BASE {c.loss['base_mean']}, NEW {c.loss['new_mean']} ({c.loss['diff_pct']:+}%: {verdict})"
 
 
-def render_compare_text(c: Comparison) -> str:
-    out = [f"memlog compare: {HEADLINES[c.verdict]}", ""]
-    out += _runs(c)
-    out.append(f"compared on steps {c.common_steps[0]}-{c.common_steps[1]}, {len(c.pairs)} worker(s)")
-    out.append("")
-    rows = [COLUMNS] + [_row(p) for p in c.pairs[:64]]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+# The table in short, for a terminal too narrow for the one above: GiB and the arrows said once.
+SHORT_COLUMNS = ["worker", "level GiB", "peak GiB", "GiB/1k steps", "to capacity", "warmup", "leak"]
+
+
+def _short_row(p: Pair) -> list[str]:
+    b, n = p.base, p.new
+
+    def number(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.2f}"
+
+    def warmup(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    return [
+        p.worker + ("" if p.subject == "device" else f" ({p.subject})"),
+        f"{number(b.level_gib)}>{number(n.level_gib)} {_pct(p.level_change_gib, b.level_gib)}",
+        f"{number(b.peak_gib)}>{number(n.peak_gib)} {_pct(p.peak_change_gib, b.peak_gib)}",
+        f"{rate(b.rate_gib_per_step)}>{rate(n.rate_gib_per_step)}",
+        f"{_to_capacity(b.steps_to_capacity)}>{_to_capacity(n.steps_to_capacity)}",
+        f"{warmup(b.warmup_until_step)}>{warmup(n.warmup_until_step)}",
+        f"{'leak' if b.leaks else 'no'}>{'leak' if n.leaks else 'no'}",
+    ]
+
+
+def _stacked(row: list[str]) -> str:
+    """A short row as one sentence: the worker, then each figure named."""
+    return f"{row[0]}: " + ", ".join(f"{name} {cell}" for name, cell in zip(SHORT_COLUMNS[1:], row[1:]))
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def render_compare_text(c: Comparison, width: int | None = None) -> str:
+    """`width`: the terminal's columns (None: as wide as the table is). A table too wide for them is
+    printed in short (BASE>NEW in each cell), and the sentences around it are wrapped."""
+    head = [
+        f"memlog compare: {HEADLINES[c.verdict]}",
+        "",
+        *_runs(c),
+        f"compared on steps {c.common_steps[0]}-{c.common_steps[1]}, {len(c.pairs)} worker(s)",
+        "",
+    ]
+    table = _table([COLUMNS] + [_row(p) for p in c.pairs[:64]])
+    if width is not None and max(len(line) for line in table) > width:
+        short = [_short_row(p) for p in c.pairs[:64]]
+        table = _table([SHORT_COLUMNS] + short) + ["(each cell: BASE>NEW)"]
+        if max(len(line) for line in table) > width:  # a worker's figures as a sentence of their own
+            table = [line for row in short for line in _wrapped([_stacked(row)], width)] + ["(each figure: BASE>NEW)"]
     if len(c.pairs) > 64:
-        out.append(f"... and {len(c.pairs) - 64} more workers (see -o json)")
-    out.append("")
-    for f in c.findings:
-        out.append(f"{f.severity.upper():<7} {f.rule}: {f.message}")
-    out += [f"note: {n}" for n in c.notes]
-    out.append(_loss(c))
-    return safe("\n".join(out)) + "\n"
+        table.append(f"... and {len(c.pairs) - 64} more workers (see -o json)")
+    tail = ["", *(f"{f.severity.upper():<7} {f.rule}: {f.message}" for f in c.findings), *(f"note: {n}" for n in c.notes), _loss(c)]
+    out = [*_wrapped(head, width), *(safe(line) for line in table), *_wrapped(tail, width)]
+    return "\n".join(out) + "\n"
+
+
+def _wrapped(lines: list[str], width: int | None) -> list[str]:
+    """Sentences wrapped at `width`, their next lines indented (a path longer than that stays whole)."""
+    out = []
+    for line in (safe(line) for line in lines):
+        if width is None or len(line) <= width:
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width, subsequent_indent="        ", break_long_words=False, break_on_hyphens=False) or [line]
+    return out
 
 
 def _cell(text: str) -> str:
@@ -122,6 +176,10 @@ def render_compare_json(c: Comparison) -> str:
     return safe_json(json.dumps(finite(c.to_json()), indent=2, allow_nan=False, ensure_ascii=False)) + "\n"
 
 
-def render_comparison(c: Comparison, output: str) -> str:
-    rendered = {"text": render_compare_text, "json": render_compare_json, "markdown": render_compare_markdown, "github": render_compare_github}[output](c)
+def render_comparison(c: Comparison, output: str, width: int | None = None) -> str:
+    """`width`: the terminal's columns, for the text output."""
+    if output == "text":
+        rendered = render_compare_text(c, width)
+    else:
+        rendered = {"json": render_compare_json, "markdown": render_compare_markdown, "github": render_compare_github}[output](c)
     return valid_text(rendered)  # whatever a renderer missed: still UTF-8

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from typing import Any
 
 from memlog.render.safety import ascii_text, safe, safe_json, valid_text
@@ -78,33 +79,85 @@ def _failing_line(fleet: Fleet) -> str:
     return f"{s['failing']} run{'s' if s['failing'] != 1 else ''} with a finding at or above {s['fail_on']} (--fail-on)"
 
 
-def _short(name: str) -> str:
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME // 2 - 1] + "…" + name[-(MAX_NAME // 2) :]
+def _short(name: str, limit: int = MAX_NAME) -> str:
+    """A name cut in the middle to `limit` characters (both ends tell runs apart)."""
+    return name if len(name) <= limit else name[: limit // 2 - 1] + "…" + name[-(limit // 2) :]
 
 
-def render_fleet_text(fleet: Fleet, ascii_only: bool = False) -> str:
-    out = [f"memlog scan: {summary_line(fleet)}", ""]
+# What a narrow terminal gives up, first to last (run, verdict and ranks always stay): the path
+# (the run's name is its path under the folder given), the worst finding (the verdict says its
+# kind), then the growth and OOM in short (their headers, the OOM's date), then the run names cut
+# in the middle (to MIN_NAME at least), then the projected OOM, the growth and the steps.
+DROPPED_FIRST = (7, 2, "short", "names", 6, 5, 4)
+SHORT_HEADERS = {5: "GiB/1k steps", 6: "OOM at step"}
+MIN_NAME = 16
+
+
+def render_fleet_text(fleet: Fleet, ascii_only: bool = False, width: int | None = None) -> str:
+    """The fleet as a table that fits `width` columns (None: as wide as it is): what a narrow
+    terminal cannot hold is left out (DROPPED_FIRST), and a line says what."""
+    out = [*_wrapped(f"memlog scan: {summary_line(fleet)}", width), ""]
     table = [list(HEADERS)] + [[safe(c) for c in cells(r)] for r in fleet.rows]
     for row in table[1:]:
         row[0] = _short(row[0])
-    right = {3, 5}  # numbers align right
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
+    shown = list(range(len(HEADERS)))
+
+    def total() -> int:
+        return sum(max(len(r[i]) for r in table) for i in shown) + 2 * (len(shown) - 1)
+
+    dropped = []
+    for step in DROPPED_FIRST:
+        if width is None or total() <= width:
+            break
+        if step == "short":
+            for column, header in SHORT_HEADERS.items():
+                table[0][column] = header
+            for row, run in zip(table[1:], fleet.rows):
+                row[6] = f"~{run['projected_oom']['step']:,.0f}" if run["projected_oom"] else ""
+            dropped.append("the projected OOM's time")
+        elif step == "names":
+            _cut_names(table, total() - width)
+        else:
+            assert isinstance(step, int)
+            shown.remove(step)
+            dropped.append(HEADERS[step])
+    right = {3, 5, 6} if "the projected OOM's time" in dropped else {3, 5}  # numbers align right
+    widths = {i: max(len(r[i]) for r in table) for i in shown}
     for row in table:
-        parts = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
+        parts = [row[i].rjust(widths[i]) if i in right else row[i].ljust(widths[i]) for i in shown]
         out.append("  ".join(parts).rstrip())
+    if dropped:
+        out += _wrapped(f"(not shown at {width} columns: {', '.join(dropped)}; -o json or a wider terminal shows them)", width)
     unreadable = [r for r in fleet.rows if r["error"]]
     if unreadable:
         out += ["", "could not be read:"]
-        out += [f"  {safe(r['run'])}: {safe(r['error'])}" for r in unreadable]
+        out += [line for r in unreadable for line in _wrapped(f"  {safe(r['run'])}: {safe(r['error'])}", width, "    ")]
     s = fleet.summary()
     out.append("")
     if s["leaking"]:
-        out.append("leaking: " + ", ".join(safe(name) for name in s["leaking"]))
+        out += _wrapped("leaking: " + ", ".join(safe(name) for name in s["leaking"]), width)
     failing = _failing_line(fleet)
     if failing:
         out.append(failing)
     text = "\n".join(out).rstrip("\n") + "\n"
     return ascii_text(text) if ascii_only else text
+
+
+def _cut_names(table: list[list[str]], excess: int) -> None:
+    """The run names (first column) cut in the middle by `excess` characters, to MIN_NAME at least."""
+    room = max(MIN_NAME, max(len(r[0]) for r in table) - excess)
+    for row in table[1:]:
+        row[0] = _short(row[0], room)
+
+
+def _wrapped(line: str, width: int | None, indent: str = "  ") -> list[str]:
+    """A line wrapped at `width`, its next lines indented (a name or path longer than that stays
+    whole, on a line of its own)."""
+    if width is None or len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent, break_long_words=False, break_on_hyphens=False, drop_whitespace=True) or [
+        line
+    ]
 
 
 def render_fleet_json(fleet: Fleet) -> str:
