@@ -88,7 +88,7 @@ def _count(value: float | None) -> int | None:
 def check(ctx, t) -> list[Finding]:
     hits = []
     for worker in _workers(ctx).values():
-        if any(f.marks == "placeholder" and worker.key.label(ctx.many_sources) in f.series for f in ctx.findings):
+        if any(f.marks == "placeholder" and ctx.key_label(worker.key) in f.series for f in ctx.findings):
             continue  # placeholders are never judged as a loss
         readings = sorted(worker.readings.values(), key=lambda r: (r.step, r.line_no))
         bad = [i for i, r in enumerate(readings) if r.bad]
@@ -96,7 +96,7 @@ def check(ctx, t) -> list[Finding]:
             hits.append((worker, readings, bad))
     if not hits:
         return []
-    label = {id(w): w.key.label(ctx.many_sources) for w, _, _ in hits}
+    label = {id(w): ctx.key_label(w.key) for w, _, _ in hits}
     labels = [label[id(w)] for w, _, _ in hits]
     total = sum(len(b) for _, _, b in hits)
     first_worker, first_readings, first_bad = min(hits, key=lambda h: (h[1][h[2][0]].step, h[1][h[2][0]].line_no))

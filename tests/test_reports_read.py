@@ -133,6 +133,9 @@ def test_plot_selects_by_rank_node_actor_or_worker(tmp_path_factory):
     assert [v.label for v in views if v.matches(worker="gpu-node-06/rank2")] == ["gpu-node-06/rank2"]
     assert len([v for v in views if v.matches(worker="gpu-node-0[67]/*")]) == 16
     assert not [v for v in views if v.matches(actor="WorkerDict")]
+    # a node by the number its label ends with, as users type it (`--node 1` for gpu-node-01)
+    assert [v.label for v in views if v.matches(node="1")] == [v.label for v in views if v.matches(node="gpu-node-01")]
+    assert not [v for v in views if v.matches(node="99")]
 
 
 def test_per_rank_files_are_counted_as_workers(tmp_path):

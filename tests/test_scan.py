@@ -136,7 +136,8 @@ def test_text_table(scanned, tree):
     assert lines[0] == "memlog scan: 8 runs: 2 leak, 1 warmup-plateau, 2 stable; 3 could not be read"
     assert lines[2].split()[:3] == ["run", "verdict", "worst"]
     assert lines[3].split()[:3] == ["team-a/leaky", "leak", "memory-leak"]
-    assert "leaking: team-a/leaky, team-b/slurm-101.out" in lines
+    (leaking,) = [line for line in lines if line.startswith("leaking: ")]
+    assert leaking.startswith("leaking: team-a/leaky (rank") and leaking.endswith("), team-b/slurm-101.out")  # the job's leaking ranks named
     assert "2 runs with a finding at or above error (--fail-on)" in lines
 
 
@@ -332,3 +333,19 @@ def test_a_trainer_state_and_tensorboard_runs_are_runs(tmp_path):
         (tmp_path / run).mkdir(parents=True)
         (tmp_path / run / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"")
     assert [r.name for r in find_runs([str(tmp_path)])] == ["hf/trainer_state.json", "tb/run_a", "tb/run_b"]
+
+
+def test_a_run_of_several_files_names_its_leaking_workers(tmp_path):
+    """A per-rank job where one rank leaks: its row names that worker (and the text says it beside
+    the run), a healthy single-file run beside it is named alone."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank in range(4):
+        memory = [30.0 + (0.05 * i if rank == 2 and i > 10 else 0.0) + 0.01 * (i % 3) for i in range(120)]
+        titan_log(job / f"rank{rank}.log", {rank: memory}, list(range(1, 121)))
+    titan_log(tmp_path / "other.log", {0: [30.0 + 0.05 * i for i in range(120)]}, list(range(1, 121)))
+    result = runner.invoke(app, ["scan", str(tmp_path), "--jobs", "1", "-o", "json"])
+    rows = {row["run"]: row for row in json.loads(result.stdout)["runs"]}
+    assert rows["job"]["verdict"] == "leak" and rows["job"]["leaking"] == ["rank2"]
+    text = runner.invoke(app, ["scan", str(tmp_path), "--jobs", "1"], env={"COLUMNS": "120"}).stdout
+    assert "leaking: job (rank2), other.log" in text or "leaking: other.log, job (rank2)" in text

@@ -19,7 +19,9 @@ def plot(
         typer.Option("--metric", help="memory, device, host, loss, or a column name (see `memlog series`). Default: memory and loss."),
     ] = None,
     rank: Annotated[Optional[int], typer.Option("--rank", help="Only this rank (on every node).")] = None,
-    node: Annotated[Optional[str], typer.Option("--node", help="Only this node's workers (the name or IP the log gives it).")] = None,
+    node: Annotated[
+        Optional[str], typer.Option("--node", help="Only this node's workers: its label (node1, task1), its number, or the host name or IP the log gives it.")
+    ] = None,
     actor: Annotated[Optional[str], typer.Option("--actor", help="Only this Ray actor (its name, e.g. WorkerDict).")] = None,
     worker: Annotated[
         Optional[str],

@@ -30,6 +30,7 @@ from memlog.report.report import Report, ordered, series_views
 from memlog.tables.capacity import find_capacities
 from memlog.tables.condense import Summarised
 from memlog.tables.records import Keep
+from memlog.tables.series import worker_names
 from memlog.tables.tables import Tables
 
 __all__ = ["ReadingOptions", "ReadingPlan", "analyze", "judge", "parse_sources", "parsed_records", "select_specs"]
@@ -82,15 +83,9 @@ def merged_steps(records: pl.DataFrame) -> pl.DataFrame:
 
 
 def workers_of(records: pl.DataFrame) -> list[str]:
-    """Every worker once, named as the series name it: `source:worker` when several files are read
-    (four per-rank files that do not name their rank are four workers, not one `main`)."""
-    if not records.height:
-        return []
-    pairs = records.select("source", "worker").unique()
-    if pairs["source"].n_unique() > 1:
-        names = pairs.select(pl.col("source") + pl.lit(":") + pl.col("worker"))
-        return sorted(names.to_series().to_list())
-    return sorted(pairs["worker"].to_list())
+    """Every worker once, named as the series name it (tables.series.worker_names): four per-rank
+    files that do not name their rank are four workers, not one `main`."""
+    return sorted(worker_names(records).values())
 
 
 def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) -> list[int]:
@@ -141,37 +136,41 @@ def _say_guessed(ctx: Context, findings_of: list[Finding], guessed: list[Guessed
 
 def coverage(tables: Tables, sources: list[Source]) -> dict:
     records = tables.records
-    return {
-        "lines_read": sum(s.stats.lines for s in sources),
-        "bytes_read": sum(s.stats.bytes_read for s in sources),
-        "records": tables.step_count,
-        "events": len(tables.events),
-        "event_counts": {
-            k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
-            for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))
-        },
-        "formats": tables.formats,
-        "sources": [
-            {
-                "name": s.name,
-                "lines": s.stats.lines,
-                "gzip": s.stats.gzip,
-                "truncated_lines": s.stats.truncated_lines,
-                "first_truncated_line": s.stats.first_truncated_line,
-                "replaced_bytes": s.stats.replaced_bytes,
-                "first_replaced_line": s.stats.first_replaced_line,
-                "nul_bytes": s.stats.nul_bytes,
-                "first_nul_line": s.stats.first_nul_line,
-                "damaged": s.stats.damaged,
-                "first_damaged_line": s.stats.first_damaged_line,
-            }
-            for s in sources
-        ],
-        "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
-        "workers": workers_of(records),
-        "steps": _steps_span(records, tables.summarised),
-        "restarts": restart_steps(records, tables.summarised),
-    } | _summarised_note(tables.summarised)
+    return (
+        {
+            "lines_read": sum(s.stats.lines for s in sources),
+            "bytes_read": sum(s.stats.bytes_read for s in sources),
+            "records": tables.step_count,
+            "events": len(tables.events),
+            "event_counts": {
+                k: sum(1 for e in tables.events if e.kind == k) + tables.events_dropped.get(k, 0)
+                for k in sorted({e.kind for e in tables.events} | set(tables.events_dropped))
+            },
+            "formats": tables.formats,
+            "sources": [
+                {
+                    "name": s.name,
+                    "lines": s.stats.lines,
+                    "gzip": s.stats.gzip,
+                    "truncated_lines": s.stats.truncated_lines,
+                    "first_truncated_line": s.stats.first_truncated_line,
+                    "replaced_bytes": s.stats.replaced_bytes,
+                    "first_replaced_line": s.stats.first_replaced_line,
+                    "nul_bytes": s.stats.nul_bytes,
+                    "first_nul_line": s.stats.first_nul_line,
+                    "damaged": s.stats.damaged,
+                    "first_damaged_line": s.stats.first_damaged_line,
+                }
+                for s in sources
+            ],
+            "ranks": sorted(r for r in records["rank"].unique().to_list() if r is not None) if records.height else [],
+            "workers": workers_of(records),
+            "steps": _steps_span(records, tables.summarised),
+            "restarts": restart_steps(records, tables.summarised),
+        }
+        | _summarised_note(tables.summarised)
+        | ({"repeated": tables.repeated} if tables.repeated else {})
+    )
 
 
 def _summarised_note(summarised: Sequence[Summarised]) -> dict:

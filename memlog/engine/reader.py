@@ -36,6 +36,7 @@ from memlog.read.inputs import expand, is_url
 from memlog.read.source import Piece, Source, read_pieces, to_frame
 from memlog.tables.condense import Condenser, Summarised
 from memlog.tables.records import KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
+from memlog.tables.streams import repeated_sources
 from memlog.tables.tables import Tables
 
 # A log whose chunks hold few candidate lines (a step line per ~50) is scanned this many chunks at a
@@ -298,12 +299,16 @@ def tables_from(
     """The tables of record frames (each one source's compact records, emptied as they are copied
     out: records.build_records) and event frames. `summarised`: what the condensers summarised."""
     records = build_records(record_frames)
+    # A console beside the per-rank files it tees is read once, from those (tables/streams.py).
+    repeated = repeated_sources(records)
+    if repeated:
+        records = records.filter(~pl.col("source").cast(pl.String).is_in(list(repeated)))
     events, dropped = build_events(event_frames, records)
     restarts, more = _restart_events(records)
     more += sum(s.restarts for s in summarised)
     if more:
         dropped["restart"] = dropped.get("restart", 0) + more
-    return Tables(records, events + restarts, dropped, guessed or [], list(summarised))
+    return Tables(records, events + restarts, dropped, guessed or [], list(summarised), repeated)
 
 
 def _restart_events(records: pl.DataFrame) -> tuple[list[Event], int]:

@@ -13,7 +13,7 @@ from memlog.base.columns import MEMORY_COLUMNS
 from memlog.judge.rulekit import Finding
 from memlog.tables.capacity import Capacities
 from memlog.tables.records import with_seconds
-from memlog.tables.series import Series, build_series, step_envelopes
+from memlog.tables.series import Series, SeriesKey, build_series, step_envelopes, worker_names
 from memlog.tables.tables import Tables
 
 # Which device column to judge when a worker logs several: live tensors (allocated) say more about
@@ -39,11 +39,17 @@ class Context:
     thresholds: dict[str, dict] = field(default_factory=dict)  # each rule's, as resolved, once it has run
 
     @functools.cached_property
-    def many_sources(self) -> bool:
-        return self.tables.records["source"].n_unique() > 1 if not self.tables.records.is_empty() else False
+    def _names(self) -> dict[tuple[str, str], str]:
+        return worker_names(self.tables.records)
 
     def label(self, series: Series) -> str:
-        return series.key.label(self.many_sources)
+        """What a series is called in messages and charts: its worker (tables.series.worker_names),
+        and its segment after a restart."""
+        return self.key_label(series.key)
+
+    def key_label(self, key: SeriesKey) -> str:
+        name = self._names.get((key.source, key.worker), key.worker)
+        return f"{name} (segment {key.segment + 1})" if key.segment else name
 
     def series(self, column: str, kind: str = "train") -> list[Series]:
         if (column, kind) not in self._series_built:

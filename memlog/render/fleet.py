@@ -135,12 +135,21 @@ def render_fleet_text(fleet: Fleet, ascii_only: bool = False, width: int | None 
     s = fleet.summary()
     out.append("")
     if s["leaking"]:
-        out += _wrapped("leaking: " + ", ".join(safe(name) for name in s["leaking"]), width)
+        out += _wrapped("leaking: " + ", ".join(safe(_leaking(row)) for row in fleet.rows if row["verdict"] == "leak"), width)
     failing = _failing_line(fleet)
     if failing:
         out.append(failing)
     text = "\n".join(out).rstrip("\n") + "\n"
     return ascii_text(text) if ascii_only else text
+
+
+def _leaking(row: dict[str, Any]) -> str:
+    """A leaking run, and its leaking workers where it has several (`job (rank2, rank5)`)."""
+    workers = row.get("leaking") or []
+    if row["ranks"] <= 1 or not workers:
+        return row["run"]
+    shown = ", ".join(workers[:4]) + (f", +{len(workers) - 4}" if len(workers) > 4 else "")
+    return f"{row['run']} ({shown})"
 
 
 def _cut_names(table: list[list[str]], excess: int) -> None:

@@ -87,7 +87,18 @@ def workers_phrase_of(coverage: dict[str, Any]) -> str:
 
 def restarts_sentence(coverage: dict[str, Any]) -> str | None:
     """The run's restarts, said once: "The run restarted twice (steps 4,001 and 8,001); series after
-    a restart are labelled (segment N)." None when it ran straight through."""
+    a restart are labelled (segment N)." Then the streams read once (a console beside the per-rank
+    files it repeats). None when it ran straight through from files of its own."""
+    repeated = coverage.get("repeated") or {}
+    said = " ".join(
+        f"{name} repeats the steps of {len(others)} other file{'s' if len(others) != 1 else ''} (its ranks' own logs): read once, from those."
+        for name, others in repeated.items()
+    )
+    restarts = _restarts(coverage)
+    return " ".join(s for s in (restarts, said) if s) or None
+
+
+def _restarts(coverage: dict[str, Any]) -> str | None:
     steps = coverage.get("restarts") or []
     if not steps:
         return None

@@ -3,6 +3,7 @@ and GitHub renderers only format it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,10 +64,19 @@ class SeriesView:
         worker_node = self.worker.split("/", 1)[0] if "/" in self.worker else None
         return (
             (rank is None or self.rank == rank)
-            and (node is None or node in (worker_node, self.machine))
+            and (node is None or _same_node(node, worker_node, self.machine))
             and (actor is None or who == actor or who.startswith(actor + " "))
             and (worker is None or any(fnmatch.fnmatchcase(name, worker) for name in (self.label, self.worker)))
         )
+
+
+def _same_node(asked: str, worker_node: str | None, machine: str | None) -> bool:
+    """`--node` names a node as the log shows it: its label (`node1`, `task1`), its host name or
+    IP, or its number alone (`1` for `task1` or `node01`)."""
+    if asked in (worker_node, machine):
+        return True
+    number = re.search(r"(\d+)$", worker_node or "")
+    return asked.isdigit() and number is not None and int(number.group(1)) == int(asked)
 
 
 @dataclass

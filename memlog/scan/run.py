@@ -14,6 +14,8 @@ from typing import Any
 from memlog.engine.options import ReadingOptions
 from memlog.scan.runs import Run
 
+MAX_LEAKING = 16  # leaking workers a row names
+
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -51,7 +53,7 @@ def judge_failed(run: Run, error: str) -> dict[str, Any]:
     """The row of a run that could not be judged, saying why."""
     return {
         "run": run.name, "path": run.path, "verdict": None, "severity": None, "worst": None, "findings": [], "ranks": 0,
-        "steps": None, "growth_gib_per_1k_steps": None, "projected_oom": None, "error": error,
+        "steps": None, "growth_gib_per_1k_steps": None, "projected_oom": None, "leaking": [], "error": error,
     }  # fmt: skip
 
 
@@ -83,5 +85,8 @@ def row_of(report) -> dict[str, Any]:
             "at": projected.get("projected_capacity_at"),
             "capacity_gib": projected.get("capacity_gib"),
         } if projected else None,
+        # Which of the run's workers leak, as its report names them (a file and its rank where the
+        # run is several files: tables.series.worker_names), the first MAX_LEAKING.
+        "leaking": list(dict.fromkeys(label for f in findings if f.verdict and f.verdict.name == "leak" for label in f.series))[:MAX_LEAKING],
         "error": None,
     }  # fmt: skip

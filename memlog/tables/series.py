@@ -48,10 +48,6 @@ class SeriesKey:
     worker: str
     segment: int
 
-    def label(self, many_sources: bool) -> str:
-        name = f"{self.source}:{self.worker}" if many_sources else self.worker
-        return f"{name} (segment {self.segment + 1})" if self.segment else name
-
     @property
     def run(self) -> tuple[str, str]:
         """The run this series is a segment of: its source's and worker's, where a torchrun
@@ -64,6 +60,35 @@ class SeriesKey:
         """Where the series falls in its run: attempt, then restart segment within the attempt's file."""
         attempt = torchrun_attempt(self.source)
         return (attempt[1] if attempt else 0, self.segment)
+
+
+def worker_names(records: pl.DataFrame) -> dict[tuple[str, str], str]:
+    """What each (source, worker) of the records is called in reports: the worker's own name
+    (`rank5`) where that names it alone (one source, or each worker named in one source only:
+    per-rank files whose lines name their rank), else the fewest trailing parts of its source's
+    path that no other source ends with, then the worker (`attempt_1/5/stdout.log:rank5`,
+    `node2/train.log:main`), never the whole path: the evidence lines name the file."""
+    if records.is_empty():
+        return {}
+    pairs = [(str(source), str(worker)) for source, worker in records.select("source", "worker").unique().iter_rows()]
+    sources = sorted({source for source, _ in pairs})
+    if len(sources) == 1 or len({worker for _, worker in pairs}) == len(pairs):
+        return {pair: pair[1] for pair in pairs}
+    short = _short_paths(sources)
+    return {(source, worker): f"{short[source]}:{worker}" for source, worker in pairs}
+
+
+def _short_paths(sources: list[str]) -> dict[str, str]:
+    """Each source by the fewest trailing parts of its path that tell it from the others."""
+    parts = {source: source.replace("\\", "/").split("/") for source in sources}
+    names = {}
+    for source, path in parts.items():
+        names[source] = source
+        for n in range(1, len(path) + 1):
+            if all(other[-n:] != path[-n:] for s, other in parts.items() if s != source):
+                names[source] = "/".join(path[-n:])
+                break
+    return names
 
 
 @dataclass

@@ -20,6 +20,9 @@ class Tables:
     guessed: list = field(default_factory=list)
     # What was summarised while reading, per source (memlog/tables/condense.py Summarised): counted, not held.
     summarised: list = field(default_factory=list)
+    # Sources whose steps repeat other sources' (a console beside per-rank files: tables/streams.py),
+    # each with the sources it repeats; their step records are left out.
+    repeated: dict[str, list[str]] = field(default_factory=dict)
 
     def events_of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
