@@ -349,3 +349,82 @@ def test_a_run_of_several_files_names_its_leaking_workers(tmp_path):
     assert rows["job"]["verdict"] == "leak" and rows["job"]["leaking"] == ["rank2"]
     text = runner.invoke(app, ["scan", str(tmp_path), "--jobs", "1"], env={"COLUMNS": "120"}).stdout
     assert "leaking: job (rank2), other.log" in text or "leaking: other.log, job (rank2)" in text
+
+
+def test_numbered_entries_whose_lines_name_the_same_rank_are_runs_of_their_own(tmp_path):
+    """`gpu1/ gpu2/ gpu4/` holding runs of 1, 2 and 4 GPUs: numbered like the GPUs of one job, but
+    each one's lines name rank 0, so each is a run (one leaks, and its row says so); per-GPU files
+    whose lines name different ranks stay one job."""
+    flat = [30.0 + 0.01 * (i % 3) for i in range(120)]
+    leak = [30.0 + 0.05 * i for i in range(120)]
+    for gpus in (1, 2, 4):
+        folder = tmp_path / "sweep" / f"gpu{gpus}"
+        folder.mkdir(parents=True)
+        titan_log(folder / "train.log", dict.fromkeys(range(gpus), leak if gpus == 2 else flat), list(range(1, 121)))
+    rows = {r.name: r for r in find_runs([str(tmp_path / "sweep")])}
+    assert sorted(rows) == ["gpu1/train.log", "gpu2/train.log", "gpu4/train.log"]
+    job = tmp_path / "job"
+    job.mkdir()
+    for gpu in range(4):
+        titan_log(job / f"gpu{gpu}.log", {gpu: flat}, list(range(1, 121)))
+    assert [r.name for r in find_runs([str(job)])] == ["job"]
+    result = runner.invoke(app, ["scan", str(tmp_path / "sweep"), "--jobs", "1", "-o", "json"])
+    assert [row["run"] for row in json.loads(result.stdout)["runs"] if row["verdict"] == "leak"] == ["gpu2/train.log"]
+
+
+def _fleet_samples(count: int) -> list[Path]:
+    """Sample logs (plain text, several formats) whose first timestamps lie hours apart: runs no
+    layout should merge, whatever their folders are called."""
+    import datetime
+    import re
+
+    from memlog.parse.unwrap import TIMESTAMP
+    from tests.samples import sample_logs
+
+    chosen, starts, frameworks = [], [], set()
+    for path in sample_logs():
+        if path.suffix in (".gz", ".json", ".csv") or ".tfevents." in path.name or path.parent.name in frameworks:
+            continue
+        stamp = re.search(TIMESTAMP, path.read_text(errors="replace")[: 256 * 1024])
+        if not stamp:
+            continue
+        start = datetime.datetime.fromisoformat(stamp.group(1).replace(",", ".").replace("T", " "))
+        if all(abs((start - other).total_seconds()) > 2 * 3600 for other in starts):
+            chosen.append(path)
+            starts.append(start)
+            frameworks.add(path.parent.name)
+    assert len(chosen) >= count
+    return chosen[:count]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda i: f"rank{i}/train.log",  # numbered like the ranks of one job
+        lambda i: f"gpu{i + 1}/run/out.log",
+        lambda i: f"node{i:02d}/train.log",  # numbered like the nodes of one job
+        lambda i: f"worker_{i}.log",
+        lambda i: f"lora-rank{8 << i}/train.log",
+        lambda i: f"exps/node{i}-repro/logs/rank0.log",
+    ],
+    ids=["rank-folders", "gpu-folders", "node-folders", "worker-files", "lora-ranks", "nested-repros"],
+)
+def test_a_fleet_of_sample_runs_under_adversarial_names_is_one_row_per_run(tmp_path, layout):
+    """Metamorphic: runs of different frameworks put under names that look like the workers of one
+    job (rank, gpu, node, worker) or name a rank of their own; a symlinked folder beside them. Each
+    run is a row, judged as `analyze` judges it alone."""
+    from memlog.engine.api import analyze
+
+    samples = _fleet_samples(4)
+    for i, sample in enumerate(samples):
+        target = tmp_path / "fleet" / layout(i)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(sample.read_bytes())
+    if "/" in layout(0):  # a link to a run's folder (as Ray's session_latest): not walked, no extra row
+        (tmp_path / "fleet" / "latest").symlink_to(tmp_path / "fleet" / layout(0).split("/")[0])
+    result = runner.invoke(app, ["scan", str(tmp_path / "fleet"), "--jobs", "1", "-o", "json", "--fail-on", "never"])
+    rows = json.loads(result.stdout)["runs"]
+    assert len(rows) == len(samples), [row["run"] for row in rows]
+    for i, sample in enumerate(samples):
+        (row,) = [r for r in rows if r["path"].endswith(layout(i)) or r["path"].endswith(str(Path(layout(i)).parent))]
+        assert row["verdict"] == analyze([str(sample)]).verdict, (layout(i), sample.name)

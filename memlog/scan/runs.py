@@ -12,7 +12,11 @@ log file under it, memlog/read/inputs.py). Walking down from each path given:
      names alike but for a worker's number (`rank0.log` ... `rank7.log`, `20250304_rank3.log`,
      `node01/ node02/`) whose numbers start at 0 or 1 and leave at most half of the range out. A
      name that merely contains "rank" or "node" proves nothing: `lora-rank8/ lora-rank16/
-     lora-rank64/` is a sweep of three runs, `exps/node2-repro/` one run beside the others;
+     lora-rank64/` is a sweep of three runs, `exps/node2-repro/` one run beside the others; and
+     the names are a hint the lines must not contradict: entries whose first timestamps lie more
+     than an hour apart, or (but for nodes, which print the same local ranks) whose first lines
+     name the same rank, are runs of their own (`gpu1/ gpu2/ gpu4/` holding runs of 1, 2 and 4
+     GPUs: _one_job);
    - a TensorBoard run: a folder whose logs are all event files (`events.out.tfevents.*`);
    - an MLflow file store (`mlruns/`): each of its run folders is a run; an `mlflow.db` is one;
 3. otherwise each log file directly in the directory is a run of its own (a folder of
@@ -29,6 +33,7 @@ The same walk runs on URLs (`s3://bucket/runs/`) through fsspec (memlog/read/rem
 
 from __future__ import annotations
 
+import datetime
 import glob
 import os
 import re
@@ -146,7 +151,7 @@ def _special(entry: os.DirEntry) -> bool:
     return stat.S_ISFIFO(mode) or special_kind(mode) is not None
 
 
-def _names_workers(dirs: list[str], logs: list[str]) -> bool:
+def _names_workers(tree: Any, path: str, dirs: list[str], logs: list[str]) -> bool:
     """Does this directory's content name the workers of one job (rule 2 above)?"""
     if any(TORCHRUN_ATTEMPT.match(d) for d in dirs):
         return True
@@ -154,23 +159,87 @@ def _names_workers(dirs: list[str], logs: list[str]) -> bool:
         return True
     if logs and all(".tfevents." in name for name in logs) and not dirs:
         return True  # one TensorBoard run (a resumed run adds a file)
-    return _numbered_workers(logs) or _numbered_workers(dirs)
+    words = _numbered_workers(logs) | _numbered_workers(dirs)
+    if not words:
+        return False
+    # Nodes of one job print the same local ranks; ranks and GPUs of one job print different ones.
+    return _one_job(tree, path, dirs, logs, nodes="node" in words)
 
 
-def _numbered_workers(names: list[str]) -> bool:
+def _one_job(tree: Any, path: str, dirs: list[str], logs: list[str], nodes: bool) -> bool:
+    """Whether entries that name workers by their number (rule 2) are what their lines say too. The
+    workers of one job start together and, but for nodes (which print the same local ranks), print
+    different ranks: entries whose first timestamps lie more than START_SPREAD apart, or whose
+    first lines name the same rank (`[rank0]:`, `[default0]:`, Megatron's `[Rank 0]`: the launcher
+    wrappers), are runs of their own (`gpu1/ gpu2/ gpu4/` holding runs of 1, 2 and 4 GPUs). Where
+    the lines name neither, the names stand."""
+    if not isinstance(tree, _Local):
+        return True
+    seen: set[int] = set()
+    starts = []
+    for name in [*logs, *dirs]:
+        ranks, start = _head_of(tree.join(path, name))
+        if ranks & seen and not nodes:
+            return False
+        seen |= ranks
+        if start is not None:
+            starts.append(start)
+    return not starts or (max(starts) - min(starts)).total_seconds() <= START_SPREAD
+
+
+HEAD_BYTES = 256 * 1024  # what is read of each entry to see which ranks its lines name
+START_SPREAD = 3600.0  # seconds: the workers of one job start within this of each other
+
+
+def _head_of(path: str) -> tuple[set[int], datetime.datetime | None]:
+    """The ranks the first lines of a file (or of a folder's first log file) name, and the first
+    timestamp they carry."""
+    if os.path.isdir(path):
+        found = sorted((os.path.join(root, f) for root, _, files in os.walk(path) for f in files if is_log_name(PurePosixPath(f))), key=natural_key)
+        if not found:
+            return set(), None
+        path = found[0]
+    if path.endswith((".gz", ".bz2", ".xz", ".zst")):
+        return set(), None  # (compressed: the names stand)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return set(), None
+    import polars as pl
+
+    from memlog.parse.unwrap import TIMESTAMP, Unwrapper
+
+    lines = head.splitlines()[:-1] or head.splitlines()  # (the last may be cut)
+    frame = pl.DataFrame({"line_no": list(range(1, len(lines) + 1)), "text": lines}, schema={"line_no": pl.Int64, "text": pl.String})
+    ranks = {int(r) for r in Unwrapper([])(frame)["rank"].drop_nulls().unique().to_list()}
+    stamp = re.search(TIMESTAMP, head)
+    start = None
+    if stamp:
+        try:
+            start = datetime.datetime.fromisoformat(stamp.group(1).replace(",", ".").replace("T", " "))
+        except ValueError:
+            start = None
+    return ranks, start
+
+
+def _numbered_workers(names: list[str]) -> set[str]:
     """Names alike but for a worker's number, numbered from 0 or 1 with at most half the range
     missing (rank0..rank7; node01, node02): the workers of one job, not runs that happen to
-    name a rank (a LoRA rank, a node count) in a name of their own."""
+    name a rank (a LoRA rank, a node count) in a name of their own. Returns the words that number
+    them (`rank`, `node`, `worker`, `gpu`; none: not numbered so)."""
     templates: dict[str, set[int]] = {}
     for name in names:
         if match := WORKER_NUMBER.search(name):
             template = name[: match.start(1)] + "#" + name[match.end(1) :]
             templates.setdefault(template, set()).add(int(match.group(1)))
-    for numbers in templates.values():
+    words = set()
+    for template, numbers in templates.items():
         low, high = min(numbers), max(numbers)
         if low in (0, 1) and len(numbers) * 2 >= high - low + 1:
-            return True
-    return False
+            word = WORKER_NUMBER.search(template.replace("#", "0"))
+            words.add(re.sub(r"[-_]?0$", "", word.group(0)).lower() if word else "rank")
+    return words
 
 
 def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
@@ -186,7 +255,7 @@ def _walk(tree: Any, path: str, name: str) -> Iterator[Run]:
     if RAY_SESSION.match(base) and "logs" in dirs:
         yield Run(name or base, tree.join(path, "logs"))
         return
-    if _names_workers(dirs, logs):
+    if _names_workers(tree, path, dirs, logs):
         yield Run(name or base, path)
         return
     for log in sorted(logs, key=natural_key):
