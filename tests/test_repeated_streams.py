@@ -74,3 +74,27 @@ def test_two_nodes_printing_the_same_flat_readings_are_not_repeats(tmp_path):
         (tmp_path / f"{node}.log").write_text("\n".join(lines) + "\n")
     report = _report(tmp_path)
     assert "repeated" not in report["coverage"] and report["coverage"]["records"] == 2 * 60 * 4
+
+
+def test_rays_job_driver_log_beside_the_worker_files_is_read_once(tmp_path):
+    """A Ray session's logs/: the TaskRunner's own worker-<id>-<job>-<pid>.out, and the Ray Jobs
+    driver log relaying the same lines behind `(TaskRunner pid=40120)`: one actor, not two."""
+    from tests.logwriters import verl
+
+    logs = tmp_path / "session_2025-06-03_07-41-01_120333_5001" / "logs"
+    logs.mkdir(parents=True)
+    worker, driver = [":actor_name:TaskRunner", ":job_id:02000000"], ["2025-06-03 07:41:05,120\tINFO worker.py:1616 -- Connecting to existing Ray cluster"]
+    for step in range(1, 41):
+        metrics = {
+            "actor/pg_loss": round(0.31 - 0.002 * step, 4),
+            "perf/max_memory_allocated_gb": round(41.2 + 0.4 * step, 3),
+            "perf/max_memory_reserved_gb": round(52.0 + 0.4 * step, 3),
+        }
+        line = verl.step_line(step, metrics)
+        worker.append(line)
+        driver.append(f"(TaskRunner pid=40120) {line}")
+    (logs / "worker-5f1c09e2a7d34b11-02000000-40120.out").write_text("\n".join(worker) + "\n")
+    (logs / "job-driver-raysubmit_XYZ123abc.log").write_text("\n".join(driver) + "\n")
+    report = _report(logs)
+    assert list(report["coverage"]["repeated"]) == [str(logs / "job-driver-raysubmit_XYZ123abc.log")]
+    assert len(report["coverage"]["workers"]) == 1 and report["coverage"]["records"] == 40

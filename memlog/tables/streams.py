@@ -6,11 +6,18 @@ beside them (`console.log`, a Slurm `.out`). Read as a folder, both count: every
 more "worker" per console. A source repeats the others when it holds several ranks and nearly all
 its steps (rank, step, the logger's timestamp and the readings) are also in the other sources; it
 is then read once, from the per-rank files, and the report says so. The timestamp keeps two nodes
-apart whose local ranks print the same flat readings at the same steps. The console's events (the launcher's failure summary)
-still count: only its step records are left out.
+apart whose local ranks print the same flat readings at the same steps. The console's events (the
+launcher's failure summary) still count: only its step records are left out.
+
+Ray's job driver log (`job-driver-<submission id>.log`, Ray Jobs) holds the driver's output, which
+relays the actors' lines behind `(TaskRunner pid=N)`: read beside the session's worker files, every
+actor twice. Its lines name actors, not ranks, so it repeats the others when nearly all its steps
+(step, timestamp and readings) are in them, whoever printed them.
 """
 
 from __future__ import annotations
+
+import re
 
 import polars as pl
 
@@ -34,11 +41,28 @@ def repeated_sources(records: pl.DataFrame) -> dict[str, list[str]]:
     consoles = ranks.filter((pl.col("ranks") >= 2) & (pl.col("steps") >= MIN_STEPS))["source"].to_list()
     found: dict[str, list[str]] = {}
     for console in consoles:
-        mine = keyed.filter(pl.col("source") == console).drop("source").unique()
-        others = keyed.filter((pl.col("source") != console) & ~pl.col("source").is_in(list(found)))
-        if others.is_empty():
-            continue
-        matched = mine.join(others, on=mine.columns, how="inner", nulls_equal=True)
-        if matched.select(pl.struct(mine.columns).n_unique()).item() >= REPEATED_SHARE * mine.height:
-            found[console] = sorted(matched["source"].unique().to_list())
+        if (repeats := _repeats(keyed, console, found)) is not None:
+            found[console] = repeats
+    # Ray's job driver: actors, not ranks; matched on step, timestamp and readings alone.
+    actors = records.filter(pl.col("step").is_not_null()).select(
+        pl.col("source").cast(pl.String), "step", *(["_seconds"] if "_seconds" in records.columns else []), *(pl.col(c).round(4) for c in values)
+    )
+    for driver in sorted(s for s in actors["source"].unique().to_list() if RAY_JOB_DRIVER.search(s) and s not in found):
+        if (repeats := _repeats(actors, driver, found)) is not None:
+            found[driver] = repeats
     return found
+
+
+RAY_JOB_DRIVER = re.compile(r"(?:^|/)job-driver-[^/]*\.log$")
+
+
+def _repeats(keyed: pl.DataFrame, source: str, found: dict[str, list[str]]) -> list[str] | None:
+    """The sources `source`'s steps (rows of `keyed`) repeat, when nearly all of them are there."""
+    mine = keyed.filter(pl.col("source") == source).drop("source").unique()
+    others = keyed.filter((pl.col("source") != source) & ~pl.col("source").is_in(list(found)))
+    if others.is_empty() or mine.height < MIN_STEPS:
+        return None
+    matched = mine.join(others, on=mine.columns, how="inner", nulls_equal=True)
+    if matched.select(pl.struct(mine.columns).n_unique()).item() >= REPEATED_SHARE * mine.height:
+        return sorted(matched["source"].unique().to_list())
+    return None
