@@ -98,3 +98,36 @@ def test_rays_job_driver_log_beside_the_worker_files_is_read_once(tmp_path):
     report = _report(logs)
     assert list(report["coverage"]["repeated"]) == [str(logs / "job-driver-raysubmit_XYZ123abc.log")]
     assert len(report["coverage"]["workers"]) == 1 and report["coverage"]["records"] == 40
+
+
+def test_rays_own_logs_give_events_but_never_steps(tmp_path):
+    """raylet.out beside the worker files: the node's used fraction it prints every few seconds is
+    Ray's number, never a training step's reading (it was guessed as host GiB and merged into the
+    steps); the memory monitor's kill it logs is still an event."""
+    from tests.logwriters import ray, verl
+
+    logs = tmp_path / "session_2025-06-03_07-41-01_120333_5001" / "logs"
+    logs.mkdir(parents=True)
+    worker = [":actor_name:TaskRunner"]
+    for step in range(1, 41):
+        worker.append(
+            verl.step_line(step, {"actor/pg_loss": 0.3, "perf/max_memory_allocated_gb": 41.2, "perf/max_memory_reserved_gb": 52.0 + 0.01 * (step % 3)})
+        )
+    (logs / "worker-5f1c09e2a7d34b11-02000000-40120.out").write_text("\n".join(worker) + "\n")
+    raylet = [
+        f"[2025-06-03 07:{41 + i // 12:02d}:{(5 * i) % 60:02d},120 I 5001 5001] memory_monitor.cc:210: Node memory usage: {0.36 + 0.0145 * i:.4f}, "
+        f"used: {(0.36 + 0.0145 * i) * 256:.2f} GB of 256.00 GB, iteration {i}"
+        for i in range(40)
+    ]
+    raylet.append(
+        ray.raylet_log_head("2025-06-03 07:45:01,120", 5001, "node_manager.cc:3103")
+        + ray.memory_monitor_kill(
+            node_ip="10.0.0.2", node_id="a1b2", lease_id="00ff", worker_name="TaskRunner.fit", pid=40120, worker_gib=61.2,
+            used_gib=242.5, total_gib=256.0, threshold=0.95, worker_id="5f1c09e2a7d34b11",
+        )
+    )  # fmt: skip
+    (logs / "raylet.out").write_text("\n".join(raylet) + "\n")
+    report = _report(logs)
+    assert len(report["coverage"]["workers"]) == 1 and report["coverage"]["records"] == 40
+    assert "guessed" not in report["coverage"] or all("raylet" not in g["source"] for g in report["coverage"]["guessed"])
+    assert report["verdict"] in ("oom", "crash"), [f["rule"] for f in report["findings"]]

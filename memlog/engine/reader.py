@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import groupby
 
@@ -45,6 +46,15 @@ from memlog.tables.tables import Tables
 SPARSE_CANDIDATES = 0.05  # candidate lines per line, below which a log counts as sparse
 SPARSE_TOGETHER = 4
 KEPT_FRAMES = 16  # a reader's kept record frames are joined into one past this many (watch: one per poll)
+
+
+# Ray's own logs in a session's logs/ folder (the raylet, the GCS, the dashboard, the monitors, the
+# C++ core workers): their numbers are Ray's (the node's used memory fraction, object store sizes),
+# never a training step's, so the generic reader must not guess steps from them; their events (the
+# memory monitor killing a worker) are read as from any log.
+RAY_SYSTEM_LOG = re.compile(
+    r"(?:^|/)(?:raylet|gcs_server|monitor|log_monitor|dashboard[^/]*|runtime_env[^/]*|python-core-(?:driver|worker)-[^/]*|io_worker-[^/]*)\.(?:out|err|log)(?:\.\d+)?$"
+)
 
 
 class SourceReader:
@@ -153,7 +163,10 @@ class SourceReader:
     # -- what it yielded ------------------------------------------------------------------------
 
     def records(self) -> pl.DataFrame | None:
-        """Every record read so far, one frame (condensed where the sink has binned)."""
+        """Every record read so far, one frame (condensed where the sink has binned). A Ray system
+        log yields none: its numbers are Ray's (RAY_SYSTEM_LOG), its events count."""
+        if RAY_SYSTEM_LOG.search(self.source.spec):
+            return None
         read = [*self.kept, *self.sink.held(), *self.batch]
         pending = self._pending()[0]
         frames = [*(self._spec_frames(read, bool(pending)) if self.guesser is not None else read), *self.guessed_records, *self.guessed_sink.held(), *pending]
@@ -181,6 +194,8 @@ class SourceReader:
 
     def guess_said(self) -> Guessed | None:
         """What the generic reader says of the source so far (its guess, once made)."""
+        if RAY_SYSTEM_LOG.search(self.source.spec):
+            return None
         if self.guessed is not None or self.guesser is None:
             return self.guessed
         return self.guesser.described() or self._pending()[1]
@@ -287,7 +302,7 @@ def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
             record_frames.append(frame)
         if (events := reader.event_frame()) is not None:
             event_frames.append(events)
-        if reader.guessed is not None:
+        if reader.guessed is not None and not RAY_SYSTEM_LOG.search(reader.source.spec):
             guessed.append(reader.guessed)
         summarised += reader.summarised()
     return tables_from(record_frames, event_frames, guessed, summarised)
