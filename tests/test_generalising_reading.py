@@ -128,7 +128,7 @@ def test_torchrun_attempt_folders_are_segments_of_one_run(tmp_path):
     leak = found["memory-leak"]
     observed = leak.evidence["observed"]
     assert (observed["from_step"], observed["to_step"]) == (2001, 3291)
-    assert all(s["series"].startswith("attempt_2/") for s in leak.evidence["series"]) and leak.evidence["ranks"] == [0, 1]  # short names
+    assert all(s["series"].endswith("(attempt 2)") for s in leak.evidence["series"]) and leak.evidence["ranks"] == [0, 1]  # rank and attempt
     assert "also in 2 earlier segments" in leak.message
     assert leak.evidence["projected_capacity_step"] > observed["to_step"]
     assert leak.evidence["projected_capacity_at"] > "2025-06-01 10:"  # after the last attempt's last line, not the first's

@@ -225,3 +225,26 @@ def test_lines_that_only_reach_a_formats_longest_length_are_no_hard_wrap():
     # The same lines cut by a terminal at 80 columns are a wrap.
     cut = [line[i : i + 80] for line in lines for i in range(0, len(line), 80)]
     assert hardwrap.wrap_of(("\n".join(cut) + "\n").encode()) is not None
+
+
+def test_workers_are_named_shortly_by_what_tells_them_apart():
+    """tables.series.worker_names: the worker alone where it names one worker; its rank and attempt
+    in a torchrun --log-dir run; else the fewest trailing path parts that tell the files apart."""
+    import polars as pl
+
+    from memlog.tables.series import worker_names
+
+    def names(pairs):
+        return sorted(worker_names(pl.DataFrame(pairs, schema=["source", "worker"], orient="row")).values())
+
+    assert names([("/a/rank0.log", "rank0"), ("/a/rank1.log", "rank1")]) == ["rank0", "rank1"]
+    run = "/runs/job/logs/none_k2x9w1qa"
+    assert names([(f"{run}/attempt_{a}/{r}/stdout.log", f"rank{r}") for a in (0, 1) for r in (0, 1)]) == [
+        "rank0 (attempt 0)", "rank0 (attempt 1)", "rank1 (attempt 0)", "rank1 (attempt 1)",
+    ]  # fmt: skip
+    assert names([("/x/exp1/node1/train.log", "main"), ("/x/exp1/node2/train.log", "main")]) == ["node1/train.log:main", "node2/train.log:main"]
+    assert names([("/x/a/train.log", "main"), ("/y/b/train.log", "main"), ("/y/b/c/train.log", "main")]) == [
+        "a/train.log:main",
+        "b/train.log:main",
+        "c/train.log:main",
+    ]

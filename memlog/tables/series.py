@@ -65,15 +65,20 @@ class SeriesKey:
 def worker_names(records: pl.DataFrame) -> dict[tuple[str, str], str]:
     """What each (source, worker) of the records is called in reports: the worker's own name
     (`rank5`) where that names it alone (one source, or each worker named in one source only:
-    per-rank files whose lines name their rank), else the fewest trailing parts of its source's
-    path that no other source ends with, then the worker (`attempt_1/5/stdout.log:rank5`,
-    `node2/train.log:main`), never the whole path: the evidence lines name the file."""
+    per-rank files whose lines name their rank), its rank and attempt for the attempts of one
+    torchrun `--log-dir` run (`rank5 (attempt 1)`), else the fewest trailing parts of its source's
+    path that no other source ends with, then the worker (`node2/train.log:main`), never the whole
+    path: the evidence lines name the file."""
     if records.is_empty():
         return {}
     pairs = [(str(source), str(worker)) for source, worker in records.select("source", "worker").unique().iter_rows()]
     sources = sorted({source for source, _ in pairs})
     if len(sources) == 1 or len({worker for _, worker in pairs}) == len(pairs):
         return {pair: pair[1] for pair in pairs}
+    attempts = {source: found for source in sources if (found := torchrun_attempt(source)) is not None}
+    roots = {run.split("attempt_*", 1)[0] for run, _ in attempts.values()}
+    if len(attempts) == len(sources) and len(roots) == 1:  # one torchrun --log-dir run: its ranks per attempt
+        return {(source, worker): f"{worker} (attempt {attempts[source][1]})" for source, worker in pairs}
     short = _short_paths(sources)
     return {(source, worker): f"{short[source]}:{worker}" for source, worker in pairs}
 
