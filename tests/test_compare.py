@@ -204,3 +204,16 @@ def test_the_text_fits_the_terminal(tmp_path, base, columns):
     text = "\n".join(lines)
     assert all(f"rank{r}" in text for r in range(4)) and "new-leak" in text
     assert ("no -> leak" in text) == (columns == "250")  # the full table only where it fits
+
+
+@pytest.mark.parametrize("new_loss", [0.0, 2.5])
+def test_a_base_whose_mean_loss_is_zero_is_compared(tmp_path, new_loss):
+    """A mean loss of zero has no share to differ by (the fuzzer's crash: `None:+` in the text)."""
+    base = write_run(tmp_path / "base.log", loss=0.0)
+    new = write_run(tmp_path / "new.log", loss=new_loss)
+    for output in ("text", "markdown", "github", "json"):
+        code, out, err = run(base, new, "-o", output)
+        assert code in (0, 1) and not err, err
+    code, doc = as_json(base, new)
+    assert doc["loss"]["same_work"] is (new_loss == 0.0)
+    assert (doc["loss"]["diff_pct"] is None) is (new_loss != 0.0)

@@ -297,6 +297,11 @@ def compare_reports(base: Report, new: Report, thresholds: dict[str, float], bas
     return Comparison(verdict, findings, pairs, common, base, new, list(base_inputs), list(new_inputs), loss, dict(t), notes)
 
 
+def _by(diff_pct: float | None) -> str:
+    """` by +12.5%`, or nothing where no share can be given (a mean of zero, a non-finite one)."""
+    return f" by {diff_pct:+}%" if diff_pct is not None else ""
+
+
 def _loss(base: Report, new: Report, common: tuple[int, int], t) -> dict[str, Any] | None:
     b_views, n_views = _loss_views(base), _loss_views(new)
     means_b, means_n = [], []
@@ -309,7 +314,8 @@ def _loss(base: Report, new: Report, common: tuple[int, int], t) -> dict[str, An
     if not means_b:
         return None
     b, n = statistics.fmean(means_b), statistics.fmean(means_n)
-    diff_pct = 100 * (n - b) / abs(b) if b else None
+    # A share of a zero mean is no number: equal means are the same work, unequal ones are not.
+    diff_pct = 100 * (n - b) / abs(b) if b else (0.0 if n == b else None)
     return {
         "base_mean": rounded(b),
         "new_mean": rounded(n),
@@ -456,7 +462,7 @@ def _findings(pairs: list[Pair], t, missing: list[str], loss: dict | None) -> li
                 "warning",
                 "loss",
                 (
-                    f"The mean loss over the common steps differs by {loss['diff_pct']}% (BASE {loss['base_mean']}, NEW {loss['new_mean']}): "
+                    f"The mean loss over the common steps differs{_by(loss['diff_pct'])} (BASE {loss['base_mean']}, NEW {loss['new_mean']}): "
                     "the runs may not do the same work, so a memory difference may come from the work, not the upgrade"
                 ),
                 {"observed": loss, "thresholds": dict(t), "ranks": []},

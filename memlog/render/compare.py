@@ -65,7 +65,8 @@ def _loss(c: Comparison) -> str:
     if c.loss is None:
         return "loss: not logged by both runs"
     verdict = "same work" if c.loss["same_work"] else "different work?"
-    return f"loss over the common steps: BASE {c.loss['base_mean']}, NEW {c.loss['new_mean']} ({c.loss['diff_pct']:+}%: {verdict})"
+    diff = f"{c.loss['diff_pct']:+}%" if c.loss["diff_pct"] is not None else "no share of a zero mean"
+    return f"loss over the common steps: BASE {c.loss['base_mean']}, NEW {c.loss['new_mean']} ({diff}: {verdict})"
 
 
 # The table in short, for a terminal too narrow for the one above: GiB and the arrows said once.
