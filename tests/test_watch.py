@@ -492,3 +492,19 @@ def test_a_compressed_file_that_changed_while_read_is_read_again(tmp_path, monke
     watcher.poll()
     assert len(reads) == 2  # read whole once: never again
     watcher.close()
+
+
+def test_the_status_area_never_cuts_the_time_to_the_oom(tmp_path):
+    """On a narrow terminal a row's early warning moves to a line of its own (in short) rather than
+    being cut at the edge; on a wide one it stays on the row."""
+    from memlog.render.live import status_lines
+
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(torchtitan_lines({0: [30.0 + 0.2 * i + noise(i) for i in range(120)]}, capacity=CAPACITY)) + "\n")
+    watcher = Watcher([str(log)], interval=0)
+    watcher.poll()
+    report = watcher.judge()
+    narrow, wide = status_lines(report, 60), status_lines(report, 200)
+    assert any(line.startswith("      -> OOM at step ~") and len(line) <= 60 for line in narrow), narrow
+    assert any(line.startswith("  rank0") and "reaches 79.11 GiB at step ~" in line for line in wide), wide
+    watcher.close()

@@ -48,8 +48,18 @@ def _warning_text(w: dict) -> str:
     return text
 
 
-def status_lines(report: Report) -> list[str]:
-    """The status area: verdict, one row per device (else host) series, the early warning, findings."""
+def _short_warning(w: dict) -> str:
+    """The early warning in few words, for a narrow terminal: the step, and when."""
+    text = f"OOM at step ~{round(w['capacity_step']):,}"
+    if w.get("capacity_at"):
+        text += f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})"
+    return text
+
+
+def status_lines(report: Report, width: int = 100) -> list[str]:
+    """The status area: verdict, one row per device (else host) series, the early warning, findings.
+    A row whose early warning would not fit `width` has it on a line of its own: the time to the
+    OOM is what the area is for, so it is never the part cut."""
     cov = report.coverage
     steps = f"steps {cov['steps'][0]:,}-{cov['steps'][1]:,}" if cov.get("steps") else "no steps yet"
     state = report.extra.get("watch") or {}
@@ -66,9 +76,11 @@ def status_lines(report: Report) -> list[str]:
         level = view.values[-1] if view.values else float("nan")
         rate = f"{'+' if view.fit.slope >= 0 else '-'}{gib(abs(view.fit.slope))}/step" if view.fit else "rate n/a"
         row = f"  {view.label:<14} {gib(level):>10}  {rate:>16}"
-        if view.label in warnings:
-            row += "  " + _warning_text(warnings[view.label])
-        lines.append(row)
+        warning = _warning_text(warnings[view.label]) if view.label in warnings else None
+        if warning and len(row) + 2 + len(warning) > width:
+            lines += [row, f"      -> {_short_warning(warnings[view.label])}"]
+            continue
+        lines.append(row + (f"  {warning}" if warning else ""))
     if len(views) > MAX_ROWS:
         lines.append(f"  ... and {len(views) - MAX_ROWS} more")
     for f in by_severity(report):
@@ -91,7 +103,7 @@ class LiveOutput:
         change = changes(self.previous, report)
         self.previous = report
         if self.terminal:
-            self._redraw(status_lines(report))
+            self._redraw(status_lines(report, self.width))
         elif change is not None:
             self.write(self._change(change))
 
