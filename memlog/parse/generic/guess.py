@@ -11,6 +11,7 @@ at all), one `fields` regex per mapped key, units. The guess reads the log throu
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -310,6 +311,24 @@ def _interleaving(values: list[float]) -> int | None:
     return None
 
 
+def _read_keys(found: list[Field]) -> frozenset[str]:
+    return frozenset(f.key for f in found if meaning_of(f.key, f.unit) is not None)
+
+
+def _by_keys(idx: list[int], parsed: list[list[Field]]) -> list[list[int]]:
+    """One head's lines split into shapes by the keys they read, when those keys never share a line:
+    nanoGPT's `iter N: loss ...` and a user's `iter N: mem alloc ...` after it are two shapes of one
+    step, each read by a pattern of its own (one pattern would require the first shape's keys)."""
+    by: dict[frozenset[str], list[int]] = defaultdict(list)
+    for i in idx:
+        by[_read_keys(parsed[i])].append(i)
+    shapes = [(keys, lines) for keys, lines in by.items() if keys and len(lines) >= MIN_REPEATS]
+    if len(shapes) < 2 or any(a & b for (a, _), (b, _) in itertools.combinations(shapes, 2)):
+        return [idx]
+    rest = [i for keys, lines in by.items() if not keys or len(lines) < MIN_REPEATS for i in lines]
+    return [sorted(lines + (rest if n == 0 else [])) for n, (_, lines) in enumerate(shapes)]
+
+
 def guess(sample: list[str]) -> Guess:
     """Learn the patterns of a sample of unwrapped lines (module docstring)."""
     sample = [t for t in sample if len(t) <= MAX_LINE]
@@ -336,9 +355,9 @@ def guess(sample: list[str]) -> Guess:
     for head in sorted(shapes, key=len):
         into = next((h for h in merged if h and head.startswith(h)), head)
         merged[into].extend(shapes[head])
+    groups = [part for idx in merged.values() for part in _by_keys(sorted(idx), parsed)]
     candidates: list[Pattern] = []
-    for head, idx in merged.items():
-        idx.sort()
+    for idx in groups:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
@@ -446,7 +465,8 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                         entry["interleaved"] = p.interleaved
             entry["fields"] = [_field_regex(c) for c in p.columns]
             texts = [t for _, t in p.lines]
-            if p.counter is not None and p.columns and not all(p.columns[0].key in t for t in texts):
+            shared = any(q is not p and q.table is None and q.head == p.head for q in result.patterns)
+            if p.counter is not None and p.columns and (shared or not all(p.columns[0].key in t for t in texts)):
                 # Lines of this shape without its values (`Step 6: reward 0.4`) are not readings.
                 key = next((c.key for c in p.columns if all(c.key in t or p.columns[0].key not in t for t in texts)), p.columns[0].key)
                 entry["regex"] += ".*?" + _loose(key)
