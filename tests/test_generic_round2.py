@@ -3,6 +3,7 @@ bars, and frameworks no spec reads, each as its sample log in sample_logs/generi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def _memory_read(report) -> set[str]:
 # (sample log, verdict a maintainer gives it, a memory column it must be judged on)
 VERDICTS = [
     ("nanogpt_iter_then_memory_line_leak.log", "leak", "mem_allocated_gib"),
+    ("lightning_tqdm_gpu_mem_leak.log", "leak", "device_mem_used_gib"),
 ]
 
 
@@ -61,3 +63,37 @@ def test_formats_test_fails_a_guessed_spec_that_reads_none_of_the_memory_it_name
     )
     tested = runner.invoke(app, ["formats", "test", str(folder)])
     assert tested.exit_code == 1 and "names memory (mem_allocated_gib)" in tested.output, tested.output
+
+
+def test_a_progress_bar_counter_is_the_step_and_its_redraws_one_line():
+    """Lightning's bar `Epoch e:  30%|███ | 600/2000 [..., gpu_mem=8.12, train_loss=...]`, redrawn
+    twice at each counter (the count, then the new postfix) and once at `0/2000` when an epoch ends:
+    one worker, steps e * 2000 + i, one reading per step (the last drawn), not 100 workers of the epoch."""
+    report = analyze([str(GENERIC / "lightning_tqdm_gpu_mem_leak.log")])
+    assert report.coverage["workers"] == ["main"], report.coverage["workers"]
+    assert report.coverage["records"] == 3 * 40  # 40 counters per epoch, each drawn twice
+    (leak,) = [f for f in report.findings if f.rule == "memory-leak"]
+    assert (leak.evidence["observed"]["from_step"], leak.evidence["observed"]["to_step"]) == (50, 6000)
+    # the last drawing of `100/2000` carries the postfix of step 100 (6.33), not that of step 50 (6.26)
+    series = runner.invoke(app, ["series", str(GENERIC / "lightning_tqdm_gpu_mem_leak.log"), "-o", "json"])
+    rows = {r["step"]: r["device_mem_used_gib"] for r in json.loads(series.stdout)}
+    assert rows[100] == pytest.approx(6.33) and rows[2050] > rows[2000] > rows[1950]
+
+
+@pytest.mark.parametrize(
+    ("first", "steps"),
+    [(1, [50, 400, 7330 + 50]), (0, [50, 400, 7330 + 50])],
+    ids=["mmcv-from-1", "detr-from-0"],
+)
+def test_a_step_within_an_epoch_counts_from_the_log_first_epoch(tmp_path, first, steps):
+    """mmcv's `Epoch [1][2800/7724]` is the run's iteration 2800 (its epochs count from 1), DETR's
+    `Epoch: [0] [2800/7724]` too (from 0): the guess takes the first epoch the log shows."""
+    lines = []
+    for epoch in (first, first + 1):
+        for i in range(50, 7330, 350):
+            lines.append(f"Epoch [{epoch}][{i}/7330]\tlr: 2.000e-02, time: 0.506, data_time: 0.011, memory: {4231 + i // 100}, loss: 0.8235")
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    series = runner.invoke(app, ["series", str(log), "-o", "json"])
+    got = [r["step"] for r in json.loads(series.stdout)]
+    assert got[:2] == steps[:2] and steps[2] in got, got[:25]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.parse.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
+from memlog.parse.generic.fields import BARS, COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
 from memlog.parse.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
@@ -59,6 +59,7 @@ class Pattern:
     ordinal: bool = False
     interleaved: int | None = None
     table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
+    first_epoch: int = 0  # the number of the log's first epoch, for a counter within an epoch
 
 
 @dataclass
@@ -81,7 +82,8 @@ class Guess:
             if p.counter is not None and p.table is not None:  # a table's counter is a column index
                 step = f"step from column `{p.table[1][p.counter]}`"
             elif p.counter is not None:
-                step = f"step from {COUNTERS[p.counter].name}"
+                step = f"step from {COUNTERS[p.counter].name}" + (" (epochs counted from 1)" if p.first_epoch else "")
+                step += " (a bar redrawn at one step read once)" if p.counter in BARS else ""
             elif p.ordinal:
                 step = "step from reading order (the log prints no step)"
             else:
@@ -311,6 +313,16 @@ def _interleaving(values: list[float]) -> int | None:
     return None
 
 
+def _first_epoch(counter: int | None, texts: list[str]) -> int:
+    """1 when a counter within an epoch never shows epoch 0 (mmcv's `Epoch [1][50/7330]` is the
+    run's first epoch), else 0: the step is then the run's own iteration, never one epoch ahead."""
+    if counter is None or "?P<epoch>" not in COUNTERS[counter].regex:
+        return 0
+    compiled = re.compile(COUNTERS[counter].regex)
+    epochs = [int(m["epoch"]) for t in texts if (m := compiled.search(t))]
+    return 0 if not epochs or min(epochs) == 0 else 1
+
+
 def _read_keys(found: list[Field]) -> frozenset[str]:
     return frozenset(f.key for f in found if meaning_of(f.key, f.unit) is not None)
 
@@ -369,7 +381,7 @@ def guess(sample: list[str]) -> Guess:
                 common = _common_prefix([sample[i][: s[0]] for i, s in zip(idx, spans) if s])
         if columns or counter is not None:
             name = re.sub(r"[^a-z0-9]+", "-", common.lower()).strip("-")[:30] or "line"
-            candidates.append(Pattern(name, common, counter, columns, [(i, sample[i]) for i in idx]))
+            candidates.append(Pattern(name, common, counter, columns, [(i, sample[i]) for i in idx], first_epoch=_first_epoch(counter, texts)))
     stepped = [p for p in candidates if p.counter is not None and len(p.lines) >= MIN_REPEATS]
     valued = [p for p in candidates if p.columns and len(p.lines) >= MIN_REPEATS]
     seen_values = any(meaning_of(k, None) for k in set(result.keys_seen))
@@ -456,6 +468,10 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                 entry["regex"] = f"^\\s*{head}" + (f".*?{counter.lstrip('^')}" if not counter.startswith("^") else "")
                 if counter.startswith("^"):
                     entry["regex"] = counter
+                if p.first_epoch:
+                    entry["first_epoch"] = p.first_epoch
+                if p.counter in BARS:
+                    entry["refreshes"] = True
             else:
                 entry["regex"] = f"^\\s*{head}" if head else r"^"
                 entry["inherit_step"] = True
