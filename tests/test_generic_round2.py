@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.engine.api import analyze
+from memlog.parse.generic.mapping import meaning_of
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERIC = ROOT / "sample_logs" / "generic"
@@ -25,6 +26,7 @@ def _memory_read(report) -> set[str]:
 VERDICTS = [
     ("nanogpt_iter_then_memory_line_leak.log", "leak", "mem_allocated_gib"),
     ("lightning_tqdm_gpu_mem_leak.log", "leak", "device_mem_used_gib"),
+    ("lightning_devicestats_metrics.csv", "leak", "mem_allocated_gib"),
 ]
 
 
@@ -97,3 +99,33 @@ def test_a_step_within_an_epoch_counts_from_the_log_first_epoch(tmp_path, first,
     series = runner.invoke(app, ["series", str(log), "-o", "json"])
     got = [r["step"] for r in json.loads(series.stdout)]
     assert got[:2] == steps[:2] and steps[2] in got, got[:25]
+
+
+def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
+    """Lightning's CSVLogger writes each log call as a row of its own, the other cells empty:
+    DeviceStatsMonitor's rows (at batch start and end) and the loss's row share a step. Each shape
+    is read by its own pattern, joined by the step; `formats guess` prints that spec."""
+    log = GENERIC / "lightning_devicestats_metrics.csv"
+    report = analyze([str(log)])
+    assert report.coverage["workers"] == ["main"] and report.coverage["steps"] == [49, 1199], report.coverage
+    guessed = runner.invoke(app, ["formats", "guess", str(log)])
+    assert guessed.exit_code == 0, guessed.output
+    assert "`DeviceStatsMonitor.on_train_batch_end/allocated_bytes.all.current` in B" in guessed.stdout
+    assert "step from column `step`: loss from `train_loss`" in guessed.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "column"),
+    [
+        ("DeviceStatsMonitor.on_train_batch_end/allocated_bytes.all.current", "mem_allocated_gib"),
+        ("DeviceStatsMonitor.on_train_batch_start/reserved_bytes.all.peak", "mem_peak_reserved_gib"),
+        ("DeviceStatsMonitor.on_train_batch_end/allocated_bytes.all.freed", None),  # bytes freed since the start
+        ("DeviceStatsMonitor.on_train_batch_end/active.all.allocated", None),  # a count of blocks
+        ("DeviceStatsMonitor.on_train_batch_end/allocated_bytes.small_pool.current", None),  # a part of `all`
+        ("DeviceStatsMonitor.on_train_batch_end/oversize_allocations.allocated", None),
+        ("DeviceStatsMonitor.on_train_batch_end/num_device_alloc", None),
+    ],
+)
+def test_torch_memory_stats_keys_read_only_the_byte_levels(key, column):
+    meaning = meaning_of(key, None)
+    assert (meaning.column(False) if meaning else None) == column

@@ -25,6 +25,7 @@ from memlog.parse.generic.mapping import Meaning, in_memory_block, loss_rank, me
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
 MIN_REPEATS = 3  # a line shape seen fewer times is not a series
 MAX_LINE = 2000  # longer lines are not metric lines
+MAX_TABLE_LINE = 64 * 1024  # nor longer table rows
 HEAD_CHARS = 48  # at most this much of the text before a line's first number anchors its pattern
 SPEC_NUM = NUM
 # A unit printed after a value, as a spec captures it (`%` is not a size and is not read).
@@ -245,15 +246,17 @@ def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
 
 def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
     cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
-    if len(cells) < n or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) for c in cells):
+    # A CSV row may leave cells empty: Lightning's CSVLogger writes each log call as a row of its own.
+    empty_ok = sep == ","
+    if len(cells) < n or not any(cells) or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) or (empty_ok and not c) for c in cells):
         return None
     return cells
 
 
-def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> Pattern | None:
+def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> list[Pattern]:
     rows = [(i, t) for i, t in enumerate(sample) if i > at and _row_cells(t, sep, len(header)) is not None]
     if len(rows) < MIN_REPEATS:
-        return None
+        return []
     names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
     ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
     counter = ranked[0][1] if ranked else None
@@ -270,6 +273,8 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
         if meaning is None or "%" in printed:
             continue
         values = [float(p["v"]) for p in parts if p]
+        if not values:
+            continue
         running = meaning.role == "memory" and meaning.peak and _running_max(values)
         column = meaning.column(running)
         unit, guessed = (printed[0] if printed else unit_in_key(key)), False
@@ -289,10 +294,27 @@ def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> P
         for col in _columns(texts, after, [None] * len(texts)):
             columns.setdefault(col.column, ((), col))
     if not columns:
-        return None
-    pattern = Pattern("table-row", "", None, [c for _, c in columns.values()], rows, table=(sep, header))
-    pattern.counter = counter  # a column index here, not a COUNTERS index
-    return pattern
+        return []
+    chosen = [c for _, c in columns.values()]
+    patterns = []
+    for n, (shape, lines) in enumerate(_row_shapes(rows, chosen, sep, len(header)).items()):
+        pattern = Pattern("table-row" + (f"-{n + 1}" if n else ""), "", None, [c for c in chosen if c.position is None or c.position in shape], lines, table=(sep, header))
+        pattern.counter = counter  # a column index here, not a COUNTERS index
+        patterns.append(pattern)
+    return patterns
+
+
+def _row_shapes(rows: list[tuple[int, str]], chosen: list[Column], sep: str, n: int) -> dict[frozenset[int], list[tuple[int, str]]]:
+    """A sparse table's rows by the read cells they fill (Lightning's metrics.csv: DeviceStatsMonitor's
+    rows, then the loss's, at one step): each shape is a pattern requiring its cells, its rows joined
+    to the others' by their step. A table without empty cells is one shape."""
+    positions = [c.position for c in chosen if c.position is not None]
+    shapes: dict[frozenset[int], list[tuple[int, str]]] = defaultdict(list)
+    for i, text in rows:
+        cells = _row_cells(text, sep, n) or []
+        shapes[frozenset(j for j in positions if cells[j])].append((i, text))
+    kept = {shape: lines for shape, lines in shapes.items() if shape and len(lines) >= MIN_REPEATS}
+    return kept or {frozenset(positions): rows}
 
 
 def _interleaving(values: list[float]) -> int | None:
@@ -343,17 +365,20 @@ def _by_keys(idx: list[int], parsed: list[list[Field]]) -> list[list[int]]:
 
 def guess(sample: list[str]) -> Guess:
     """Learn the patterns of a sample of unwrapped lines (module docstring)."""
+    # A CSV's header and rows are as wide as its columns (Lightning's DeviceStatsMonitor: 247 of them).
+    wide = [t for t in sample if len(t) <= MAX_TABLE_LINE]
     sample = [t for t in sample if len(t) <= MAX_LINE]
     result = Guess()
     result.prefix = _prefix_of(sample)
     if result.prefix:
         compiled = re.compile(result.prefix)
         sample = [t[m.end() :] if (m := compiled.match(t)) else t for t in sample]
-    table = _table(sample)
+    rows = sample if result.prefix else wide
+    table = _table(rows)
     if table is not None:
-        pattern = _table_pattern(sample, *table)
-        if pattern is not None:
-            result.patterns.append(pattern)
+        patterns = _table_pattern(rows, *table)
+        if patterns:
+            result.patterns += patterns
             return result
     shapes: dict[str, list[int]] = defaultdict(list)
     parsed = [fields(t) for t in sample]
