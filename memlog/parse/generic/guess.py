@@ -19,48 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.parse.generic.fields import BARS, COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
-from memlog.parse.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
+from memlog.parse.generic.fields import BARS, COUNTERS, GENERIC_PREFIXES, Field, counter_step, fields
+from memlog.parse.generic.mapping import meaning_of
+from memlog.parse.generic.shape import MIN_REPEATS, Column, Pattern, columns_of
+from memlog.parse.generic.table import SPEC_NUM, SPEC_UNIT, find_table, table_literal, table_patterns, table_regex
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
-MIN_REPEATS = 3  # a line shape seen fewer times is not a series
 MAX_LINE = 2000  # longer lines are not metric lines
 MAX_TABLE_LINE = 64 * 1024  # nor longer table rows
 HEAD_CHARS = 48  # at most this much of the text before a line's first number anchors its pattern
-SPEC_NUM = NUM
-# A unit printed after a value, as a spec captures it (`%` is not a size and is not read).
-SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
-
-
-@dataclass
-class Column:
-    """One canonical column of a pattern: the key it comes from and how it is read."""
-
-    column: str
-    key: str
-    meaning: Meaning
-    form: str
-    quote: str
-    printed_unit: bool  # some line printed a unit after the value
-    unit: str | None  # the unit the values are in when none is printed (from the key, the line, or their size)
-    unit_guessed: bool
-    running_max: bool
-    position: int | None = None  # a table's column index
-    text: str = ""
-
-
-@dataclass
-class Pattern:
-    name: str
-    head: str
-    counter: int | None
-    columns: list[Column]
-    lines: list[tuple[int, str]]  # (index in sample, text after prefix) of its lines
-    inherit: bool = False
-    ordinal: bool = False
-    interleaved: int | None = None
-    table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
-    first_epoch: int = 0  # the number of the log's first epoch, for a counter within an epoch
 
 
 @dataclass
@@ -149,28 +116,6 @@ def _counter_of(texts: list[str]) -> int | None:
     return None
 
 
-def _magnitude_unit(values: list[float], host: bool) -> str:
-    """A unit for memory values printed without one: bytes, MiB or GiB by their size."""
-    finite = sorted(v for v in values if v == v and v not in (float("inf"), float("-inf")))
-    median = finite[len(finite) // 2] if finite else 0.0
-    if median > 4 * 1024**2:
-        return "B"
-    if median > (4096 if host else 512):
-        return "MiB"
-    return "GiB"
-
-
-def _running_max(values: list[float]) -> bool:
-    finite = [v for v in values if v == v]
-    return len(finite) >= 2 and all(b >= a for a, b in zip(finite, finite[1:]))
-
-
-def _context(text: str, f: Field) -> str:
-    """The words before a line's fields (`Memory info of GPU`), for keys that only say `current`."""
-    first = re.search(r"\d", text)
-    return text[: first.start()] if first else ""
-
-
 def _header_of(sample: list[str], idx: list[int]) -> str | None:
     """The line most often printed right above a shape's lines, when it is of another shape: a
     block's header (`[Profiled memory for rank 0]:`), its digits left out."""
@@ -180,141 +125,6 @@ def _header_of(sample: list[str], idx: list[int]) -> str | None:
         return None
     header, seen = above.most_common(1)[0]
     return header if seen >= MIN_REPEATS else None
-
-
-def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None], header: str | None = None) -> list[Column]:
-    """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
-    line above the shape's lines, for sizes whose key says nothing but the header does."""
-    by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
-    for text, found, span in zip(lines, per_line, counter_span):
-        for f in found:
-            if span and f.start < span[1] and f.end > span[0]:
-                continue  # the counter itself
-            by_key[f.key].append((text, f))
-    candidates: dict[str, list[tuple[tuple, Column]]] = defaultdict(list)
-    for key, seen in by_key.items():
-        if len(seen) < max(MIN_REPEATS, 0.5 * len(lines)):
-            continue
-        text0, f0 = seen[0]
-        printed = [f.unit for _, f in seen if f.unit]
-        if "%" in printed:
-            continue
-        key_unit = unit_in_key(key)
-        line_unit = None
-        meaning = meaning_of(key, printed[0] if printed else key_unit)
-        if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
-            context = _context(text0, f0)
-            meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
-        if meaning is None and printed:
-            meaning = in_memory_block(key, printed[0], header)
-        if meaning is None:
-            continue
-        meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
-        values = [f.value for _, f in seen]
-        running = meaning.role == "memory" and meaning.peak and _running_max(values)
-        column = meaning.column(running)
-        unit, guessed = None, False
-        if column in MEMORY_COLUMNS or meaning.role == "capacity":
-            unit_match = re.search(r"\((?P<u>[KMGT]i?B|bytes)\)", _context(text0, f0))
-            line_unit = unit_match["u"] if unit_match else None
-            unit = printed[0] if printed else key_unit or line_unit
-            if unit is None:
-                unit, guessed = _magnitude_unit(values, meaning.host), True
-        col = Column(column, key, meaning, f0.form, f0.quoted, bool(printed), unit, guessed, running)
-        col.text = meaning.describe(key, unit, guessed, running)
-        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
-        candidates[column].append((rank, col))
-    return [min(options, key=lambda o: o[0])[1] for options in candidates.values()]
-
-
-def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
-    """A header line followed by rows of numbers under it (CSV, tqdm tables): (index, sep, words)."""
-    for i, text in enumerate(sample[:-MIN_REPEATS]):
-        sep = "," if text.count(",") >= 2 else "\t" if text.count("\t") >= 2 else None
-        cells = [c.strip() for c in (text.split(sep) if sep else text.split())]
-        if len(cells) < 3 or not all(re.fullmatch(r"[A-Za-z_][\w./()-]*", c) for c in cells):
-            continue
-        rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
-        good = sum(1 for r in rows if _row_cells(r, sep, len(cells)) is not None)
-        if good < MIN_REPEATS:  # the header printed again above each row (tqdm tables, one per epoch)
-            under_copies = [sample[k + 1] for k in range(i, len(sample) - 1) if sample[k] == text]
-            good = sum(1 for r in under_copies if _row_cells(r, sep, len(cells)) is not None)
-        if good >= MIN_REPEATS:
-            return i, sep or " ", cells
-    return None
-
-
-def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
-    cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
-    # A CSV row may leave cells empty: Lightning's CSVLogger writes each log call as a row of its own.
-    empty_ok = sep == ","
-    if len(cells) < n or not any(cells) or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) or (empty_ok and not c) for c in cells):
-        return None
-    return cells
-
-
-def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> list[Pattern]:
-    rows = [(i, t) for i, t in enumerate(sample) if i > at and _row_cells(t, sep, len(header)) is not None]
-    if len(rows) < MIN_REPEATS:
-        return []
-    names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
-    ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
-    counter = ranked[0][1] if ranked else None
-    if counter is None and re.fullmatch(r"\d+(?:/\d+)?", _row_cells(rows[0][1], sep, len(header))[0]):
-        counter = 0
-    columns: dict[str, tuple[tuple, Column]] = {}
-    for j, key in enumerate(header):
-        if j == counter:
-            continue
-        cells = [_row_cells(t, sep, len(header))[j] for _, t in rows]
-        parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
-        printed = [p["u"] for p in parts if p and p["u"]]
-        meaning = meaning_of(key, printed[0] if printed else unit_in_key(key))
-        if meaning is None or "%" in printed:
-            continue
-        values = [float(p["v"]) for p in parts if p]
-        if not values:
-            continue
-        running = meaning.role == "memory" and meaning.peak and _running_max(values)
-        column = meaning.column(running)
-        unit, guessed = (printed[0] if printed else unit_in_key(key)), False
-        if (column in MEMORY_COLUMNS or meaning.role == "capacity") and unit is None:
-            unit, guessed = _magnitude_unit(values, meaning.host), True
-        if column not in MEMORY_COLUMNS and meaning.role != "capacity":
-            unit = None
-        col = Column(column, key, meaning, "table", "", bool(printed), unit, guessed, running, position=j)
-        col.text = meaning.describe(key, unit, guessed, running)
-        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
-        if column not in columns or rank < columns[column][0]:
-            columns[column] = (rank, col)
-    if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
-        texts = [t for _, t in rows]
-        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]
-        after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
-        for col in _columns(texts, after, [None] * len(texts)):
-            columns.setdefault(col.column, ((), col))
-    if not columns:
-        return []
-    chosen = [c for _, c in columns.values()]
-    patterns = []
-    for n, (shape, lines) in enumerate(_row_shapes(rows, chosen, sep, len(header)).items()):
-        pattern = Pattern("table-row" + (f"-{n + 1}" if n else ""), "", None, [c for c in chosen if c.position is None or c.position in shape], lines, table=(sep, header))
-        pattern.counter = counter  # a column index here, not a COUNTERS index
-        patterns.append(pattern)
-    return patterns
-
-
-def _row_shapes(rows: list[tuple[int, str]], chosen: list[Column], sep: str, n: int) -> dict[frozenset[int], list[tuple[int, str]]]:
-    """A sparse table's rows by the read cells they fill (Lightning's metrics.csv: DeviceStatsMonitor's
-    rows, then the loss's, at one step): each shape is a pattern requiring its cells, its rows joined
-    to the others' by their step. A table without empty cells is one shape."""
-    positions = [c.position for c in chosen if c.position is not None]
-    shapes: dict[frozenset[int], list[tuple[int, str]]] = defaultdict(list)
-    for i, text in rows:
-        cells = _row_cells(text, sep, n) or []
-        shapes[frozenset(j for j in positions if cells[j])].append((i, text))
-    kept = {shape: lines for shape, lines in shapes.items() if shape and len(lines) >= MIN_REPEATS}
-    return kept or {frozenset(positions): rows}
 
 
 def _interleaving(values: list[float]) -> int | None:
@@ -374,9 +184,9 @@ def guess(sample: list[str]) -> Guess:
         compiled = re.compile(result.prefix)
         sample = [t[m.end() :] if (m := compiled.match(t)) else t for t in sample]
     rows = sample if result.prefix else wide
-    table = _table(rows)
+    table = find_table(rows)
     if table is not None:
-        patterns = _table_pattern(rows, *table)
+        patterns = table_patterns(rows, *table)
         if patterns:
             result.patterns += patterns
             return result
@@ -398,7 +208,7 @@ def guess(sample: list[str]) -> Guess:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
-        columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
+        columns = columns_of(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
@@ -454,32 +264,14 @@ def _field_regex(col: Column) -> str:
     return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
-def _table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
-    sep, header = p.table  # type: ignore[misc]
-    cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
-    by_position = {c.position: c for c in p.columns if c.position is not None}
-    cells, units = [], {}
-    last = max([*by_position, p.counter if p.counter is not None else 0])
-    for j in range(last + 1):
-        if j == p.counter:
-            cells.append(r"(?P<step>\d+)(?:/\d+)?")
-        elif j in by_position:
-            c = by_position[j]
-            unit = f"(?P<{c.column}_unit>{SPEC_UNIT})?" if c.printed_unit else ""
-            cells.append(f"(?P<{c.column}>{SPEC_NUM}){unit}")
-        else:
-            cells.append(r"[^\s,]+" if sep != "," else r"[^,]*")
-    return r"^\s*" + cell_sep.join(cells), units
-
-
 def to_spec(result: Guess, name: str) -> dict[str, Any]:
     """The guess as a format spec mapping (what `memlog formats guess` prints, samples aside)."""
     records = []
     for p in result.patterns:
         units = {c.column: _spec_unit(c.unit) for c in p.columns if c.unit and not c.printed_unit}
         if p.table is not None:
-            regex, _ = _table_regex(p)
-            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": _table_literal(p), "regex": regex}
+            regex, _ = table_regex(p)
+            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": table_literal(p), "regex": regex}
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
@@ -534,15 +326,6 @@ def _literal(p: Pattern) -> str:
         if candidate and all(candidate in t for t in texts):
             return candidate
     return p.columns[0].key if p.columns else " "
-
-
-def _table_literal(p: Pattern) -> str:
-    texts = [t for _, t in p.lines]
-    for candidate in (",", "/", ".", " "):
-        if candidate == p.table[0] or all(candidate in t for t in texts):  # type: ignore[index]
-            if all(candidate in t for t in texts):
-                return candidate
-    return " "
 
 
 def spec_path(name: str) -> Path:
