@@ -30,6 +30,7 @@ VERDICTS = [
     ("lightning_tqdm_gpu_mem_leak.log", "leak", "device_mem_used_gib"),
     ("lightning_devicestats_metrics.csv", "leak", "mem_allocated_gib"),
     ("hf_trainer_mb_keys_leak.log", "leak", "mem_allocated_gib"),
+    ("maxtext_memstats_per_step_leak.log", "leak", "device_mem_used_gib"),
 ]
 
 

@@ -24,6 +24,7 @@ _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
 _SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")
 _KEY_CHARS = re.compile(r"[^\w()./%-]+")
+_UNIT_PAREN = re.compile(r"\((?:[KMGTP]i?B|bytes)\)\s$")
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def fields(text: str) -> list[Field]:
         except ValueError:
             continue
         before = text[boundary : match.start()]
-        cut = max((m.end() for m in _SEPARATOR.finditer(before)), default=0)
+        # (a unit in parentheses ends its key, not a field: MaxText's `Using (GB) 3.12 / 30.75`)
+        cut = max((m.end() for m in _SEPARATOR.finditer(before) if not _UNIT_PAREN.search(before, 0, m.end())), default=0)
         # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
         quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
         if quoted_key:

@@ -196,7 +196,7 @@ def meaning_of(key: str, unit: str | None) -> Meaning | None:
         return Meaning("loss")
     if wset & NOT_MEMORY or wset & SWAP or unit == "%":
         return None
-    memoryish = bool(wset & MEMORY_WORDS) or (has_memory_unit and bool(wset & ({"used", "use", "peak"} | DEVICE_WORDS)))
+    memoryish = bool(wset & MEMORY_WORDS) or (has_memory_unit and bool(wset & ({"used", "use", "using", "peak"} | DEVICE_WORDS)))
     if not memoryish:
         return None
     host = bool(wset & HOST_WORDS) and not wset & DEVICE_WORDS
