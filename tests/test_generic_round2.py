@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from memlog.cli import app
 from memlog.engine.api import analyze
+from memlog.parse.generic.fields import fields
 from memlog.parse.generic.mapping import meaning_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +32,7 @@ VERDICTS = [
     ("lightning_devicestats_metrics.csv", "leak", "mem_allocated_gib"),
     ("hf_trainer_mb_keys_leak.log", "leak", "mem_allocated_gib"),
     ("maxtext_memstats_per_step_leak.log", "leak", "device_mem_used_gib"),
+    ("ezpz_prefix_torchtitan_stable.log", "stable", "mem_peak_reserved_gib"),
 ]
 
 
@@ -133,3 +135,28 @@ def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
 def test_torch_memory_stats_keys_read_only_the_byte_levels(key, column):
     meaning = meaning_of(key, None)
     assert (meaning.column(False) if meaning else None) == column
+
+
+@pytest.mark.parametrize(
+    ("line", "read"),
+    [
+        # torchtitan's two blanks after a key's colon belong to the key, not a new field
+        ("step:  2  loss:  14.6698  grad_norm:  1.1286  memory:  9.13GiB(11.54%)", {"step": 2.0, "loss": 14.6698, "grad_norm": 1.1286, "memory": 9.13}),
+        # MaxText: a unit in parentheses ends its key
+        ("\tUsing (GB) 3.12 / 30.75 (10.146341%) on TPU_0(process=0,(0,0,0,0))", {"Using (GB)": 3.12}),
+    ],
+)
+def test_keys_before_blanks_and_units_in_parentheses(line, read):
+    found = {f.key: f.value for f in fields(line)}
+    assert read.items() <= found.items(), found
+
+
+def test_a_logger_prefix_no_wrapper_knows_still_leaves_torchtitan_lines_readable(tmp_path):
+    """`[ts][INFO][module:line:fn]` (ezpz's shape with the level spelled out): no wrapper strips it,
+    so no spec reads the torchtitan lines after it; the guess reads them (105 lines of one shape)."""
+    text = (GENERIC / "ezpz_prefix_torchtitan_stable.log").read_text().replace("][I][", "][INFO][")
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    report = analyze([str(log)])
+    assert report.verdict == "stable" and report.coverage["records"] == 105, [f.message for f in report.findings]
+    assert "device memory from `memory` in GiB" in report.coverage["guessed"][0]["mapping"]

@@ -100,6 +100,12 @@ def _clean_key(text: str) -> tuple[str, str]:
     return key.lstrip("(").rstrip(")") if key.count("(") != key.count(")") else key, ""
 
 
+def _inside_key(before: str, sep: re.Match) -> bool:
+    """A separator that belongs to the key before a value rather than ending a field: a unit in
+    parentheses (MaxText's `Using (GB) 3.12`), blanks after the key's colon (torchtitan's `loss:  7.45`)."""
+    return bool(_UNIT_PAREN.search(before, 0, sep.end())) or (sep.group(0).isspace() and before[: sep.start()].endswith((":", "=")))
+
+
 def fields(text: str) -> list[Field]:
     """Every number of the line with the key it belongs to (module docstring of mapping.py)."""
     found: list[Field] = []
@@ -114,8 +120,7 @@ def fields(text: str) -> list[Field]:
         except ValueError:
             continue
         before = text[boundary : match.start()]
-        # (a unit in parentheses ends its key, not a field: MaxText's `Using (GB) 3.12 / 30.75`)
-        cut = max((m.end() for m in _SEPARATOR.finditer(before) if not _UNIT_PAREN.search(before, 0, m.end())), default=0)
+        cut = max((m.end() for m in _SEPARATOR.finditer(before) if not _inside_key(before, m)), default=0)
         # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
         quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
         if quoted_key:
