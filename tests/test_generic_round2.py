@@ -33,6 +33,7 @@ VERDICTS = [
     ("hf_trainer_mb_keys_leak.log", "leak", "mem_allocated_gib"),
     ("maxtext_memstats_per_step_leak.log", "leak", "device_mem_used_gib"),
     ("ezpz_prefix_torchtitan_stable.log", "stable", "mem_peak_reserved_gib"),
+    ("galvatron_profiled_memory_block.log", "warmup-plateau", "device_mem_used_gib"),
 ]
 
 
@@ -160,3 +161,13 @@ def test_a_logger_prefix_no_wrapper_knows_still_leaves_torchtitan_lines_readable
     report = analyze([str(log)])
     assert report.verdict == "stable" and report.coverage["records"] == 105, [f.message for f in report.findings]
     assert "device memory from `memory` in GiB" in report.coverage["guessed"][0]["mapping"]
+
+
+def test_a_single_profiler_block_is_read_a_pattern_per_key():
+    """Galvatron prints `[Profiled memory for rank R]:` once per rank, then `iter_N_<stage>: X MB`
+    lines, four stages a step: the header says they are memory (one block is enough), each stage
+    read by its own pattern (`after_backward` no prefix of `after_backward_max`), none a copy."""
+    report = analyze([str(GENERIC / "galvatron_profiled_memory_block.log")])
+    assert report.coverage["workers"] == ["main"] and report.coverage["records"] == 10, report.coverage
+    mapping = report.coverage["guessed"][0]["mapping"]
+    assert "from `after_backward` in MB as the current value" in mapping and "from `after_backward_max` in MB" in mapping, mapping

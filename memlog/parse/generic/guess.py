@@ -118,13 +118,14 @@ def _counter_of(texts: list[str]) -> int | None:
 
 def _header_of(sample: list[str], idx: list[int]) -> str | None:
     """The line most often printed right above a shape's lines, when it is of another shape: a
-    block's header (`[Profiled memory for rank 0]:`), its digits left out."""
+    block's header (`[Profiled memory for rank 0]:`), its digits left out. Repeated, or above
+    every run of the shape's lines (Galvatron prints one block per rank, once)."""
     own = set(idx)
     above = Counter(re.sub(r"\d+", " ", sample[i - 1]) for i in idx if i > 0 and i - 1 not in own)
     if not above:
         return None
     header, seen = above.most_common(1)[0]
-    return header if seen >= MIN_REPEATS else None
+    return header if seen >= MIN_REPEATS or seen == sum(above.values()) else None
 
 
 def _interleaving(values: list[float]) -> int | None:
@@ -153,6 +154,17 @@ def _first_epoch(counter: int | None, texts: list[str]) -> int:
     compiled = re.compile(COUNTERS[counter].regex)
     epochs = [int(m["epoch"]) for t in texts if (m := compiled.search(t))]
     return 0 if not epochs or min(epochs) == 0 else 1
+
+
+def _one_key_a_line(idx: list[int], parsed: list[list[Field]], columns: list[Column]) -> list[tuple[list[Column], list[int]]]:
+    """A block's shape whose lines each print one of its columns' keys (Galvatron's
+    `iter_3_after_backward: X MB`, then `iter_3_after_backward_max: Y MB`): a pattern per column,
+    its lines those printing its key, so a step's lines are readings of one step, not copies."""
+    keyed = [(c, [i for i in idx if any(f.key == c.key for f in parsed[i])]) for c in columns]
+    both = any(sum(any(f.key == c.key for f in parsed[i]) for c in columns) > 1 for i in idx)
+    if len(columns) < 2 or both:
+        return [(columns, idx)]
+    return [([c], lines) for c, lines in keyed if len(lines) >= MIN_REPEATS]
 
 
 def _read_keys(found: list[Field]) -> frozenset[str]:
@@ -208,7 +220,8 @@ def guess(sample: list[str]) -> Guess:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [counter_step(counter, t)[1:] if counter is not None and counter_step(counter, t) else None for t in texts]
-        columns = columns_of(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
+        steps = [s[0] if counter is not None and (s := counter_step(counter, t)) else None for t in texts]
+        columns = columns_of(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx), steps)
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
@@ -216,7 +229,9 @@ def guess(sample: list[str]) -> Guess:
                 common = _common_prefix([sample[i][: s[0]] for i, s in zip(idx, spans) if s])
         if columns or counter is not None:
             name = re.sub(r"[^a-z0-9]+", "-", common.lower()).strip("-")[:30] or "line"
-            candidates.append(Pattern(name, common, counter, columns, [(i, sample[i]) for i in idx], first_epoch=_first_epoch(counter, texts)))
+            first = _first_epoch(counter, texts)
+            for cols, lines in _one_key_a_line(idx, parsed, columns) if counter is not None else [(columns, idx)]:
+                candidates.append(Pattern(name, common, counter, cols, [(i, sample[i]) for i in lines], first_epoch=first))
     stepped = [p for p in candidates if p.counter is not None and len(p.lines) >= MIN_REPEATS]
     valued = [p for p in candidates if p.columns and len(p.lines) >= MIN_REPEATS]
     seen_values = any(meaning_of(k, None) for k in set(result.keys_seen))
@@ -302,7 +317,7 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
             if p.counter is not None and p.columns and (shared or not all(p.columns[0].key in t for t in texts)):
                 # Lines of this shape without its values (`Step 6: reward 0.4`) are not readings.
                 key = next((c.key for c in p.columns if all(c.key in t or p.columns[0].key not in t for t in texts)), p.columns[0].key)
-                entry["regex"] += ".*?" + _loose(key)
+                entry["regex"] += ".*?" + _loose(key) + r"(?:\W|$)"
         if units:
             entry["units"] = units
         records.append(entry)

@@ -68,18 +68,26 @@ def _context(text: str, f: Field) -> str:
     return text[: first.start()] if first else ""
 
 
-def columns_of(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None], header: str | None = None) -> list[Column]:
+def columns_of(
+    lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None], header: str | None = None, steps: list[int | None] | None = None
+) -> list[Column]:
     """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
-    line above the shape's lines, for sizes whose key says nothing but the header does."""
+    line above the shape's lines, for sizes whose key says nothing but the header does. A key is
+    read when half the shape's lines print it, or half its steps (`steps`, each line's): a block
+    prints one key a line, several lines a step (Galvatron's `iter_3_after_forward: X MB`)."""
     by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
-    for text, found, span in zip(lines, per_line, counter_span):
+    at: dict[str, set[int]] = defaultdict(set)
+    for n, (text, found, span) in enumerate(zip(lines, per_line, counter_span)):
         for f in found:
             if span and f.start < span[1] and f.end > span[0]:
                 continue  # the counter itself
             by_key[f.key].append((text, f))
+            if steps and steps[n] is not None:
+                at[f.key].add(steps[n])
+    all_steps = {s for s in steps or () if s is not None}
     candidates: dict[str, list[tuple[tuple, Column]]] = defaultdict(list)
     for key, seen in by_key.items():
-        if len(seen) < max(MIN_REPEATS, 0.5 * len(lines)):
+        if len(seen) < MIN_REPEATS or (len(seen) < 0.5 * len(lines) and len(at[key]) < max(MIN_REPEATS, 0.5 * len(all_steps))):
             continue
         text0, f0 = seen[0]
         printed = [f.unit for _, f in seen if f.unit]
