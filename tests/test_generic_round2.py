@@ -171,3 +171,12 @@ def test_a_single_profiler_block_is_read_a_pattern_per_key():
     assert report.coverage["workers"] == ["main"] and report.coverage["records"] == 10, report.coverage
     mapping = report.coverage["guessed"][0]["mapping"]
     assert "from `after_backward` in MB as the current value" in mapping and "from `after_backward_max` in MB" in mapping, mapping
+
+
+def test_llamafactory_trainer_log_steps_from_current_steps():
+    """LLaMA-Factory's trainer_log.jsonl prints `current_steps` on every line: the step, not the
+    reading order. It logs no memory: the loss is read and memory said to be unread."""
+    report = analyze([str(GENERIC / "llamafactory_trainer_log.jsonl")])
+    assert report.coverage["steps"] == [5, 595] and report.coverage["records"] == 119, report.coverage
+    assert report.verdict == "inconclusive" and "memory-not-read" in {f.rule for f in report.findings}
+    assert "reading order" not in report.coverage["guessed"][0]["mapping"]

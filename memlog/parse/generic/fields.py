@@ -48,8 +48,10 @@ COUNTERS = (
     Counter(
         "`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"
     ),
-    # (`_step`: W&B's history rows, exported from the UI or the API)
-    Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
+    # (`_step`: W&B's history rows, exported from the UI or the API; `current_steps`: LLaMA-Factory's trainer_log.jsonl)
+    Counter(
+        "`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|current_steps|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"
+    ),
     Counter("`iteration`", r"(?:^|[^\w/-])['\"]?(?i:iteration)['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
     Counter("`iter`", r"(?:^|[^\w/-])['\"]?(?i:iter)['\"]?\s*[:=_]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$|_)"),
     Counter("`it`", r"(?:^|[^\w/-])(?i:it)\s*[:=]?\s*(?P<step>\d+)(?:[^\w.]|$)"),
