@@ -34,6 +34,7 @@ VERDICTS = [
     ("maxtext_memstats_per_step_leak.log", "leak", "device_mem_used_gib"),
     ("ezpz_prefix_torchtitan_stable.log", "stable", "mem_peak_reserved_gib"),
     ("galvatron_profiled_memory_block.log", "warmup-plateau", "device_mem_used_gib"),
+    ("yolo_tqdm_refreshes_gpu_mem_leak.log", "leak", "device_mem_used_gib"),
 ]
 
 
@@ -180,3 +181,25 @@ def test_llamafactory_trainer_log_steps_from_current_steps():
     assert report.coverage["steps"] == [5, 595] and report.coverage["records"] == 119, report.coverage
     assert report.verdict == "inconclusive" and "memory-not-read" in {f.rule for f in report.findings}
     assert "reading order" not in report.coverage["guessed"][0]["mapping"]
+
+
+@pytest.mark.parametrize("style", ["ultralytics-8.3", "tqdm"])
+def test_yolo_rows_redrawn_within_an_epoch_take_the_bar_counter(tmp_path, style):
+    """ultralytics redraws its row `  1/20  4.22G ... 640: 5% ━╸── 1/20 ...` every batch, the header
+    once above each epoch: one worker, step (epoch - 1) * 20 + i, each drawing of a counter read
+    once. The same with tqdm's bar (ultralytics < 8.3.150: `640:   5%|▌    | 1/20 [00:00<...]`)."""
+    text = (GENERIC / "yolo_tqdm_refreshes_gpu_mem_leak.log").read_text()
+    if style == "tqdm":
+        import re
+
+        def old(match: re.Match) -> str:
+            pct, n, total = int(match[1]), int(match[2]), int(match[3])
+            return f"{pct:3d}%|{'█' * (pct // 10):<10}| {n}/{total} [00:0{n % 10}<00:05,  3.30it/s]"
+
+        text = re.sub(r"(\d+)% [━─╸]+ (\d+)/(\d+) \S+ \S+", old, text)
+        assert "|" in text
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    report = analyze([str(log)])
+    assert report.coverage["workers"] == ["main"] and report.coverage["steps"] == [1, 400], report.coverage
+    assert report.coverage["records"] == 400 and report.verdict == "leak"

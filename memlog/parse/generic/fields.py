@@ -36,14 +36,14 @@ class Counter:
 
 
 # A progress bar between a percentage and its `i/N` counter: tqdm's `|██▌  |`, ultralytics' `━━╸──`.
-_BAR = r"\d+%\s*(?:\|[^|]*\||[━─╸]+)\s*"
+BAR = r"\d+%\s*(?:\|[^|]*\||[━─╸]+)\s*"
 
 COUNTERS = (
     # A progress bar's counter, its position in the epoch the bar's description names (Lightning's
     # `Epoch 2:  30%|███  | 600/2000 [...]`), else in the run (a bar over all steps). A bar at `0/N`
     # has run no step (Lightning redraws the last epoch's bar at 0 when it resets it): not a reading.
-    Counter("a progress bar's `Epoch e: ... i/N`", rf"(?i:epoch)\s*(?P<epoch>\d+)\s*:\s*{_BAR}(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
-    Counter("a progress bar's `i/N`", rf"{_BAR}(?P<step>[1-9]\d*)/\d+(?:\s|$)"),
+    Counter("a progress bar's `Epoch e: ... i/N`", rf"(?i:epoch)\s*(?P<epoch>\d+)\s*:\s*{BAR}(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
+    Counter("a progress bar's `i/N`", rf"{BAR}(?P<step>[1-9]\d*)/\d+(?:\s|$)"),
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
     Counter(
         "`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"

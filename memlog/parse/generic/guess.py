@@ -49,6 +49,8 @@ class Guess:
         for p in self.patterns:
             if p.counter is not None and p.table is not None:  # a table's counter is a column index
                 step = f"step from column `{p.table[1][p.counter]}`"
+                if p.bar:
+                    step += " and its progress bar's `i/N` (a bar redrawn at one step read once)"
             elif p.counter is not None:
                 step = f"step from {COUNTERS[p.counter].name}" + (" (epochs counted from 1)" if p.first_epoch else "")
                 step += " (a bar redrawn at one step read once)" if p.counter in BARS else ""
@@ -290,6 +292,10 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
+            if p.bar:
+                entry["refreshes"] = True
+                if p.first_epoch:
+                    entry["first_epoch"] = p.first_epoch
             if trailing := [_field_regex(c) for c in p.columns if c.position is None]:
                 entry["fields"] = trailing
         else:

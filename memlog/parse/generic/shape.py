@@ -44,6 +44,7 @@ class Pattern:
     interleaved: int | None = None
     table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
     first_epoch: int = 0  # the number of the log's first epoch, for a counter within an epoch
+    bar: bool = False  # a table's rows are a progress bar redrawn within each epoch (table.py)
 
 
 def magnitude_unit(values: list[float], host: bool) -> str:

@@ -7,11 +7,12 @@ import re
 from collections import defaultdict
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.parse.generic.fields import NUM, UNIT, fields
+from memlog.parse.generic.fields import BAR, NUM, UNIT, fields
 from memlog.parse.generic.mapping import loss_rank, meaning_of, memory_rank, unit_in_key, words
 from memlog.parse.generic.shape import MIN_REPEATS, Column, Pattern, columns_of, magnitude_unit, running_max
 
 SPEC_NUM = NUM
+BAR_COUNT = re.compile(rf"{BAR}[1-9]\d*/\d+")
 # A unit printed after a value, as a spec captures it (`%` is not a size and is not read).
 SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
 
@@ -22,6 +23,8 @@ def find_table(sample: list[str]) -> tuple[int, str, list[str]] | None:
         sep = "," if text.count(",") >= 2 else "\t" if text.count("\t") >= 2 else None
         cells = [c.strip() for c in (text.split(sep) if sep else text.split())]
         if len(cells) < 3 or not all(re.fullmatch(r"[A-Za-z_][\w./()-]*", c) for c in cells):
+            continue
+        if row_cells(sample[i + 1], sep, len(cells)) is None:  # a header's first row is right under it
             continue
         rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
         good = sum(1 for r in rows if row_cells(r, sep, len(cells)) is not None)
@@ -84,6 +87,7 @@ def table_patterns(sample: list[str], at: int, sep: str, header: list[str]) -> l
             columns.setdefault(col.column, ((), col))
     if not columns:
         return []
+    bar, first = _bar_within(rows, counter, sep, len(header))
     chosen = [c for _, c in columns.values()]
     patterns = []
     for n, (shape, lines) in enumerate(_row_shapes(rows, chosen, sep, len(header)).items()):
@@ -91,8 +95,21 @@ def table_patterns(sample: list[str], at: int, sep: str, header: list[str]) -> l
             "table-row" + (f"-{n + 1}" if n else ""), "", None, [c for c in chosen if c.position is None or c.position in shape], lines, table=(sep, header)
         )
         pattern.counter = counter  # a column index here, not a COUNTERS index
+        pattern.bar, pattern.first_epoch = bar, first
         patterns.append(pattern)
     return patterns
+
+
+def _bar_within(rows: list[tuple[int, str]], counter: int | None, sep: str, n: int) -> tuple[bool, int]:
+    """Whether the rows are a progress bar redrawn within each value of the counter column
+    (ultralytics' `38/299  15.3G ... 640: 12% ━╸── 33/273 ...`, every batch): the step is then the
+    bar's `i/N` within that epoch. With the number the first epoch is given (0 or 1)."""
+    if counter is None:
+        return False, 0
+    epochs = [int(m[0]) for _, t in rows if (m := re.match(r"\d+", (row_cells(t, sep, n) or [""])[counter]))]
+    barred = sum(1 for _, t in rows if BAR_COUNT.search(t))
+    repeated = len(set(epochs)) <= 0.5 * len(rows)
+    return repeated and barred >= 0.5 * len(rows), 0 if 0 in epochs else 1
 
 
 def _row_shapes(rows: list[tuple[int, str]], chosen: list[Column], sep: str, n: int) -> dict[frozenset[int], list[tuple[int, str]]]:
@@ -116,14 +133,15 @@ def table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
     last = max([*by_position, p.counter if p.counter is not None else 0])
     for j in range(last + 1):
         if j == p.counter:
-            cells.append(r"(?P<step>\d+)(?:/\d+)?")
+            cells.append(r"(?P<epoch>\d+)(?:/\d+)?" if p.bar else r"(?P<step>\d+)(?:/\d+)?")
         elif j in by_position:
             c = by_position[j]
             unit = f"(?P<{c.column}_unit>{SPEC_UNIT})?" if c.printed_unit else ""
             cells.append(f"(?P<{c.column}>{SPEC_NUM}){unit}")
         else:
             cells.append(r"[^\s,]+" if sep != "," else r"[^,]*")
-    return r"^\s*" + cell_sep.join(cells), units
+    bar = f".*?{BAR}(?P<step>[1-9]\\d*)/(?P<epoch_len>\\d+)" if p.bar else ""
+    return r"^\s*" + cell_sep.join(cells) + bar, units
 
 
 def table_literal(p: Pattern) -> str:
