@@ -35,6 +35,7 @@ VERDICTS = [
     ("ezpz_prefix_torchtitan_stable.log", "stable", "mem_peak_reserved_gib"),
     ("galvatron_profiled_memory_block.log", "warmup-plateau", "device_mem_used_gib"),
     ("yolo_tqdm_refreshes_gpu_mem_leak.log", "leak", "device_mem_used_gib"),
+    ("rich_handler_wrapped_stable.log", "stable", "mem_reserved_gib"),
 ]
 
 
@@ -203,3 +204,14 @@ def test_yolo_rows_redrawn_within_an_epoch_take_the_bar_counter(tmp_path, style)
     report = analyze([str(log)])
     assert report.coverage["workers"] == ["main"] and report.coverage["steps"] == [1, 400], report.coverage
     assert report.coverage["records"] == 400 and report.verdict == "leak"
+
+
+def test_rich_records_wrapped_over_several_lines_are_one_line_each():
+    """RichHandler wraps a record at 80 columns off a terminal, a key (`mem_reserved`) on one line
+    and its value (`22.52 GB`) on the next, `run.py:27` right-aligned on the first: each record is
+    read as the line the program logged, its first line's number kept."""
+    log = GENERIC / "rich_handler_wrapped_stable.log"
+    series = runner.invoke(app, ["series", str(log), "-o", "json"])
+    rows = json.loads(series.stdout)
+    assert len(rows) == 120 and all(r["mem_reserved_gib"] is not None and r["mem_allocated_gib"] is not None for r in rows)
+    assert (rows[0]["step"], rows[0]["line_no"], rows[0]["mem_reserved_gib"]) == (10, 5, 22.52)

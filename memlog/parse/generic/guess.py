@@ -190,8 +190,9 @@ def _by_keys(idx: list[int], parsed: list[list[Field]]) -> list[list[int]]:
 def guess(sample: list[str]) -> Guess:
     """Learn the patterns of a sample of unwrapped lines (module docstring)."""
     # A CSV's header and rows are as wide as its columns (Lightning's DeviceStatsMonitor: 247 of them).
-    wide = [t for t in sample if len(t) <= MAX_TABLE_LINE]
-    sample = [t for t in sample if len(t) <= MAX_LINE]
+    # (blank once unwrapped: a launcher's label before a progress bar's first `\r`)
+    wide = [t for t in sample if len(t) <= MAX_TABLE_LINE and t.strip()]
+    sample = [t for t in sample if len(t) <= MAX_LINE and t.strip()]
     result = Guess()
     result.prefix = _prefix_of(sample)
     if result.prefix:
