@@ -197,26 +197,39 @@ def test_a_rate_is_per_step_when_the_log_numbers_its_steps(tmp_path):
     assert observed["slope_gib_per_1k_steps"] == pytest.approx(2.0, rel=0.05)
 
 
-def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
-    """An HF Trainer (axolotl) dict every logging_steps=5 optimizer steps carries no step number: the
-    rate is per reading and named so; it is never printed as a per-step rate ~5x too high."""
+def _axolotl_lines(bar: bool) -> list[str]:
     lines = []
     for i in range(40):
         step = 5 * (i + 1)
         mem = 10.4 + 0.05 * i
         lines.append(
-            f"{step * 100 // 200:3d}%|          | {step}/200 [00:{i:02d}<10:00,  5.03s/it]"
-            f"{{'loss': {1.5 - 0.01 * i:.4f}, 'grad_norm': 0.36, 'learning_rate': 2e-05, 'memory/max_active (GiB)': {mem:.2f}, "
+            (f"{step * 100 // 200:3d}%|          | {step}/200 [00:{i:02d}<10:00,  5.03s/it]" if bar else "")
+            + f"{{'loss': {1.5 - 0.01 * i:.4f}, 'grad_norm': 0.36, 'learning_rate': 2e-05, 'memory/max_active (GiB)': {mem:.2f}, "
             f"'memory/max_allocated (GiB)': {mem:.2f}, 'memory/device_reserved (GiB)': {mem + 3:.2f}, 'epoch': {0.025 * (i + 1):.3f}}}"
         )
+    return lines
+
+
+def test_a_rate_is_per_reading_when_the_log_numbers_only_its_readings(tmp_path):
+    """An HF Trainer (axolotl) dict every logging_steps=5 optimizer steps carries no step number: the
+    rate is per reading and named so; it is never printed as a per-step rate ~5x too high."""
     path = tmp_path / "axolotl.log"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(_axolotl_lines(bar=False)) + "\n")
     leak = fired(analyze([str(path)]))["memory-leak"]
     observed = leak.evidence["observed"]
     assert "slope_gib_per_step" not in observed and "slope_gib_per_1k_steps" not in observed
     assert observed["slope_gib_per_reading"] == pytest.approx(0.05, rel=0.05)
     assert all("slope_gib_per_reading" in s for s in leak.evidence["series"])
     assert "/step" not in leak.message and "/reading" in leak.message
+
+
+def test_a_progress_bar_before_each_dict_numbers_its_steps(tmp_path):
+    """The same dicts each after the Trainer's bar (`  2%|   | 5/200 [...]`, its `\\r` lost in a
+    paste): the bar counts optimizer steps, so the rate is per step, a fifth of the per-reading one."""
+    path = tmp_path / "axolotl.log"
+    path.write_text("\n".join(_axolotl_lines(bar=True)) + "\n")
+    observed = fired(analyze([str(path)]))["memory-leak"].evidence["observed"]
+    assert observed["slope_gib_per_step"] == pytest.approx(0.01, rel=0.05) and (observed["from_step"], observed["to_step"]) == (5, 200)
 
 
 # -- words that match the series -----------------------------------------------------------------

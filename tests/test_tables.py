@@ -53,7 +53,8 @@ def test_records_are_in_line_order_per_source_and_steps_ascend_per_worker():
     records, _ = parse_sources(SAMPLES, SPECS, chunk_bytes=4096)
     records = records.records
     assert records["source"].cast(pl.String).to_list() == sorted(records["source"].cast(pl.String).to_list())
-    assert records.select((pl.col("line_no").diff().over("source").fill_null(1) > 0).all()).item()
+    # (a progress bar's drawings split at `\r` are readings of one physical line, which numbers them all)
+    assert records.select((pl.col("line_no").diff().over("source").fill_null(1) >= 0).all()).item()
     keys = ["source", "worker", "kind", "segment"]
     # Steps never go down within a segment (several lines may read one step).
     assert records.select((pl.col("step").diff().over(keys).fill_null(1) >= 0).all()).item()

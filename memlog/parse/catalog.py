@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from memlog.base.columns import MEMORY_COLUMNS
 from memlog.base.errors import FormatSpecError
-from memlog.parse.chunks import entry_sample_mismatches, sample_mismatches
+from memlog.parse.chunks import entry_sample_mismatches, parse_line, sample_mismatches
 from memlog.parse.formats import FormatSpec, builtin_dir, load_spec, load_spec_once
 from memlog.parse.unwrap import sample_mismatches as wrapper_sample_mismatches
 from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, load_wrapper
@@ -52,6 +53,24 @@ def spec_sample_problems(spec: FormatSpec, context: Iterable[FormatSpec]) -> lis
     return sample_mismatches(spec, others) + entry_sample_mismatches(spec, others)
 
 
+def unread_memory(spec: FormatSpec) -> list[str]:
+    """A record pattern that names memory columns must read memory from some sample it matches: a
+    guessed spec whose one pattern reads only its loss lines (`iter N: loss ...`) while the memory it
+    names is printed on other lines would pass its samples and read no memory at all."""
+    problems = []
+    read: dict[str, set[str]] = {}
+    for sample in spec.samples:
+        records, _ = parse_line([spec], sample.get("line", ""))
+        for record in records:
+            got = {c for c in MEMORY_COLUMNS if record.get(c) is not None}
+            read.setdefault(str(record.get("pattern", "")).split("/", 1)[-1], set()).update(got)
+    for pattern in spec.records:
+        named = sorted({g for names in (pattern.groups, *pattern.field_groups) for g in names if g in MEMORY_COLUMNS})
+        if named and pattern.name in read and not read[pattern.name]:
+            problems.append(f"{spec.name}/{pattern.name}: names memory ({', '.join(named)}) but none of the samples it reads holds any")
+    return problems
+
+
 def load_wrappers(extra_dirs: tuple[Path, ...] = ()) -> list[WrapperSpec]:
     """Built-in wrappers plus those in `<dir>/wrappers/` of each user formats folder (a user
     wrapper named like a built-in one replaces it). Ordered by priority, then name."""
@@ -83,7 +102,7 @@ def test_folder(folder: Path, plugins: bool = False) -> list[tuple[Path, list[st
         except FormatSpecError as exc:
             results.append((path, [str(exc)]))
             continue
-        problems = spec_sample_problems(spec, [s for n, s in builtin.items() if n != spec.name])
+        problems = spec_sample_problems(spec, [s for n, s in builtin.items() if n != spec.name]) + unread_memory(spec)
         if spec.name in builtin and spec.replaces != spec.name:
             problems.insert(0, f"a format named {spec.name!r} ships with memlog: add `replaces: {spec.name}` to take its place")
         results.append((path, problems))

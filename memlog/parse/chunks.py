@@ -203,6 +203,7 @@ class ChunkParser:
                                 inherited=_inherits(hits, pattern),
                                 ordinal_step=pl.lit(pattern.ordinal_step),
                                 interleaved=pl.lit(pattern.interleaved, dtype=pl.Int64),
+                                **({"refresh": pl.lit(True)} if pattern.refreshes else {}),
                             )
                         )
             for pattern in spec.events:

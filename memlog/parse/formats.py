@@ -107,6 +107,11 @@ class LinePattern:
     # Lines this pattern must read (`sample:` beside an event pattern: a vocabulary entry carries
     # its own proof), checked like the spec's samples (chunks.sample_mismatches).
     samples: tuple[str, ...] = ()
+    # The number the log gives its first epoch, for a step counted within an epoch: mmcv's
+    # `Epoch [1][2800/7724]` is the run's step 2800, DETR's `Epoch: [0] [200/5000]` its step 200.
+    first_epoch: int = 0
+    # Lines a progress bar redraws (tqdm's `\r` refreshes): the lines of one step are one line, its last.
+    refreshes: bool = False
 
     @functools.cached_property
     def groups(self) -> tuple[str, ...]:
@@ -162,7 +167,7 @@ class LinePattern:
             step = _step("step")
             if epochs:
                 epoch, length = (_step(g) for g in EPOCH_GROUPS)
-                step = pl.when(epoch.is_not_null() & length.is_not_null()).then(epoch * length + step).otherwise(step)
+                step = pl.when(epoch.is_not_null() & length.is_not_null()).then((epoch - self.first_epoch) * length + step).otherwise(step)
             hits = hits.with_columns(_step=step).filter(pl.col("step").is_null() | pl.col("_step").is_not_null())
             hits = hits.with_columns(step=pl.col("_step")).drop("_step")
         values = [self._value(group, group + UNIT_SUFFIX if group + UNIT_SUFFIX in hits.columns else None) for group in numbers if group != "step"]
@@ -265,6 +270,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             ("kind", lambda v: isinstance(v, str), "`kind` must be a string"),
             ("event", lambda v: isinstance(v, str), "`event` must be a string"),
             ("inherit_step", lambda v: isinstance(v, bool), "`inherit_step` must be true or false"),
+            ("refreshes", lambda v: isinstance(v, bool), "`refreshes` must be true or false"),
+            ("first_epoch", lambda v: v in (0, 1) and not isinstance(v, bool), "`first_epoch` is 0 or 1"),
             ("detail", lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()), "`detail` maps detail keys to values"),
             ("sample", lambda v: isinstance(v, str) or _is_str_list(v), "`sample` is a line (or a list of lines) the pattern reads"),
         )
@@ -287,6 +294,8 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         detail=tuple((str(k), str(v)) for k, v in (raw.get("detail") or {}).items()),
         interleaved=raw.get("interleaved"),
         samples=tuple([raw["sample"]] if isinstance(raw.get("sample"), str) else raw.get("sample") or ()),
+        first_epoch=int(raw.get("first_epoch") or 0),
+        refreshes=bool(raw.get("refreshes", False)),
     )
     try:  # polars' own regex dialect decides
         groups = pattern.groups + tuple(g for names in pattern.field_groups for g in names)

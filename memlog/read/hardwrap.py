@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from memlog.read.richlog import RichRecords, layout_of
+
 MIN_WIDTH = 60  # narrower "wraps" are ordinary short lines
 SAMPLE_LINES = 2000  # lines of a source's first piece looked at to decide
 START_CHARS = 6  # how much of a line says how it starts
@@ -46,6 +48,19 @@ class Wrap:
             return False
         return len(line.decode("utf-8", errors="replace").rstrip("\r")) == self.width
 
+    def settle(self, data: bytes, cut: int, limit: int) -> int:
+        """The newline to cut a piece at: before, not after, a line the next line continues (cut
+        where it was when that is more than `limit` bytes back: no joined line is that long)."""
+        settled = cut
+        while settled >= 0:
+            start = data.rfind(b"\n", 0, settled) + 1
+            if not self.may_continue(data[start:settled]):
+                break
+            settled = start - 1
+            if cut - settled > limit:
+                return cut
+        return settled
+
     def join(self, frame: pl.DataFrame) -> pl.DataFrame:
         """(line_no, text) with each cut line joined to the lines it continues on."""
         text = pl.col("text").str.strip_chars_end("\r")
@@ -65,12 +80,15 @@ def _start(text: str) -> str:
     return _DIGITS.sub("0", text[:START_CHARS])
 
 
-def wrap_of(data: bytes) -> Wrap | None:
-    """How the start of a source was hard-wrapped, or None (module docstring)."""
+def wrap_of(data: bytes) -> Wrap | RichRecords | None:
+    """How the start of a source was hard-wrapped, or None (module docstring); or the records of
+    rich's RichHandler, wrapped by it (read/richlog.py)."""
     lines = data[: 1 << 20].decode("utf-8", errors="replace").split("\n")[:SAMPLE_LINES]
     lines = [line.rstrip("\r") for line in lines]
     if len(lines) < 3:
         return None
+    if (rich := layout_of(lines)) is not None:
+        return rich
     width = max(len(line) for line in lines)
     if width < MIN_WIDTH:
         return None

@@ -210,7 +210,7 @@ class Piece:
     data: bytes
     first_line_no: int
     stats: ReadStats  # what cutting it saw (lines, an over-long line); to_frame adds the rest
-    wrap: hardwrap.Wrap | None = None  # how the source was hard-wrapped, if it was
+    wrap: hardwrap.Wrap | hardwrap.RichRecords | None = None  # how the source was hard-wrapped, if it was
     numbered: bool = False  # its lines carry a viewer's line numbers (read/numbered.py)
 
 
@@ -222,7 +222,7 @@ class LineCutter:
         self.carry = b""
         self.dropping = False  # inside an over-long line whose start was already kept
         self.next_line = next_line
-        self.wrap: hardwrap.Wrap | None = None  # decided on the source's first lines
+        self.wrap: hardwrap.Wrap | hardwrap.RichRecords | None = None  # decided on the source's first lines
         self.numbered = False  # decided with the wrap
         self.decided = False
         self.first_lines = b""  # what it is decided on, gathered over the first pieces
@@ -240,15 +240,7 @@ class LineCutter:
             self.decided = len(self.first_lines) >= hardwrap.ENOUGH_BYTES or self.first_lines.count(b"\n") >= hardwrap.SAMPLE_LINES
             if self.decided:
                 self.first_lines = b""
-        settled = cut
-        while self.wrap is not None and settled >= 0:
-            start = data.rfind(b"\n", 0, settled) + 1
-            if not self.wrap.may_continue(data[start:settled]):
-                break
-            settled = start - 1
-            if cut - settled > MAX_LINE_BYTES // 4:  # no joined line is that long: cut where it was
-                return cut
-        return settled
+        return cut if self.wrap is None else self.wrap.settle(data, cut, MAX_LINE_BYTES // 4)
 
     def feed(self, block: bytes) -> Iterator[Piece]:
         if self.dropping:

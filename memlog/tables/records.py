@@ -301,6 +301,9 @@ def _split_collided(frame: pl.DataFrame) -> pl.DataFrame:
     (two log handlers, a restarted tail) and is dropped."""
     step_lines = ~pl.col("inherited").fill_null(False) if "inherited" in frame.columns else pl.lit(True)
     at_step = ["source", "worker", "kind", "segment", "step", "pattern"]
+    if "refresh" in frame.columns:  # a progress bar redrawn at one step is one line, its last (LinePattern.refreshes)
+        redrawn = pl.col("refresh").fill_null(False) & ~group_key(frame, at_step).is_last_distinct()
+        frame = frame.filter(~redrawn).drop("refresh")
     # A line that is not the first of its step and pattern (a window over as many groups as rows costs
     # twenty times this test, and most logs print each step once).
     if not frame.select((step_lines & ~group_key(frame, at_step).is_first_distinct()).any()).item():

@@ -3,6 +3,7 @@
 - fields.py: a line's step counter and numeric fields (`key: v`, `key=v`, `v unit key`, quoted keys);
 - mapping.py: key families onto canonical columns (memory scope, measure, window; loss);
 - guess.py: line shapes of a sample turned into a format spec, and what it guessed in words;
+- shape.py: a shape's pattern and the columns its keys map to; table.py: header-and-rows tables;
 - structured.py: JSON documents (trainer_state.json);
 - reader.py: the per-source seam the engine calls (memlog/engine/api.py), never instead of a spec.
 """

@@ -24,6 +24,7 @@ _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
 _SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")
 _KEY_CHARS = re.compile(r"[^\w()./%-]+")
+_UNIT_PAREN = re.compile(r"\((?:[KMGTP]i?B|bytes)\)\s$")
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,23 @@ class Counter:
     regex: str  # with a `step` group, and `epoch` + `epoch_len` for a step within an epoch
 
 
+# A progress bar between a percentage and its `i/N` counter: tqdm's `|██▌  |`, ultralytics' `━━╸──`.
+BAR = r"\d+%\s*(?:\|[^|]*\||[━─╸]+)\s*"
+
 COUNTERS = (
+    # A progress bar's counter, its position in the epoch the bar's description names (Lightning's
+    # `Epoch 2:  30%|███  | 600/2000 [...]`), else in the run (a bar over all steps). A bar at `0/N`
+    # has run no step (Lightning redraws the last epoch's bar at 0 when it resets it): not a reading.
+    Counter("a progress bar's `Epoch e: ... i/N`", rf"(?i:epoch)\s*(?P<epoch>\d+)\s*:\s*{BAR}(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
+    Counter("a progress bar's `i/N`", rf"{BAR}(?P<step>[1-9]\d*)/\d+(?:\s|$)"),
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
     Counter(
         "`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"
     ),
-    # (`_step`: W&B's history rows, exported from the UI or the API)
-    Counter("`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
+    # (`_step`: W&B's history rows, exported from the UI or the API; `current_steps`: LLaMA-Factory's trainer_log.jsonl)
+    Counter(
+        "`step`", r"(?:^|[^\w/-])['\"]?(?i:global[_ ]step|num_updates|current_steps|_?step)(?:/max_steps)?['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"
+    ),
     Counter("`iteration`", r"(?:^|[^\w/-])['\"]?(?i:iteration)['\"]?\s*[:=]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$)"),
     Counter("`iter`", r"(?:^|[^\w/-])['\"]?(?i:iter)['\"]?\s*[:=_]?\s*['\"]?(?P<step>\d+)(?:[^\w.]|$|_)"),
     Counter("`it`", r"(?:^|[^\w/-])(?i:it)\s*[:=]?\s*(?P<step>\d+)(?:[^\w.]|$)"),
@@ -50,6 +61,7 @@ COUNTERS = (
     Counter("the leading integer column", r"^\s*(?P<step>\d+)(?:\s|$)"),
 )
 COMPILED = [re.compile(c.regex) for c in COUNTERS]
+BARS = (0, 1)  # the counters of progress bars, whose lines are redrawn at one step
 
 
 def counter_step(index: int, text: str) -> tuple[int, int, int] | None:
@@ -90,6 +102,12 @@ def _clean_key(text: str) -> tuple[str, str]:
     return key.lstrip("(").rstrip(")") if key.count("(") != key.count(")") else key, ""
 
 
+def _inside_key(before: str, sep: re.Match) -> bool:
+    """A separator that belongs to the key before a value rather than ending a field: a unit in
+    parentheses (MaxText's `Using (GB) 3.12`), blanks after the key's colon (torchtitan's `loss:  7.45`)."""
+    return bool(_UNIT_PAREN.search(before, 0, sep.end())) or (sep.group(0).isspace() and before[: sep.start()].endswith((":", "=")))
+
+
 def fields(text: str) -> list[Field]:
     """Every number of the line with the key it belongs to (module docstring of mapping.py)."""
     found: list[Field] = []
@@ -104,7 +122,7 @@ def fields(text: str) -> list[Field]:
         except ValueError:
             continue
         before = text[boundary : match.start()]
-        cut = max((m.end() for m in _SEPARATOR.finditer(before)), default=0)
+        cut = max((m.end() for m in _SEPARATOR.finditer(before) if not _inside_key(before, m)), default=0)
         # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
         quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
         if quoted_key:

@@ -11,6 +11,7 @@ at all), one `fields` regex per mapped key, units. The guess reads the log throu
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -18,46 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.parse.generic.fields import COUNTERS, GENERIC_PREFIXES, NUM, UNIT, Field, counter_step, fields
-from memlog.parse.generic.mapping import Meaning, in_memory_block, loss_rank, meaning_of, memory_rank, on_host_line, unit_in_key, words
+from memlog.parse.generic.fields import BARS, COUNTERS, GENERIC_PREFIXES, Field, counter_step, fields
+from memlog.parse.generic.mapping import meaning_of
+from memlog.parse.generic.shape import MIN_REPEATS, Column, Pattern, columns_of
+from memlog.parse.generic.table import SPEC_NUM, SPEC_UNIT, find_table, table_literal, table_patterns, table_regex
 
 SAMPLE_LINES = 5000  # lines a guess is learned from (the first ones holding a number)
-MIN_REPEATS = 3  # a line shape seen fewer times is not a series
 MAX_LINE = 2000  # longer lines are not metric lines
+MAX_TABLE_LINE = 64 * 1024  # nor longer table rows
 HEAD_CHARS = 48  # at most this much of the text before a line's first number anchors its pattern
-SPEC_NUM = NUM
-# A unit printed after a value, as a spec captures it (`%` is not a size and is not read).
-SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
-
-
-@dataclass
-class Column:
-    """One canonical column of a pattern: the key it comes from and how it is read."""
-
-    column: str
-    key: str
-    meaning: Meaning
-    form: str
-    quote: str
-    printed_unit: bool  # some line printed a unit after the value
-    unit: str | None  # the unit the values are in when none is printed (from the key, the line, or their size)
-    unit_guessed: bool
-    running_max: bool
-    position: int | None = None  # a table's column index
-    text: str = ""
-
-
-@dataclass
-class Pattern:
-    name: str
-    head: str
-    counter: int | None
-    columns: list[Column]
-    lines: list[tuple[int, str]]  # (index in sample, text after prefix) of its lines
-    inherit: bool = False
-    ordinal: bool = False
-    interleaved: int | None = None
-    table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
 
 
 @dataclass
@@ -79,8 +49,11 @@ class Guess:
         for p in self.patterns:
             if p.counter is not None and p.table is not None:  # a table's counter is a column index
                 step = f"step from column `{p.table[1][p.counter]}`"
+                if p.bar:
+                    step += " and its progress bar's `i/N` (a bar redrawn at one step read once)"
             elif p.counter is not None:
-                step = f"step from {COUNTERS[p.counter].name}"
+                step = f"step from {COUNTERS[p.counter].name}" + (" (epochs counted from 1)" if p.first_epoch else "")
+                step += " (a bar redrawn at one step read once)" if p.counter in BARS else ""
             elif p.ordinal:
                 step = "step from reading order (the log prints no step)"
             else:
@@ -145,152 +118,16 @@ def _counter_of(texts: list[str]) -> int | None:
     return None
 
 
-def _magnitude_unit(values: list[float], host: bool) -> str:
-    """A unit for memory values printed without one: bytes, MiB or GiB by their size."""
-    finite = sorted(v for v in values if v == v and v not in (float("inf"), float("-inf")))
-    median = finite[len(finite) // 2] if finite else 0.0
-    if median > 4 * 1024**2:
-        return "B"
-    if median > (4096 if host else 512):
-        return "MiB"
-    return "GiB"
-
-
-def _running_max(values: list[float]) -> bool:
-    finite = [v for v in values if v == v]
-    return len(finite) >= 2 and all(b >= a for a, b in zip(finite, finite[1:]))
-
-
-def _context(text: str, f: Field) -> str:
-    """The words before a line's fields (`Memory info of GPU`), for keys that only say `current`."""
-    first = re.search(r"\d", text)
-    return text[: first.start()] if first else ""
-
-
 def _header_of(sample: list[str], idx: list[int]) -> str | None:
     """The line most often printed right above a shape's lines, when it is of another shape: a
-    block's header (`[Profiled memory for rank 0]:`), its digits left out."""
+    block's header (`[Profiled memory for rank 0]:`), its digits left out. Repeated, or above
+    every run of the shape's lines (Galvatron prints one block per rank, once)."""
     own = set(idx)
     above = Counter(re.sub(r"\d+", " ", sample[i - 1]) for i in idx if i > 0 and i - 1 not in own)
     if not above:
         return None
     header, seen = above.most_common(1)[0]
-    return header if seen >= MIN_REPEATS else None
-
-
-def _columns(lines: list[str], per_line: list[list[Field]], counter_span: list[tuple[int, int] | None], header: str | None = None) -> list[Column]:
-    """Map the shape's keys to canonical columns: one key per column, the plainest. `header`: the
-    line above the shape's lines, for sizes whose key says nothing but the header does."""
-    by_key: dict[str, list[tuple[str, Field]]] = defaultdict(list)
-    for text, found, span in zip(lines, per_line, counter_span):
-        for f in found:
-            if span and f.start < span[1] and f.end > span[0]:
-                continue  # the counter itself
-            by_key[f.key].append((text, f))
-    candidates: dict[str, list[tuple[tuple, Column]]] = defaultdict(list)
-    for key, seen in by_key.items():
-        if len(seen) < max(MIN_REPEATS, 0.5 * len(lines)):
-            continue
-        text0, f0 = seen[0]
-        printed = [f.unit for _, f in seen if f.unit]
-        if "%" in printed:
-            continue
-        key_unit = unit_in_key(key)
-        line_unit = None
-        meaning = meaning_of(key, printed[0] if printed else key_unit)
-        if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
-            context = _context(text0, f0)
-            meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
-        if meaning is None and printed:
-            meaning = in_memory_block(key, printed[0], header)
-        if meaning is None:
-            continue
-        meaning = on_host_line(meaning, key, {f.key for f in per_line[lines.index(text0)]})
-        values = [f.value for _, f in seen]
-        running = meaning.role == "memory" and meaning.peak and _running_max(values)
-        column = meaning.column(running)
-        unit, guessed = None, False
-        if column in MEMORY_COLUMNS or meaning.role == "capacity":
-            unit_match = re.search(r"\((?P<u>[KMGT]i?B|bytes)\)", _context(text0, f0))
-            line_unit = unit_match["u"] if unit_match else None
-            unit = printed[0] if printed else key_unit or line_unit
-            if unit is None:
-                unit, guessed = _magnitude_unit(values, meaning.host), True
-        col = Column(column, key, meaning, f0.form, f0.quoted, bool(printed), unit, guessed, running)
-        col.text = meaning.describe(key, unit, guessed, running)
-        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
-        candidates[column].append((rank, col))
-    return [min(options, key=lambda o: o[0])[1] for options in candidates.values()]
-
-
-def _table(sample: list[str]) -> tuple[int, str, list[str]] | None:
-    """A header line followed by rows of numbers under it (CSV, tqdm tables): (index, sep, words)."""
-    for i, text in enumerate(sample[:-MIN_REPEATS]):
-        sep = "," if text.count(",") >= 2 else "\t" if text.count("\t") >= 2 else None
-        cells = [c.strip() for c in (text.split(sep) if sep else text.split())]
-        if len(cells) < 3 or not all(re.fullmatch(r"[A-Za-z_][\w./()-]*", c) for c in cells):
-            continue
-        rows = sample[i + 1 : i + 1 + 2 * MIN_REPEATS]
-        good = sum(1 for r in rows if _row_cells(r, sep, len(cells)) is not None)
-        if good < MIN_REPEATS:  # the header printed again above each row (tqdm tables, one per epoch)
-            under_copies = [sample[k + 1] for k in range(i, len(sample) - 1) if sample[k] == text]
-            good = sum(1 for r in under_copies if _row_cells(r, sep, len(cells)) is not None)
-        if good >= MIN_REPEATS:
-            return i, sep or " ", cells
-    return None
-
-
-def _row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
-    cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
-    if len(cells) < n or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) for c in cells):
-        return None
-    return cells
-
-
-def _table_pattern(sample: list[str], at: int, sep: str, header: list[str]) -> Pattern | None:
-    row_cells = {i: got for i, t in enumerate(sample) if i > at and (got := _row_cells(t, sep, len(header))) is not None}
-    rows = [(i, sample[i]) for i in row_cells]
-    if len(rows) < MIN_REPEATS:
-        return None
-    names = ("global", "step", "iteration", "iter", "epoch")  # in order of preference
-    ranked = sorted((names.index(words(h)[0]), j) for j, h in enumerate(header) if words(h) and words(h)[0] in names)
-    counter = ranked[0][1] if ranked else None
-    if counter is None and re.fullmatch(r"\d+(?:/\d+)?", row_cells[rows[0][0]][0]):
-        counter = 0
-    columns: dict[str, tuple[tuple, Column]] = {}
-    for j, key in enumerate(header):
-        if j == counter:
-            continue
-        cells = [row_cells[i][j] for i, _ in rows]
-        parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
-        printed = [p["u"] for p in parts if p and p["u"]]
-        meaning = meaning_of(key, printed[0] if printed else unit_in_key(key))
-        if meaning is None or "%" in printed:
-            continue
-        values = [float(p["v"]) for p in parts if p]
-        running = meaning.role == "memory" and meaning.peak and _running_max(values)
-        column = meaning.column(running)
-        unit, guessed = (printed[0] if printed else unit_in_key(key)), False
-        if (column in MEMORY_COLUMNS or meaning.role == "capacity") and unit is None:
-            unit, guessed = _magnitude_unit(values, meaning.host), True
-        if column not in MEMORY_COLUMNS and meaning.role != "capacity":
-            unit = None
-        col = Column(column, key, meaning, "table", "", bool(printed), unit, guessed, running, position=j)
-        col.text = meaning.describe(key, unit, guessed, running)
-        rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
-        if column not in columns or rank < columns[column][0]:
-            columns[column] = (rank, col)
-    if sep == " ":  # `key: value` fields a row carries after its cells (a user's `RAM= 16.5 GB` suffix)
-        texts = [t for _, t in rows]
-        cells_end = [re.match(rf"\s*(?:\S+\s+){{{len(header) - 1}}}\S+", t).end() for t in texts]  # type: ignore[union-attr]  # each row has len(header) cells (row_cells)
-        after = [[f for f in fields(t) if f.start >= end] for t, end in zip(texts, cells_end)]
-        for col in _columns(texts, after, [None] * len(texts)):
-            columns.setdefault(col.column, ((), col))
-    if not columns:
-        return None
-    pattern = Pattern("table-row", "", None, [c for _, c in columns.values()], rows, table=(sep, header))
-    pattern.counter = counter  # a column index here, not a COUNTERS index
-    return pattern
+    return header if seen >= MIN_REPEATS or seen == sum(above.values()) else None
 
 
 def _interleaving(values: list[float]) -> int | None:
@@ -311,19 +148,62 @@ def _interleaving(values: list[float]) -> int | None:
     return None
 
 
+def _first_epoch(counter: int | None, texts: list[str]) -> int:
+    """1 when a counter within an epoch never shows epoch 0 (mmcv's `Epoch [1][50/7330]` is the
+    run's first epoch), else 0: the step is then the run's own iteration, never one epoch ahead."""
+    if counter is None or "?P<epoch>" not in COUNTERS[counter].regex:
+        return 0
+    compiled = re.compile(COUNTERS[counter].regex)
+    epochs = [int(m["epoch"]) for t in texts if (m := compiled.search(t))]
+    return 0 if not epochs or min(epochs) == 0 else 1
+
+
+def _one_key_a_line(idx: list[int], parsed: list[list[Field]], columns: list[Column]) -> list[tuple[list[Column], list[int]]]:
+    """A block's shape whose lines each print one of its columns' keys (Galvatron's
+    `iter_3_after_backward: X MB`, then `iter_3_after_backward_max: Y MB`): a pattern per column,
+    its lines those printing its key, so a step's lines are readings of one step, not copies."""
+    keyed = [(c, [i for i in idx if any(f.key == c.key for f in parsed[i])]) for c in columns]
+    both = any(sum(any(f.key == c.key for f in parsed[i]) for c in columns) > 1 for i in idx)
+    if len(columns) < 2 or both:
+        return [(columns, idx)]
+    return [([c], lines) for c, lines in keyed if len(lines) >= MIN_REPEATS]
+
+
+def _read_keys(found: list[Field]) -> frozenset[str]:
+    return frozenset(f.key for f in found if meaning_of(f.key, f.unit) is not None)
+
+
+def _by_keys(idx: list[int], parsed: list[list[Field]]) -> list[list[int]]:
+    """One head's lines split into shapes by the keys they read, when those keys never share a line:
+    nanoGPT's `iter N: loss ...` and a user's `iter N: mem alloc ...` after it are two shapes of one
+    step, each read by a pattern of its own (one pattern would require the first shape's keys)."""
+    by: dict[frozenset[str], list[int]] = defaultdict(list)
+    for i in idx:
+        by[_read_keys(parsed[i])].append(i)
+    shapes = [(keys, lines) for keys, lines in by.items() if keys and len(lines) >= MIN_REPEATS]
+    if len(shapes) < 2 or any(a & b for (a, _), (b, _) in itertools.combinations(shapes, 2)):
+        return [idx]
+    rest = [i for keys, lines in by.items() if not keys or len(lines) < MIN_REPEATS for i in lines]
+    return [sorted(lines + (rest if n == 0 else [])) for n, (_, lines) in enumerate(shapes)]
+
+
 def guess(sample: list[str]) -> Guess:
     """Learn the patterns of a sample of unwrapped lines (module docstring)."""
-    sample = [t for t in sample if len(t) <= MAX_LINE]
+    # A CSV's header and rows are as wide as its columns (Lightning's DeviceStatsMonitor: 247 of them).
+    # (blank once unwrapped: a launcher's label before a progress bar's first `\r`)
+    wide = [t for t in sample if len(t) <= MAX_TABLE_LINE and t.strip()]
+    sample = [t for t in sample if len(t) <= MAX_LINE and t.strip()]
     result = Guess()
     result.prefix = _prefix_of(sample)
     if result.prefix:
         compiled = re.compile(result.prefix)
         sample = [t[m.end() :] if (m := compiled.match(t)) else t for t in sample]
-    table = _table(sample)
+    rows = sample if result.prefix else wide
+    table = find_table(rows)
     if table is not None:
-        pattern = _table_pattern(sample, *table)
-        if pattern is not None:
-            result.patterns.append(pattern)
+        patterns = table_patterns(rows, *table)
+        if patterns:
+            result.patterns += patterns
             return result
     shapes: dict[str, list[int]] = defaultdict(list)
     parsed = [fields(t) for t in sample]
@@ -337,13 +217,14 @@ def guess(sample: list[str]) -> Guess:
     for head in sorted(shapes, key=len):
         into = next((h for h in merged if h and head.startswith(h)), head)
         merged[into].extend(shapes[head])
+    groups = [part for idx in merged.values() for part in _by_keys(sorted(idx), parsed)]
     candidates: list[Pattern] = []
-    for head, idx in merged.items():
-        idx.sort()
+    for idx in groups:
         texts = [sample[i] for i in idx]
         counter = _counter_of(texts)
         spans = [hit[1:] if counter is not None and (hit := counter_step(counter, t)) else None for t in texts]
-        columns = _columns(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx))
+        steps = [s[0] if counter is not None and (s := counter_step(counter, t)) else None for t in texts]
+        columns = columns_of(texts, [parsed[i] for i in idx], spans, _header_of(sample, idx), steps)
         common = _common_prefix([_head(sample[i], _first_digit(sample[i])) for i in idx]) if idx else ""
         if counter is not None:
             starts = [s[0] for s in spans if s]
@@ -351,7 +232,9 @@ def guess(sample: list[str]) -> Guess:
                 common = _common_prefix([sample[i][: s[0]] for i, s in zip(idx, spans) if s])
         if columns or counter is not None:
             name = re.sub(r"[^a-z0-9]+", "-", common.lower()).strip("-")[:30] or "line"
-            candidates.append(Pattern(name, common, counter, columns, [(i, sample[i]) for i in idx]))
+            first = _first_epoch(counter, texts)
+            for cols, lines in _one_key_a_line(idx, parsed, columns) if counter is not None else [(columns, idx)]:
+                candidates.append(Pattern(name, common, counter, cols, [(i, sample[i]) for i in lines], first_epoch=first))
     stepped = [p for p in candidates if p.counter is not None and len(p.lines) >= MIN_REPEATS]
     valued = [p for p in candidates if p.columns and len(p.lines) >= MIN_REPEATS]
     seen_values = any(meaning_of(k, None) for k in set(result.keys_seen))
@@ -368,8 +251,8 @@ def guess(sample: list[str]) -> Guess:
         result.patterns = valued
         for p in valued:
             p.inherit = p.ordinal = True
-            first = next((c for c in p.columns if c.column in MEMORY_COLUMNS), p.columns[0])
-            values = [f.value for i, _ in p.lines for f in parsed[i] if f.key == first.key]
+            shown = next((c for c in p.columns if c.column in MEMORY_COLUMNS), p.columns[0])
+            values = [f.value for i, _ in p.lines for f in parsed[i] if f.key == shown.key]
             p.interleaved = _interleaving(values)
     names: dict[str, int] = defaultdict(int)
     for p in result.patterns:
@@ -399,36 +282,21 @@ def _field_regex(col: Column) -> str:
     return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
-def _table_regex(p: Pattern, table: tuple[str, list[str]]) -> tuple[str, dict[str, str]]:
-    sep, header = table
-    cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
-    by_position = {c.position: c for c in p.columns if c.position is not None}
-    cells: list[str] = []
-    units: dict[str, str] = {}
-    last = max([*by_position, p.counter if p.counter is not None else 0])
-    for j in range(last + 1):
-        if j == p.counter:
-            cells.append(r"(?P<step>\d+)(?:/\d+)?")
-        elif j in by_position:
-            c = by_position[j]
-            unit = f"(?P<{c.column}_unit>{SPEC_UNIT})?" if c.printed_unit else ""
-            cells.append(f"(?P<{c.column}>{SPEC_NUM}){unit}")
-        else:
-            cells.append(r"[^\s,]+" if sep != "," else r"[^,]*")
-    return r"^\s*" + cell_sep.join(cells), units
-
-
 def to_spec(result: Guess, name: str) -> dict[str, Any]:
     """The guess as a format spec mapping (what `memlog formats guess` prints, samples aside)."""
     records = []
     for p in result.patterns:
         units = {c.column: _spec_unit(c.unit) for c in p.columns if c.unit and not c.printed_unit}
         if p.table is not None:
-            regex, _ = _table_regex(p, p.table)
-            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": _table_literal(p, p.table), "regex": regex}
+            regex, _ = table_regex(p)
+            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": table_literal(p), "regex": regex}
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
+            if p.bar:
+                entry["refreshes"] = True
+                if p.first_epoch:
+                    entry["first_epoch"] = p.first_epoch
             if trailing := [_field_regex(c) for c in p.columns if c.position is None]:
                 entry["fields"] = trailing
         else:
@@ -439,6 +307,10 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                 entry["regex"] = f"^\\s*{head}" + (f".*?{counter.lstrip('^')}" if not counter.startswith("^") else "")
                 if counter.startswith("^"):
                     entry["regex"] = counter
+                if p.first_epoch:
+                    entry["first_epoch"] = p.first_epoch
+                if p.counter in BARS:
+                    entry["refreshes"] = True
             else:
                 entry["regex"] = f"^\\s*{head}" if head else r"^"
                 entry["inherit_step"] = True
@@ -448,10 +320,11 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                         entry["interleaved"] = p.interleaved
             entry["fields"] = [_field_regex(c) for c in p.columns]
             texts = [t for _, t in p.lines]
-            if p.counter is not None and p.columns and not all(p.columns[0].key in t for t in texts):
+            shared = any(q is not p and q.table is None and q.head == p.head for q in result.patterns)
+            if p.counter is not None and p.columns and (shared or not all(p.columns[0].key in t for t in texts)):
                 # Lines of this shape without its values (`Step 6: reward 0.4`) are not readings.
                 key = next((c.key for c in p.columns if all(c.key in t or p.columns[0].key not in t for t in texts)), p.columns[0].key)
-                entry["regex"] += ".*?" + _loose(key)
+                entry["regex"] += ".*?" + _loose(key) + r"(?:\W|$)"
         if units:
             entry["units"] = units
         records.append(entry)
@@ -475,15 +348,6 @@ def _literal(p: Pattern) -> str:
         if candidate and all(candidate in t for t in texts):
             return candidate
     return p.columns[0].key if p.columns else " "
-
-
-def _table_literal(p: Pattern, table: tuple[str, list[str]]) -> str:
-    texts = [t for _, t in p.lines]
-    for candidate in (",", "/", ".", " "):
-        if candidate == table[0] or all(candidate in t for t in texts):
-            if all(candidate in t for t in texts):
-                return candidate
-    return " "
 
 
 def spec_path(name: str) -> Path:

@@ -84,6 +84,8 @@ NOT_MEMORY = {
     "request",
     "requested",
     "rounded",
+    "num",
+    "retries",
 }
 SWAP = {"swap"}
 CAPACITY_WORDS = {"total", "capacity"}
@@ -155,9 +157,28 @@ class Meaning:
         return f"{where}{what} from `{key}`{units}{window}"
 
 
+# A key of torch.cuda.memory_stats() as Lightning's DeviceStatsMonitor logs it (`DeviceStatsMonitor.
+# on_train_batch_end/allocated_bytes.all.current`): `<stat>.<pool>.<metric>`, where only the bytes
+# stats are sizes and only `current` and `peak` are levels (`allocated`, `freed` count since the start).
+TORCH_STAT = re.compile(
+    r"(?:^|[/.])(?:(?P<stat>[a-z_]+)\.(?P<pool>all|large_pool|small_pool)|oversize_(?:allocations|segments))\.(?P<metric>current|peak|allocated|freed)$"
+)
+TORCH_STAT_MEASURE = {"allocated_bytes": "allocated", "reserved_bytes": "reserved"}
+
+
+def _torch_stat(match: re.Match) -> Meaning | None:
+    """A memory_stats key's meaning (None: not a reading)."""
+    measure = TORCH_STAT_MEASURE.get(match["stat"] or "")  # (oversize_*: counts)
+    if measure is None or match["pool"] != "all" or match["metric"] not in ("current", "peak"):
+        return None
+    return Meaning("memory", measure=measure, peak=match["metric"] == "peak")
+
+
 def meaning_of(key: str, unit: str | None) -> Meaning | None:
     """The family a key belongs to, or None when it is not read. `unit`: the unit printed after the
     value (or spelled in the key), which makes a bare `used` a memory reading."""
+    if (torch_key := TORCH_STAT.search(key)) is not None:
+        return _torch_stat(torch_key)
     ws = words(key)
     if not ws or ws[-1] in IDENTITY_WORDS:
         return None
@@ -174,7 +195,7 @@ def meaning_of(key: str, unit: str | None) -> Meaning | None:
         return Meaning("loss")
     if wset & NOT_MEMORY or wset & SWAP or unit == "%":
         return None
-    memoryish = bool(wset & MEMORY_WORDS) or (has_memory_unit and bool(wset & ({"used", "use", "peak"} | DEVICE_WORDS)))
+    memoryish = bool(wset & MEMORY_WORDS) or (has_memory_unit and bool(wset & ({"used", "use", "using", "peak"} | DEVICE_WORDS)))
     if not memoryish:
         return None
     host = bool(wset & HOST_WORDS) and not wset & DEVICE_WORDS
