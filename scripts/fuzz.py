@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz `memlog analyze` with mutated real-looking logs; report crashes, hangs and peak memory.
 
-Not part of CI (tests/test_hostile_commands.py runs a small budget of it). Seeds are the logs in
+Not part of CI (tests/commands/test_hostile_commands.py runs a small budget of it). Seeds are the logs in
 sample_logs/ plus, for every format spec in parsers/, a log assembled from the spec's own sample
 lines (so a format without a sample log yet is still fuzzed). Each input is a window of a seed
 with one to four mutations: bit flips, byte noise, truncation, line shuffles/duplicates/drops,

@@ -10,7 +10,7 @@ Three kinds of block, each between markers, in any of the documents (README.md, 
 - `<!-- BEGIN examples -->` ... `<!-- END examples -->`: analyze's output in each mode
   (docs/commands.md);
 - `<!-- BEGIN stages -->` ... `<!-- END stages -->`: the stage map, from the layer order that
-  tests/test_structure.py checks and each stage folder's `__init__` docstring (docs/architecture.md).
+  tests/tooling/test_structure.py checks and each stage folder's `__init__` docstring (docs/architecture.md).
 
 Everything outside the markers is left alone. Output is produced in-process with colour off, from
 the repository root, so paths in it are the relative ones a reader would type.
@@ -164,11 +164,11 @@ def examples() -> str:
 
 
 def _layers() -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
-    """The stage order and the leaves tests/test_structure.py checks the imports against: the map
+    """The stage order and the leaves tests/tooling/test_structure.py checks the imports against: the map
     is drawn from the same declaration the test enforces, so it cannot drift from it."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from tests.test_structure import LAYERS, LEAVES
+    from tests.tooling.test_structure import LAYERS, LEAVES
 
     return LAYERS, LEAVES
 

@@ -1,4 +1,4 @@
-"""One rank of the two-process test of the guard's agreed stop (tests/test_guard_distributed.py):
+"""One rank of the two-process test of the guard's agreed stop (tests/guard/test_guard_distributed.py):
 
     python -m tests.guard_ranks RANK WORLD_SIZE INIT_FILE OUT_DIR
 

@@ -1,4 +1,4 @@
-"""What the hostile-input tests share (tests/test_hostile_*.py, one file per stage): every case ends
+"""What the hostile-input tests share (tests/*/test_hostile_*.py, one file per stage): every case ends
 in a known exit code and an exact message, never a traceback, a hang or unbounded memory.
 
 Exit codes (memlog.cli): 0 judged and nothing at or above --fail-on, 1 a finding at or above it,

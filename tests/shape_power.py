@@ -3,7 +3,7 @@
 Prints, for each leak class, the share of leaks found by rise (in noise SDs of one reading) and
 number of readings, and the rise at which 99 % are found; then the false-leak rate and the verdicts
 over draws of the classes that do not grow. An accuracy tool beside the generator it measures, like
-tests/evaluate_rules.py; figures are printed, never asserted (tests/test_shapes.py asserts).
+tests/evaluate_rules.py; figures are printed, never asserted (tests/judge/test_shapes.py asserts).
 
     python tests/shape_power.py                        # 10,000 calm draws, power grid of 25 draws per cell
     python tests/shape_power.py --calm 1000 --per-cell 10 --workers 2

@@ -133,7 +133,7 @@ def resolve_thresholds(owner: str, thresholds: Iterable[Threshold], overrides: M
 @dataclass(frozen=True)
 class Verdict:
     """A headline a rule's findings imply. The highest `rank` among the findings wins; a verdict that
-    explains an error (a leak, an OOM) must outrank every calm one (tests/test_rules.py checks)."""
+    explains an error (a leak, an OOM) must outrank every calm one (tests/judge/test_rules.py checks)."""
 
     name: str  # the JSON `verdict`
     rank: int

@@ -1,7 +1,7 @@
 """What `memlog watch` prints as it judges (memlog/watch/watch.py computes; this only formats).
 
 - On a terminal: one status area (verdict, per-worker level and rate, when a leak reaches capacity),
-  redrawn in place at each judgement (at most once per --interval, 1 s by default; tests/test_watch.py
+  redrawn in place at each judgement (at most once per --interval, 1 s by default; tests/watch/test_watch.py
   checks it on a pseudo-terminal).
 - Piped text: one line per change of verdict or finding, with the time.
 - `jsonl`: one JSON object per change, `analyze -o json`'s document plus `watch` (what changed,

@@ -13,7 +13,7 @@ interpreter. Paid at every start, that is a tenth of the 0.3 s a whole run on a 
 paid when drawing, only runs reading 50 MB or more on a terminal pay it, and reading 50 MB takes
 0.25-0.8 s (benchmarks/README.md: 4.8-17 s per GiB). Drawing costs 50 ms the first time (the
 import and the display's start) and 2.3 ms a redraw (the hand-rolled line it replaced: 0.005 ms),
-at most every MIN_INTERVAL_S, in practice once per chunk. tests/test_render_progress.py checks
+at most every MIN_INTERVAL_S, in practice once per chunk. tests/render/test_render_progress.py checks
 that a run drawing no bar never imports rich.progress.
 """
 

@@ -1,1 +1,1 @@
-"""Helpers for tests/test_browser.py: headless Chromium over the DevTools protocol, PNG checks."""
+"""Helpers for tests/render/test_browser.py: headless Chromium over the DevTools protocol, PNG checks."""

@@ -7,8 +7,8 @@ every line comes from the line writers in ``tests.logwriters``.
 
 A hand-written (or real, anonymised) log is a first-class sample too: drop it
 in ``sample_logs/<format>/`` and add its golden verdict in ``tests/golden/``
-(``MEMLOG_UPDATE_GOLDEN=1 pytest tests/test_golden.py``, then review it). The
-generator check (tests/test_samplegen.py) covers only the files the generator
+(``MEMLOG_UPDATE_GOLDEN=1 pytest tests/engine/test_golden.py``, then review it). The
+generator check (tests/tooling/test_samplegen.py) covers only the files the generator
 writes; ``write_all`` never touches other files.
 """
 

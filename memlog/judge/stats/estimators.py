@@ -273,7 +273,7 @@ def ols(x: Sequence[float], y: Sequence[float]) -> tuple[float, float] | None:
 
 # Up to this many degrees of freedom student_t_quantile polishes the Cornish-Fisher value with
 # Newton steps on the exact CDF (O(dof) terms per step); above it the expansion is within
-# 2e-11 of scipy.stats.t.ppf for the 90-99.5 % quantiles (tests/test_stats_reference.py).
+# 2e-11 of scipy.stats.t.ppf for the 90-99.5 % quantiles (tests/judge/test_stats_reference.py).
 _T_EXACT_MAX_DOF = 200
 
 
@@ -315,7 +315,7 @@ def student_t_quantile(p: float, dof: int) -> float:
     Why the polish: the expansion alone is 0.12 % low at dof = 3 for the 97.5 %
     quantile (a 95 % interval from 5 points) and 0.8 % low at the 99.5 %
     quantile -- intervals slightly too narrow; the docstring used to claim 0.1 %.
-    Found by the cross-check against scipy in tests/test_stats_reference.py.
+    Found by the cross-check against scipy in tests/judge/test_stats_reference.py.
     """
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p!r}")

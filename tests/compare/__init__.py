@@ -1,0 +1,1 @@
+"""memlog compare (memlog/compare/)."""

@@ -1,0 +1,1 @@
+"""The engine (memlog/engine/): goldens, parity across commands, properties, metamorphic tests."""

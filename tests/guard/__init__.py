@@ -1,0 +1,1 @@
+"""The guard inside a training process (memlog/guard/)."""

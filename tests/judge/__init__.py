@@ -1,0 +1,1 @@
+"""Judging (memlog/judge/, rules/): statistics, the rules, verdicts on shapes and threads."""

@@ -1,0 +1,253 @@
+"""A run that died is never called fine: every framework's out-of-memory error and crash, any fatal
+traceback, in any language or layout, and the sizes in error text never taken as readings.
+
+The regression cases are pastes shaped as users post them in public threads (their shapes, our
+numbers). The metamorphic tests append a fatal end to every sample log; the property test mixes the
+vocabulary's lines into a healthy log and checks that none of them became a reading.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from memlog.cli import app
+from memlog.engine.api import analyze, parse_sources, select_specs
+from memlog.parse.catalog import load_specs
+from tests.logwriters.torchtitan import log_line, step_line_2025_03
+from tests.samples import sample_logs
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+CALM = {"stable", "warmup-plateau", "pp-sentinel-loss", "periodic-retention", "inconclusive"}
+SPECS = load_specs()
+CRASHES = SPECS["crashes"]
+
+
+def step_line(step: int, *, loss: float, reserved_gib: float, allocated_gib: float = 0.0) -> str:
+    """A torchtitan step line (2025-03 shape) with its logger head, as torchtitan prints it; its
+    throughput varies from step to step, as a real run's does (and so does the line's length)."""
+    tps = 3_000 + (step * 7_919) % 11_000
+    body = step_line_2025_03(step=step, loss=loss, mem_gib=reserved_gib, mem_pct=100 * reserved_gib / 79.11, tps=tps, tflops=tps / 14.5, mfu=tps / 140)
+    return log_line(body, ts=f"2025-03-04 17:{step // 60:02d}:{step % 60:02d},931")
+
+
+def judge(tmp_path: Path, text: str, name: str = "paste.log") -> tuple[int, dict]:
+    log = tmp_path / name
+    log.write_text(text, encoding="utf-8")
+    result = runner.invoke(app, ["analyze", str(log), "-o", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def errors(report: dict) -> dict[str, str]:
+    return {f["rule"]: f["message"] for f in report["findings"] if f["severity"] == "error"}
+
+
+# -- the cases users pasted ------------------------------------------------------------------------
+
+JAX = """I1104 10:21:33.102931 140234 train.py:88] step 0: loss=10.8812
+I1104 10:21:41.551004 140234 train.py:88] step 1: loss=10.2219
+Traceback (most recent call last):
+  File "/home/user/train.py", line 140, in <module>
+    main()
+  File "/home/user/train.py", line 121, in main
+    state, metrics = p_train_step(state, batch)
+jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 6442450944 bytes.
+"""
+TPU = (
+    "step 10 loss 2.31\nstep 20 loss 2.20\njax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+    "Ran out of memory in memory space hbm. Used 17.25G of 15.48G hbm. Exceeded hbm capacity by 1.77G.\n"
+)
+TF = """Epoch 1/10
+2021-03-02 11:22:31.444555: I tensorflow/stream_executor/cuda/cuda_driver.cc:789] failed to allocate 517.50MiB (542638080 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory
+2021-03-02 11:22:32.444555: I tensorflow/stream_executor/cuda/cuda_driver.cc:789] failed to allocate 465.75MiB (488374272 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory
+2021-03-02 11:22:43.440000: W tensorflow/core/common_runtime/bfc_allocator.cc:467] Allocator (GPU_0_bfc) ran out of memory trying to allocate 128.0KiB (rounded to 131072)requested by op Adam/update
+2021-03-02 11:22:43.441000: W tensorflow/core/common_runtime/bfc_allocator.cc:467] Allocator (GPU_0_bfc) ran out of memory trying to allocate 32.0KiB (rounded to 32768)requested by op Adam/update
+2021-03-02 11:22:43.442000: W tensorflow/core/common_runtime/bfc_allocator.cc:467] Allocator (GPU_0_bfc) ran out of memory trying to allocate 64.0KiB (rounded to 65536)requested by op Adam/update
+Traceback (most recent call last):
+  File "train.py", line 55, in <module>
+    model.fit(x, y, epochs=10)
+tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[4096,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:MatMul]
+"""
+ALLOCATOR_ABORT = """[rank0] step 100 loss 3.12
+[rank1] step 100 loss 3.13
+memory allocation of 2147483648 bytes failedmemory allocation of 2147483648 bytes failed
+[2024-05-01 10:00:01,000] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 44121
+[2024-05-01 10:00:01,000] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 44122
+[2024-05-01 10:00:02,000] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=1'] exits with return code = -9
+"""
+RAY_TAIL = """11362\t1.25\tray::allocate_memory
+7230\t0.09\tpython test.py --num-tasks 20
+
+Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task.
+2025-08-09 07:12:11,503\tERR cli.py:70 -- ---------------------------------------
+2025-08-09 07:12:11,503\tERR cli.py:71 -- Job 'raysubmit_Xk2vR9' failed
+2025-08-09 07:12:11,503\tERR cli.py:72 -- ---------------------------------------
+"""
+RAY_DRIVER = """Traceback (most recent call last):
+  File "/tmp/ray/session_latest/runtime_resources/working_dir_files/main.py", line 30, in <module>
+    ray.get(refs)
+  File "/usr/local/lib/python3.10/site-packages/ray/_private/worker.py", line 2547, in get
+    raise value
+ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+"""
+
+
+@pytest.mark.parametrize(
+    ("paste", "scope"),
+    [(JAX, "device"), (TPU, "device"), (TF, "device"), (ALLOCATOR_ABORT, "host"), (RAY_TAIL, "host"), (RAY_DRIVER, "host")],
+    ids=["jax", "tpu-hbm", "tensorflow", "allocator-abort", "ray-report-tail", "ray-driver-traceback"],
+)
+def test_a_run_that_died_of_memory_is_an_oom_in_any_framework(tmp_path, paste, scope):
+    code, report = judge(tmp_path, paste)
+    assert code == 1 and report["verdict"] == "oom", report["verdict"]
+    assert f"Out of {'host (system)' if scope == 'host' else 'device'} memory" in errors(report)["oom"]
+
+
+def test_sizes_in_error_text_are_never_readings(tmp_path):
+    """TensorFlow's `failed to allocate 517.50MiB`, `trying to allocate 128.0KiB`: sizes of requests in
+    messages about a failure, not memory a process holds (they were read as 517.5, 128 and 32 GiB)."""
+    code, report = judge(tmp_path, TF)
+    assert report["coverage"]["records"] == 0
+    assert "memory_pressure" in report["coverage"]["event_counts"]
+
+
+def test_a_size_is_read_in_the_unit_printed_beside_it(tmp_path):
+    log = "".join(f"iter {i} loss {2.1 - i / 10:.1f} mem {value}\n" for i, value in enumerate(["517.50MiB", "1.2GiB", "900.0MiB", "1.5GiB"], 1))
+    (tmp_path / "units.log").write_text(log)
+    tables, _ = parse_sources([str(tmp_path / "units.log")], select_specs(SPECS, None))
+    assert tables.records["device_mem_used_gib"].round(4).to_list() == [round(517.5 / 1024, 4), 1.2, round(900 / 1024, 4), 1.5]
+
+
+@pytest.mark.parametrize("killed", ["已杀死", "Getötet", "Убито", "強制終了"])
+def test_a_shell_saying_killed_in_its_language_is_a_kill(tmp_path, killed):
+    paste = "".join(f"step {i} loss {4.2 - i / 10:.1f} mem {10.1 + i % 2 / 10:.1f}GB\n" for i in range(1, 4))
+    paste += f"run.sh: line 12: 18894 {killed}               python train.py\n"
+    code, report = judge(tmp_path, paste)
+    assert code == 1 and report["verdict"] == "crash"
+    message = errors(report)["crash"]
+    assert killed in message and "SIGKILL" in message and "Memory is probably involved" in message
+
+
+def test_an_unknown_exception_ending_the_log_is_a_crash_quoted(tmp_path):
+    healthy = "".join(step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) + "\n" for step in range(1, 40))
+    tail = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\nValueError: shard 17 of the dataset is empty\n'
+    code, report = judge(tmp_path, healthy + tail)
+    assert code == 1 and report["verdict"] == "crash"
+    assert "`ValueError: shard 17 of the dataset is empty`" in errors(report)["crash"]
+
+
+def test_a_traceback_the_run_went_on_from_is_no_crash(tmp_path):
+    """A logger's traceback mid-run (training went on) and Python's `Exception ignored in` at exit."""
+    steps = [step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) for step in range(1, 40)]
+    handled = ["Traceback (most recent call last):", '  File "data.py", line 3, in load', "    open(p)", "FileNotFoundError: shard 3"]
+    ignored = [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
+        "Traceback (most recent call last):",
+        '  File "dataloader.py", line 1479, in __del__',
+        "    self._shutdown_workers()",
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+    ]
+    code, report = judge(tmp_path, "\n".join(steps[:20] + handled + steps[20:] + ignored) + "\n")
+    assert code == 0 and "crash" not in errors(report), report["verdict"]
+
+
+def test_a_run_stopped_with_ctrl_c_is_interrupted_not_crashed(tmp_path):
+    steps = "".join(step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) + "\n" for step in range(1, 40))
+    tail = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\nKeyboardInterrupt\n'
+    code, report = judge(tmp_path, steps + tail)
+    assert code == 0 and report["verdict"] != "crash"
+    assert "keyboard-interrupt" in {f["rule"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t", "> ", ">     "], ids=["four-spaces", "tab", "quote", "quoted-code-block"])
+def test_an_indented_or_quoted_step_line_is_read(tmp_path, indent):
+    lines = [f"step:{i} - actor/pg_loss:0.12 - perf/max_memory_allocated_gb:{30 + i / 10:.1f} - perf/cpu_memory_used_gb:{100 + 2 * i:.1f}" for i in range(1, 6)]
+    bare = analyze([str(_write(tmp_path / "bare.log", lines))])
+    indented = analyze([str(_write(tmp_path / "indented.log", [indent + line for line in lines]))])
+    assert indented.coverage["records"] == bare.coverage["records"] == 5
+    assert indented.coverage["formats"] == bare.coverage["formats"] == {"verl": 5}
+
+
+def test_a_viewers_line_numbers_are_taken_off(tmp_path):
+    log = ROOT / "sample_logs" / "torchtitan" / "fr1_pp2_ep2_leak_oom.log"
+    lines = log.read_text().splitlines()
+    numbered = _write(tmp_path / "numbered.log", [f"{i:6d}\t{line}" for i, line in enumerate(lines, 1)])  # cat -n
+    assert analyze([str(numbered)]).coverage["records"] == analyze([str(log)]).coverage["records"] > 0
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# -- any fatal end, appended to any sample log -----------------------------------------------------
+
+
+def _fatal_samples() -> list[tuple[str, str]]:
+    """Every sample of the vocabulary that ends a run: not an allocator's warning (it says a run went on)."""
+    return [(p.name, line) for p in CRASHES.patterns for line in p.samples if p.event != "memory_pressure"]
+
+
+FATAL = _fatal_samples()
+LOGS = [p for p in sample_logs() if p.suffix in (".log", ".jsonl")]
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.relative_to(ROOT / "sample_logs").as_posix() for p in LOGS])
+def test_a_fatal_end_appended_to_any_sample_is_never_calm(tmp_path, log):
+    """Each sample log gets two tails: an unknown exception's traceback, and one entry of the
+    vocabulary (taken in turn, so that all of them are appended to some log)."""
+    i = LOGS.index(log)
+    data = log.read_bytes()
+    data += b"" if data.endswith(b"\n") else b"\n"
+    for name, tail in (
+        (
+            "unknown-exception",
+            'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\nValueError: shard 17 of the dataset is empty',
+        ),
+        FATAL[i % len(FATAL)],
+    ):
+        pasted = tmp_path / f"{name}-{log.name}"
+        pasted.write_bytes(data + tail.encode() + b"\n")
+        result = runner.invoke(app, ["analyze", str(pasted), "-o", "json"])
+        report = json.loads(result.stdout)
+        assert result.exit_code == 1, (name, report["verdict"])
+        assert report["verdict"] not in CALM, (name, report["verdict"])
+        assert {"crash", "oom"} & set(errors(report)), (name, errors(report))
+
+
+@pytest.mark.parametrize(("entry", "line"), FATAL, ids=[f"{n}-{i}" for i, (n, _) in enumerate(FATAL)])
+def test_every_fatal_entry_ends_a_healthy_run_as_crash_or_oom(tmp_path, entry, line):
+    healthy = "".join(step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) + "\n" for step in range(1, 12))
+    code, report = judge(tmp_path, healthy + line + "\n")
+    assert code == 1 and report["verdict"] in ("crash", "oom"), (entry, report["verdict"])
+
+
+# -- no reading from a line the vocabulary read -----------------------------------------------------
+
+SIZED = [line for p in CRASHES.patterns for line in p.samples if any(c.isdigit() for c in line) and "\n" not in line]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.integers(3, 12),
+    crashes=st.lists(st.sampled_from(SIZED), min_size=1, max_size=6),
+    seed=st.randoms(use_true_random=False),
+    prefix=st.sampled_from(["", "    ", "[rank0]: ", "gpu-a07: ", "> "]),
+)
+def test_no_reading_is_taken_from_a_line_the_crash_vocabulary_read(tmp_path_factory, steps, crashes, seed, prefix):
+    lines = [step_line(step, loss=9 - step / 10, reserved_gib=40.0 + step, allocated_gib=30.0) for step in range(1, steps + 1)]
+    for crash in crashes:
+        lines.insert(seed.randint(0, len(lines)), crash)
+    log = _write(tmp_path_factory.mktemp("mixed") / "mixed.log", [prefix + line for line in lines])
+    tables, _ = parse_sources([str(log)], select_specs(SPECS, None))
+    crash_lines = {e.line_no for e in tables.events}
+    assert crash_lines, "the vocabulary read none of its own samples"
+    assert not set(tables.records["line_no"].to_list()) & crash_lines
+    assert tables.records.height == steps

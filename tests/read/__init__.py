@@ -1,0 +1,1 @@
+"""The reading layer (memlog/read/): sources, chunks, bounded opening, configs."""

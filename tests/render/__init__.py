@@ -1,0 +1,1 @@
+"""The renderers (memlog/render/): every output format, and output safety."""

@@ -1,0 +1,1 @@
+"""memlog scan (memlog/scan/), local and on Ray."""

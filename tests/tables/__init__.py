@@ -1,0 +1,1 @@
+"""The tables (memlog/tables/): records, condensing, series, streams read twice."""

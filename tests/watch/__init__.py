@@ -1,0 +1,1 @@
+"""memlog watch (memlog/watch/)."""
