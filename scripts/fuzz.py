@@ -337,9 +337,10 @@ class InProcess:
                 attach_log_lines(report)
             except ImportError:
                 pass
+            from memlog.render.outputs import RenderOptions
+
             for output in self.outputs:
-                options = {"colour": False, "chart": True} if output == "text" else {}
-                text = self.render(report, output, **options)
+                text = self.render(report, output, RenderOptions(colour=False, chart=True))
                 problem = unsafe(output, OWN_COLOUR.sub("", text) if output == "text" else text)
                 if problem:
                     return "unsafe", f"-o {output}: {problem}"
