@@ -43,9 +43,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+import polars as pl
+
 from memlog.base.errors import MemlogError
 from memlog.base.opening import special_kind
 from memlog.parse.stores.mlflow import is_mlflow_input, run_folders
+from memlog.parse.unwrap import TIMESTAMP, Unwrapper
 from memlog.read.inputs import identity_of, is_log_name, natural_key
 from memlog.read.remote import filesystem, is_url
 
@@ -206,10 +209,6 @@ def _head_of(path: str) -> tuple[set[int], datetime.datetime | None]:
             head = handle.read(HEAD_BYTES).decode("utf-8", "replace")
     except OSError:
         return set(), None
-    import polars as pl
-
-    from memlog.parse.unwrap import TIMESTAMP, Unwrapper
-
     lines = head.splitlines()[:-1] or head.splitlines()  # (the last may be cut)
     frame = pl.DataFrame({"line_no": list(range(1, len(lines) + 1)), "text": lines}, schema={"line_no": pl.Int64, "text": pl.String})
     ranks = {int(r) for r in Unwrapper([])(frame)["rank"].drop_nulls().unique().to_list()}
