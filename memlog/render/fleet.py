@@ -105,7 +105,7 @@ def render_fleet_text(fleet: Fleet, ascii_only: bool = False, width: int | None 
     def total() -> int:
         return sum(max(len(r[i]) for r in table) for i in shown) + 2 * (len(shown) - 1)
 
-    dropped = []
+    dropped, short = [], False
     for step in DROPPED_FIRST:
         if width is None or total() <= width:
             break
@@ -115,13 +115,14 @@ def render_fleet_text(fleet: Fleet, ascii_only: bool = False, width: int | None 
             for row, run in zip(table[1:], fleet.rows):
                 row[6] = f"~{run['projected_oom']['step']:,.0f}" if run["projected_oom"] else ""
             dropped.append("the projected OOM's time")
+            short = True
         elif step == "names":
             _cut_names(table, total() - width)
         else:
             assert isinstance(step, int)
             shown.remove(step)
             dropped.append(HEADERS[step])
-    right = {3, 5, 6} if "the projected OOM's time" in dropped else {3, 5}  # numbers align right
+    right = {3, 5, 6} if short else {3, 5}  # numbers align right (the OOM too once it is a step alone)
     widths = {i: max(len(r[i]) for r in table) for i in shown}
     for row in table:
         parts = [row[i].rjust(widths[i]) if i in right else row[i].ljust(widths[i]) for i in shown]
