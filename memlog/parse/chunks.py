@@ -17,8 +17,9 @@ from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.base.events import EVENT_KINDS
 from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
+from memlog.parse.regexes import group_names
 from memlog.parse.unwrap import Unwrapper
-from memlog.parse.wrappers import WrapperSpec, builtin_wrappers, by_priority, markers
+from memlog.parse.wrappers import MARKED_FIELDS, WRAPPER_FIELDS, WrapperSpec, builtin_wrappers, by_priority, markers
 from memlog.tables.records import detached
 
 
@@ -82,6 +83,7 @@ class ChunkParser:
         wrappers = by_priority(builtin_wrappers().values()) if wrappers is None else list(wrappers)
         self.unwrap = Unwrapper(all_logger_prefixes(self.specs), wrappers)
         marker_literals, self.marker = markers(wrappers)
+        self.marked_fields = set(group_names(self.marker)) if self.marker else set()
         self.literals = sorted({lit for spec in self.specs for lit in spec.literals} | set(marker_literals))
         self.prefilter = Prefilter.of(self.specs, marker_literals)
         # Which rows each block parser may read, and its `prepare`, for `scan` (no state of theirs is used).
@@ -92,7 +94,7 @@ class ChunkParser:
         """Multi-line state (open blocks, unfinished continuations) belongs to one source."""
         self.blocks = [(spec, BlockFeeder(spec.block_parser, spec.name)) for spec in self.specs if spec.block_parser]
         self.continuations = Continuations()
-        self.named_by_marker: str | None = None  # the actor the source's last marker line named
+        self.named_by_marker: dict[str, object] | None = None  # who the source's last marker line named (MARKED_FIELDS)
 
     def finish_source(self) -> Matches:
         """The end of a source: blocks still open and events still reading continuation lines."""
@@ -181,9 +183,15 @@ class ChunkParser:
         if near:
             unwrapped = unwrapped.filter("_candidate").drop("_candidate")
         if self.marker is not None:
-            marked = unwrapped.select(*(["_chunk"] if together else []), "line_no", pl.col("text").str.extract(self.marker, 1).alias("actor")).drop_nulls(
-                "actor"
-            )
+            named = pl.col("text").str.extract_groups(self.marker)
+            marked = unwrapped.select(
+                *(["_chunk"] if together else []),
+                "line_no",
+                *(
+                    named.struct.field(f).cast(WRAPPER_FIELDS[f]).alias(f) if f in self.marked_fields else pl.lit(None, WRAPPER_FIELDS[f]).alias(f)
+                    for f in MARKED_FIELDS
+                ),
+            ).filter(pl.any_horizontal(pl.col(f).is_not_null() for f in MARKED_FIELDS))
             for i, part in _by_chunk(marked, chunk_of, together).items():
                 scans[i].markers = part if part.height else None
         for spec in self.specs:
@@ -237,18 +245,20 @@ class ChunkParser:
         return Matches(records, events)
 
     def _named(self, frames: list[pl.DataFrame], marked: pl.DataFrame | None) -> list[pl.DataFrame]:
-        """Lines of a worker's own log file take the actor its last marker line named (Ray's
-        `:actor_name:`); a line's own prefix wins. The last name carries to the next chunk."""
-        names = pl.DataFrame({"line_no": [0], "actor": [self.named_by_marker]}, schema={"line_no": pl.Int64, "actor": pl.String})
+        """Lines of a worker's own log file take who its last marker line named (Ray's
+        `:actor_name:` names the actor; a profiler's `[Profiled memory for rank 1]:` the rank); a
+        line's own prefix wins. The last one named carries to the next chunk."""
+        before = self.named_by_marker or {}
+        schema: dict[str, type[pl.DataType]] = {"line_no": pl.Int64, **{f: WRAPPER_FIELDS[f] for f in MARKED_FIELDS}}
+        names = pl.DataFrame([{"line_no": 0, **{f: before.get(f) for f in MARKED_FIELDS}}], schema=schema)
         if marked is not None:
-            names = pl.concat([names, marked.cast({"line_no": pl.Int64})])
+            names = pl.concat([names, marked.select(pl.col("line_no").cast(pl.Int64), *MARKED_FIELDS)])
         named = []
         for frame in frames:
-            if "actor" not in frame.columns:
-                frame = frame.with_columns(actor=pl.lit(None, dtype=pl.String))
-            found = frame.select("line_no").with_row_index("_i").sort("line_no").join_asof(names, on="line_no").sort("_i")["actor"]
-            named.append(frame.with_columns(pl.col("actor").fill_null(found)))
-        self.named_by_marker = names["actor"][-1]
+            frame = frame.with_columns(pl.lit(None, dtype=WRAPPER_FIELDS[f]).alias(f) for f in MARKED_FIELDS if f not in frame.columns)
+            found = frame.select("line_no").with_row_index("_i").sort("line_no").join_asof(names, on="line_no").sort("_i")
+            named.append(frame.with_columns(pl.col(f).fill_null(found[f]) for f in MARKED_FIELDS))
+        self.named_by_marker = names.row(-1, named=True)
         return named
 
     @staticmethod

@@ -41,6 +41,9 @@ WRAPPER_FIELDS: dict[str, type[pl.DataType]] = {
 # every line of a process, the traceback's `[rankN]:` inside it only on some); the innermost names
 # the process itself (journald's pid is the launcher's, Ray's inner prefix the worker's).
 INNERMOST_WINS = frozenset({"actor", "pid", "ip", "ts", "stream", "repeated"})
+# What a marker line may name of the lines after it (Ray's `:actor_name:`, a profiler block's
+# `[Profiled memory for rank 1]:`).
+MARKED_FIELDS = ("actor", "rank")
 
 
 def node_with_task(node: pl.Expr, task: pl.Expr) -> pl.Expr:
@@ -105,8 +108,10 @@ def wrapper_from_mapping(raw: Any, path: Path) -> WrapperSpec:
     if unknown:
         raise FormatSpecError(f"{path.name}: unknown keys {sorted(map(str, unknown))} (known: {sorted(KEYS)})")
     prefix, suffix, marker = raw.get("prefix"), raw.get("suffix"), raw.get("marker")
-    if not any(isinstance(r, str) and r for r in (prefix, suffix)) or any(r is not None and not isinstance(r, str) for r in (prefix, suffix)):
-        raise FormatSpecError(f"{path.name}: a wrapper needs a `prefix:` or `suffix:` regex")
+    if not (any(isinstance(r, str) and r for r in (prefix, suffix)) or marker is not None) or any(
+        r is not None and not isinstance(r, str) for r in (prefix, suffix)
+    ):
+        raise FormatSpecError(f"{path.name}: a wrapper needs a `prefix:` or `suffix:` regex, or a `marker:`")
     if marker is not None and not (
         isinstance(marker, dict)
         and isinstance(marker.get("regex"), str)
@@ -166,7 +171,8 @@ def by_priority(wrappers: Iterable[WrapperSpec]) -> list[WrapperSpec]:
 
 
 def markers(wrappers: list[WrapperSpec]) -> tuple[list[str], str | None]:
-    """The literals and the combined regex of the wrappers' marker lines (its groups: actor, pid)."""
+    """The literals and the combined regex of the wrappers' marker lines (its named groups: who
+    wrote the lines after them, MARKED_FIELDS)."""
     found = [w.marker for w in wrappers if w.marker]
     if not found:
         return [], None

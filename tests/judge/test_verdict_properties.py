@@ -24,8 +24,8 @@ from memlog.engine.api import analyze
 from memlog.judge.rulekit import load_rules
 from memlog.render.outputs.markdown import render_markdown
 from memlog.render.outputs.text import render_text
-from tests.synthetic import titan_log
 from tests.engine.test_metamorphic import PREFIXES
+from tests.synthetic import titan_log
 
 LEAK = {r.id: r for r in load_rules()}["memory-leak"]
 MIN_GROWTH_GIB = next(t.default for t in LEAK.thresholds if t.name == "min_growth_gib")

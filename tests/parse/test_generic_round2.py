@@ -168,9 +168,12 @@ def test_a_logger_prefix_no_wrapper_knows_still_leaves_torchtitan_lines_readable
 def test_a_single_profiler_block_is_read_a_pattern_per_key():
     """Galvatron prints `[Profiled memory for rank R]:` once per rank, then `iter_N_<stage>: X MB`
     lines, four stages a step: the header says they are memory (one block is enough), each stage
-    read by its own pattern (`after_backward` no prefix of `after_backward_max`), none a copy."""
+    read by its own pattern (`after_backward` no prefix of `after_backward_max`), none a copy. The
+    header names the rank of the lines under it (parsers/wrappers/profiler-block.yaml): two ranks,
+    not one worker restarting."""
     report = analyze([str(GENERIC / "galvatron_profiled_memory_block.log")])
-    assert report.coverage["workers"] == ["main"] and report.coverage["records"] == 10, report.coverage
+    assert report.coverage["workers"] == ["rank0", "rank1"] and report.coverage["records"] == 10, report.coverage
+    assert report.coverage["ranks"] == [0, 1] and not report.coverage["restarts"]
     mapping = report.coverage["guessed"][0]["mapping"]
     assert "from `after_backward` in MB as the current value" in mapping and "from `after_backward_max` in MB" in mapping, mapping
 

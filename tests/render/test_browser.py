@@ -25,8 +25,8 @@ from memlog.render.mermaid import PALETTE
 from memlog.render.outputs.markdown import render_markdown
 from tests.browser.chromium import Chromium, find_chromium
 from tests.browser.png import png_stats
-from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.render.test_render_mermaid import HOSTILE, many_ranks, mermaid_blocks, parse_block
+from tests.render_samples import ROOT, SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 
 BROWSER_DIR = Path(__file__).parents[1] / "browser"
 MERMAID_JS = BROWSER_DIR / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"

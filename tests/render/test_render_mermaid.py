@@ -14,9 +14,9 @@ from memlog.engine.api import analyze
 from memlog.render.mermaid import MAX_LINES, MAX_POINTS, chart_data, fill, mermaid_text, render_mermaid, step_grid
 from memlog.render.outputs.markdown import LIMIT, render_markdown
 from memlog.report.report import SeriesView
+from tests.render.test_render_markdown import assert_inert
 from tests.render_samples import SAMPLE_IDS, SAMPLE_LOGS, TORCHTITAN_LEAK, sample_report
 from tests.synthetic import torchtitan_lines
-from tests.render.test_render_markdown import assert_inert
 
 NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)"
 QUOTED = r'"[^"\n]*"'
