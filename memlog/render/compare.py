@@ -36,16 +36,28 @@ def _to_capacity(value: float | None) -> str:
     return "never" if value is None else f"~{value:,.0f}"
 
 
-def _row(p: Pair) -> list[str]:
+def _row(p: Pair, short: bool = False) -> list[str]:
+    """A worker's figures as the table's cells: `BASE -> NEW` with units, or `short`
+    (`BASE>NEW`, GiB and the arrows said once in the headers: SHORT_COLUMNS)."""
     b, n = p.base, p.new
+    arrow = ">" if short else " -> "
+    level = (lambda v: "-" if v is None else f"{v:.2f}") if short else _g
+    rate = (lambda v: "-" if v is None else f"{v * 1000:.2f}") if short else _rate
+
+    def pair(show, old, new) -> str:
+        return f"{show(old)}{arrow}{show(new)}"
+
+    def share(change: float, of: float) -> str:
+        return f" {_pct(change, of)}" if short else f" ({_pct(change, of)})"
+
     return [
         p.worker + ("" if p.subject == "device" else f" ({p.subject})"),
-        f"{_g(b.level_gib)} -> {_g(n.level_gib)} ({_pct(p.level_change_gib, b.level_gib)})",
-        f"{_g(b.peak_gib)} -> {_g(n.peak_gib)} ({_pct(p.peak_change_gib, b.peak_gib)})",
-        f"{_rate(b.rate_gib_per_step)} -> {_rate(n.rate_gib_per_step)}",
-        f"{_to_capacity(b.steps_to_capacity)} -> {_to_capacity(n.steps_to_capacity)}",
-        f"{b.warmup_until_step if b.warmup_until_step is not None else '-'} -> {n.warmup_until_step if n.warmup_until_step is not None else '-'}",
-        f"{'leak' if b.leaks else 'no'} -> {'leak' if n.leaks else 'no'}",
+        pair(level, b.level_gib, n.level_gib) + share(p.level_change_gib, b.level_gib),
+        pair(level, b.peak_gib, n.peak_gib) + share(p.peak_change_gib, b.peak_gib),
+        pair(rate, b.rate_gib_per_step, n.rate_gib_per_step),
+        pair(_to_capacity, b.steps_to_capacity, n.steps_to_capacity),
+        pair(lambda v: "-" if v is None else str(v), b.warmup_until_step, n.warmup_until_step),
+        pair(lambda leaks: "leak" if leaks else "no", b.leaks, n.leaks),
     ]
 
 
@@ -73,29 +85,6 @@ def _loss(c: Comparison) -> str:
 SHORT_COLUMNS = ["worker", "level GiB", "peak GiB", "GiB/1k steps", "to capacity", "warmup", "leak"]
 
 
-def _short_row(p: Pair) -> list[str]:
-    b, n = p.base, p.new
-
-    def number(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    def rate(value: float | None) -> str:
-        return "-" if value is None else f"{value * 1000:.2f}"
-
-    def warmup(value: int | None) -> str:
-        return "-" if value is None else str(value)
-
-    return [
-        p.worker + ("" if p.subject == "device" else f" ({p.subject})"),
-        f"{number(b.level_gib)}>{number(n.level_gib)} {_pct(p.level_change_gib, b.level_gib)}",
-        f"{number(b.peak_gib)}>{number(n.peak_gib)} {_pct(p.peak_change_gib, b.peak_gib)}",
-        f"{rate(b.rate_gib_per_step)}>{rate(n.rate_gib_per_step)}",
-        f"{_to_capacity(b.steps_to_capacity)}>{_to_capacity(n.steps_to_capacity)}",
-        f"{warmup(b.warmup_until_step)}>{warmup(n.warmup_until_step)}",
-        f"{'leak' if b.leaks else 'no'}>{'leak' if n.leaks else 'no'}",
-    ]
-
-
 def _stacked(row: list[str]) -> str:
     """A short row as one sentence: the worker, then each figure named."""
     return f"{row[0]}: " + ", ".join(f"{name} {cell}" for name, cell in zip(SHORT_COLUMNS[1:], row[1:]))
@@ -118,7 +107,7 @@ def render_compare_text(c: Comparison, width: int | None = None) -> str:
     ]
     table = _table([COLUMNS] + [_row(p) for p in c.pairs[:64]])
     if width is not None and max(len(line) for line in table) > width:
-        short = [_short_row(p) for p in c.pairs[:64]]
+        short = [_row(p, short=True) for p in c.pairs[:64]]
         table = _table([SHORT_COLUMNS] + short) + ["(each cell: BASE>NEW)"]
         if max(len(line) for line in table) > width:  # a worker's figures as a sentence of their own
             table = [line for row in short for line in _wrapped([_stacked(row)], width)] + ["(each figure: BASE>NEW)"]

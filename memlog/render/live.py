@@ -43,17 +43,17 @@ def _warning_text(w: dict) -> str:
         if w.get("capacity_gib")
         else f"capacity at step ~{round(w['capacity_step']):,}"
     )
-    if w.get("capacity_at"):
-        text += f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})"
-    return text
+    return text + _when(w)
 
 
 def _short_warning(w: dict) -> str:
     """The early warning in few words, for a narrow terminal: the step, and when."""
-    text = f"OOM at step ~{round(w['capacity_step']):,}"
-    if w.get("capacity_at"):
-        text += f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})"
-    return text
+    return f"OOM at step ~{round(w['capacity_step']):,}" + _when(w)
+
+
+def _when(w: dict) -> str:
+    """When an early warning's capacity is reached, by the clock, where that is known."""
+    return f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})" if w.get("capacity_at") else ""
 
 
 def status_lines(report: Report, width: int = 100) -> list[str]:

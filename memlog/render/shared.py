@@ -120,6 +120,14 @@ def _restarts(coverage: dict[str, Any]) -> str | None:
     return said
 
 
+def capacity_phrase(coverage: dict[str, Any]) -> str:
+    """The capacities the run was judged against and where each came from: `device 79.11 GiB
+    (capacity line in the log); host 256 GiB (...)`, or `unknown`."""
+    capacity = coverage.get("capacity") or {}
+    caps = [f"{where} {capacity[f'{where}_gib']:g} GiB ({capacity.get(f'{where}_from')})" for where in ("device", "host") if capacity.get(f"{where}_gib")]
+    return "; ".join(caps) or "unknown"
+
+
 def by_severity(report: Report) -> list:
     return sorted(report.findings, key=lambda f: SEVERITY_ORDER[f.severity])
 

@@ -34,7 +34,7 @@ from memlog.render.mermaid import PALETTE, chart_subject
 from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe
 from memlog.render.selection import MAX_LINES, SHOW_COMMAND, UNNAMED, select
-from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, buckets, by_severity, panel_capacity, restarts_sentence, workers_phrase_of
+from memlog.render.shared import CAPACITY_IN_VIEW, axis_word, buckets, by_severity, capacity_phrase, panel_capacity, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, SeriesView, source_damage
 
 MAX_SERIES = MAX_LINES
@@ -501,13 +501,7 @@ def _environment(report: Report) -> str:
         who += f" ({esc(workers_phrase([f'rank{r}' for r in cov['ranks']]))})"
     rows.append(("read", f"{cov.get('lines_read', 0):,} lines, {cov.get('records', 0):,} step records, {who}{steps}"))
     rows.append(("events", esc(", ".join(f"{k} {v}" for k, v in (cov.get("event_counts") or {}).items()) or "none")))
-    capacity = cov.get("capacity") or {}
-    caps = []
-    if capacity.get("device_gib"):
-        caps.append(f"device {capacity['device_gib']:g} GiB ({capacity.get('device_from')})")
-    if capacity.get("host_gib"):
-        caps.append(f"host {capacity['host_gib']:g} GiB ({capacity.get('host_from')})")
-    rows.append(("capacity", esc("; ".join(caps) or "unknown")))
+    rows.append(("capacity", esc(capacity_phrase(cov))))
     thresholds = [
         f"<code>{esc(rule_id)}</code>: {esc(' '.join(f'{k}={v:g}' for k, v in values.items()))}" for rule_id, values in report.thresholds.items() if values
     ]

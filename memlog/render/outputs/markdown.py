@@ -25,7 +25,7 @@ from memlog.render.mermaid import SUBJECT_TITLES, chart_data, describe, render_m
 from memlog.render.outputs import RenderOptions
 from memlog.render.safety import safe
 from memlog.render.selection import noun_of, select
-from memlog.render.shared import axis_word, buckets, by_severity, evidence_summary, restarts_sentence, workers_phrase_of
+from memlog.render.shared import axis_word, buckets, by_severity, capacity_phrase, evidence_summary, restarts_sentence, workers_phrase_of
 from memlog.report.report import Report, SeriesView, source_damage
 
 LIMIT = 60_000
@@ -225,12 +225,6 @@ def _environment(report: Report, brief: bool = False) -> str:
     ranks = cov.get("ranks") or []
     steps = f", steps {cov['steps'][0]}-{cov['steps'][1]}" if cov.get("steps") else ""
     who = f"{workers_phrase_of(cov)}{f' ({_ranks(ranks)})' if ranks else ''}{steps}"
-    capacity = cov.get("capacity") or {}
-    caps = []
-    if capacity.get("device_gib"):
-        caps.append(f"device {capacity['device_gib']:g} GiB ({capacity.get('device_from')})")
-    if capacity.get("host_gib"):
-        caps.append(f"host {capacity['host_gib']:g} GiB ({capacity.get('host_from')})")
     lines = [
         f"memlog      {__version__}",
         f"command     {report.command or '(library call)'}",
@@ -238,7 +232,7 @@ def _environment(report: Report, brief: bool = False) -> str:
         f"sources     {'; '.join(listed)}",
         f"read        {cov['lines_read']:,} lines, {cov['records']:,} step records, {who}",
         f"events      {', '.join(f'{k} {v}' for k, v in cov.get('event_counts', {}).items()) or 'none'}",
-        f"capacity    {'; '.join(caps) or 'unknown'}",
+        f"capacity    {capacity_phrase(cov)}",
     ]
     if brief:
         return details("Environment", code_block(_cut(line, MAX_ENV_LINE_CHARS) for line in lines))
