@@ -73,7 +73,11 @@ class SourceReader:
         self.events: list[pl.DataFrame] = []  # event rows, as the parser gave them
         # What the guess reads is condensed as it comes, like a spec's records, and dropped if a spec
         # claims the source after all.
-        self.guesser: SourceGuesser | None = SourceGuesser(source.name, list(plan.specs), list(plan.wrappers)) if plan.generic else None
+        # A Ray system log gives events only (RAY_SYSTEM_LOG): no records, and nothing to guess.
+        self.events_only = RAY_SYSTEM_LOG.search(source.spec) is not None
+        self.guesser: SourceGuesser | None = (
+            SourceGuesser(source.name, list(plan.specs), list(plan.wrappers)) if plan.generic and not self.events_only else None
+        )
         self.guessed_sink: RecordSink = Condenser() if plan.keep.condense else KeepEvery()
         self.guessed_records: list[pl.DataFrame] = []
         self.guessed_any = False
@@ -163,9 +167,9 @@ class SourceReader:
     # -- what it yielded ------------------------------------------------------------------------
 
     def records(self) -> pl.DataFrame | None:
-        """Every record read so far, one frame (condensed where the sink has binned). A Ray system
-        log yields none: its numbers are Ray's (RAY_SYSTEM_LOG), its events count."""
-        if RAY_SYSTEM_LOG.search(self.source.spec):
+        """Every record read so far, one frame (condensed where the sink has binned); none from a
+        source that gives events only."""
+        if self.events_only:
             return None
         read = [*self.kept, *self.sink.held(), *self.batch]
         pending = self._pending()[0]
@@ -194,8 +198,6 @@ class SourceReader:
 
     def guess_said(self) -> Guessed | None:
         """What the generic reader says of the source so far (its guess, once made)."""
-        if RAY_SYSTEM_LOG.search(self.source.spec):
-            return None
         if self.guessed is not None or self.guesser is None:
             return self.guessed
         return self.guesser.described() or self._pending()[1]
@@ -302,7 +304,7 @@ def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
             record_frames.append(frame)
         if (events := reader.event_frame()) is not None:
             event_frames.append(events)
-        if reader.guessed is not None and not RAY_SYSTEM_LOG.search(reader.source.spec):
+        if reader.guessed is not None:
             guessed.append(reader.guessed)
         summarised += reader.summarised()
     return tables_from(record_frames, event_frames, guessed, summarised)

@@ -44,12 +44,14 @@ def repeated_sources(records: pl.DataFrame) -> dict[str, list[str]]:
         if (repeats := _repeats(keyed, console, found)) is not None:
             found[console] = repeats
     # Ray's job driver: actors, not ranks; matched on step, timestamp and readings alone.
-    actors = records.filter(pl.col("step").is_not_null()).select(
-        pl.col("source").cast(pl.String), "step", *(["_seconds"] if "_seconds" in records.columns else []), *(pl.col(c).round(4) for c in values)
-    )
-    for driver in sorted(s for s in actors["source"].unique().to_list() if RAY_JOB_DRIVER.search(s) and s not in found):
-        if (repeats := _repeats(actors, driver, found)) is not None:
-            found[driver] = repeats
+    drivers = sorted(s for s in records["source"].cast(pl.String).unique().to_list() if RAY_JOB_DRIVER.search(s) and s not in found)
+    if drivers:
+        actors = records.filter(pl.col("step").is_not_null()).select(
+            pl.col("source").cast(pl.String), "step", *(["_seconds"] if "_seconds" in records.columns else []), *(pl.col(c).round(4) for c in values)
+        )
+        for driver in drivers:
+            if (repeats := _repeats(actors, driver, found)) is not None:
+                found[driver] = repeats
     return found
 
 
