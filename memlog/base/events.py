@@ -65,7 +65,7 @@ EVENT_KINDS: dict[str, EventKind] = {
               memory=True, cause=TEXT, tried=GIB),
         _kind("crash", "a process died of something else than a memory error: an NCCL watchdog timeout, a DataLoader "
               "worker killed by a signal, a C++ abort, a segmentation fault, a job cancelled by its scheduler", fatal=True,
-              cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT, node=TEXT, job=TEXT),
+              cause=TEXT, signal=TEXT, op=TEXT, timeout_ms=INT, seq=INT, pids=TEXT, rank=INT, node=TEXT, job=TEXT, error=TEXT),
         _kind("exception", "the final line of a Python traceback (the exception that ended it, quoted), where nothing of its "
               "process follows it", fatal=True, last_word=True,
               exception=TEXT, from_line=INT),

@@ -182,6 +182,36 @@ def test_a_viewers_line_numbers_are_taken_off(tmp_path):
     assert analyze([str(numbered)]).coverage["records"] == analyze([str(log)]).coverage["records"] > 0
 
 
+# The tail of a CUDA error as PyTorch prints it (C10_CUDA_CHECK), kept without the traceback's head,
+# and the NCCL watchdog's thread dying (torch 2.3+ wording, then <= 2.2): the process ends with them.
+CUDA_ERROR_TAIL = """[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
+[rank3]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+[rank3]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+[rank3]: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+"""
+WATCHDOG_THREAD_DIED = """[rank0]:[E1129 10:02:40.552101 1288 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+[rank0]:ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+[rank0]:Exception raised from checkForNCCLErrorsInternal at ../torch/csrc/distributed/c10d/NCCLUtils.cpp:275 (most recent call first):
+"""
+OLD_WATCHDOG_THREAD_DIED = (
+    "[rank2]:[E ProcessGroupNCCL.cpp:916] [Rank 2] NCCL watchdog thread terminated with exception: [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=44, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+    "600450 milliseconds before timing out.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tail", "said"),
+    [(CUDA_ERROR_TAIL, "an illegal memory access"), (WATCHDOG_THREAD_DIED, "watchdog thread"), (OLD_WATCHDOG_THREAD_DIED, "timed out")],
+    ids=["cuda-error-without-traceback-head", "watchdog-thread-died", "watchdog-thread-died-2.2"],
+)
+def test_a_run_ending_in_a_cuda_or_nccl_fatal_line_is_a_crash(tmp_path, tail, said):
+    healthy = "".join("[rank0]:" + step_line(step, loss=9 - step / 10, reserved_gib=40.0) + "\n" for step in range(1, 30))
+    code, report = judge(tmp_path, healthy + tail)
+    assert code == 1 and report["verdict"] == "crash", report["verdict"]
+    assert said in errors(report)["crash"], errors(report)
+
+
 def _write(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
