@@ -230,7 +230,7 @@ def analyze(
         raise nothing_found(sources, plan)
     report = judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric, command=command)
     if log_lines:
-        attach_log_lines(report)
+        attach_log_lines(report, own_lines=plan.parser().reads_alone)
     return report
 
 

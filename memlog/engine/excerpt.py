@@ -18,6 +18,7 @@ import polars as pl
 from memlog.base.errors import MemlogError
 from memlog.parse.unwrap import strip_escapes
 from memlog.read import spool
+from memlog.read.hardwrap import OwnLines
 from memlog.read.source import Source, read_chunks
 from memlog.report.report import Report
 
@@ -34,8 +35,9 @@ def evidence_lines(report: Report, max_lines: int = MAX_LINES) -> list[tuple[str
     return list(wanted)[:max_lines]
 
 
-def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> None:
-    """Fill `report.log_lines` with the text of the evidence lines (ANSI escapes removed, cut)."""
+def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS, own_lines: OwnLines | None = None) -> None:
+    """Fill `report.log_lines` with the text of the evidence lines (ANSI escapes removed, cut).
+    `own_lines`: the reading's (hardwrap.wrap_of), so that lines are joined as they were read."""
     by_source: dict[str, set[int]] = {}
     for source, line in evidence_lines(report, max_lines):
         by_source.setdefault(source, set()).add(line)
@@ -47,7 +49,7 @@ def attach_log_lines(report: Report, max_lines: int = MAX_LINES, max_chars: int 
         path = name if name != "<stdin>" and _regular_file(name) else spool.copy_of(name)
         if path is not None:
             try:
-                found = _read_lines(str(path), lines)
+                found = _read_lines(str(path), lines, own_lines)
             except (MemlogError, OSError):
                 found = {}  # moved or deleted since: fall back to what the parse kept
         for line in lines:
@@ -63,11 +65,11 @@ def _regular_file(path: str) -> bool:
         return False
 
 
-def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
+def _read_lines(path: str, wanted: set[int], own_lines: OwnLines | None) -> dict[int, str]:
     last = max(wanted)
     keep = sorted(wanted)
     found: dict[int, str] = {}
-    for chunk in read_chunks(Source(path)):
+    for chunk in read_chunks(Source(path), own_lines=own_lines):  # lines joined as they were read
         hits = chunk.filter(pl.col("line_no").is_in(keep)).with_columns(strip_escapes(pl.col("text")).alias("text"))
         for line_no, text in hits.iter_rows():
             found.setdefault(line_no, text)  # a `\r`-split line keeps its first piece

@@ -221,7 +221,7 @@ def scanned_chunks(sources: Sequence[Source], parser: ChunkParser, chunk_bytes: 
     def groups() -> Iterator[tuple[Source, list[Piece]]]:
         for source in sources:
             group: list[Piece] = []
-            for piece in read_pieces(source, chunk_bytes):
+            for piece in read_pieces(source, chunk_bytes, parser.reads_alone):
                 group.append(piece)
                 if len(group) >= (SPARSE_TOGETHER if together and density[0] < SPARSE_CANDIDATES else 1):
                     yield source, group

@@ -8,7 +8,7 @@ pattern's matches. Returns the matched rows; the caller accumulates them across 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -111,6 +111,15 @@ class ChunkParser:
 
     def __call__(self, lines: pl.DataFrame) -> Matches:
         return self.absorb(self.scan(lines))
+
+    def reads_alone(self, texts: Sequence[str]) -> list[bool]:
+        """Which of `texts` some record pattern reads as a line on its own (read/hardwrap.py asks:
+        a line a format reads is no piece of a longer line cut by a terminal)."""
+        lines = (
+            pl.DataFrame({"text": list(texts)}, schema={"text": pl.String}).with_row_index("line_no", offset=1).with_columns(pl.col("line_no").cast(pl.Int64))
+        )
+        read = {n for frame in self.scan(lines).records for n in frame["line_no"].to_list()}
+        return [n in read for n in range(1, len(texts) + 1)]
 
     def scan(self, lines: pl.DataFrame) -> Scan:
         return self.scan_together([lines])[0]

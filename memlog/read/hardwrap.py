@@ -16,6 +16,7 @@ joined line keeps the number of its first physical line.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -80,9 +81,14 @@ def _start(text: str) -> str:
     return _DIGITS.sub("0", text[:START_CHARS])
 
 
-def wrap_of(data: bytes) -> Wrap | RichRecords | None:
+# Which of some lines a loaded format reads on its own (the engine's parser: ChunkParser.reads_alone).
+OwnLines = Callable[[Sequence[str]], Sequence[bool]]
+
+
+def wrap_of(data: bytes, own_lines: OwnLines | None = None) -> Wrap | RichRecords | None:
     """How the start of a source was hard-wrapped, or None (module docstring); or the records of
-    rich's RichHandler, wrapped by it (read/richlog.py)."""
+    rich's RichHandler, wrapped by it (read/richlog.py). `own_lines`: which lines a format reads on
+    their own; when most of the would-be continuations are, the source is not wrapped."""
     lines = data[: 1 << 20].decode("utf-8", errors="replace").split("\n")[:SAMPLE_LINES]
     lines = [line.rstrip("\r") for line in lines]
     if len(lines) < 3:
@@ -105,6 +111,12 @@ def wrap_of(data: bytes) -> Wrap | RichRecords | None:
     if len(after_cut) > MAX_CONTINUED * len(lines):
         return None  # nearly every line would continue another: lines of one length, not a wrap
     starts = frozenset(_start(line) for i, line in enumerate(lines) if i not in after_cut)
-    if sum(_start(lines[i]) not in starts for i in after_cut) < MIN_CUTS:
+    continued = [lines[i] for i in sorted(after_cut) if _start(lines[i]) not in starts]
+    if len(continued) < MIN_CUTS:
+        return None
+    # A format's lines that are all one length and always followed by one other line (Megatron's
+    # iteration line, then its memory line) look cut by length alone: only what the lines say tells
+    # them apart. A terminal's cut leaves a piece no format reads as a line of its own.
+    if own_lines is not None and 2 * sum(own_lines(continued)) >= len(continued):
         return None
     return Wrap(width, starts, padded)

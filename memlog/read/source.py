@@ -218,7 +218,9 @@ class LineCutter:
     """Blocks of bytes re-cut into pieces of whole lines, numbered on from block to block; the
     unfinished last line is carried to the next block, and cut at MAX_LINE_BYTES."""
 
-    def __init__(self, next_line: int = 1) -> None:
+    def __init__(self, next_line: int = 1, own_lines: hardwrap.OwnLines | None = None) -> None:
+        """`own_lines`: which lines a loaded format reads on their own (hardwrap.wrap_of)."""
+        self.own_lines = own_lines
         self.carry = b""
         self.dropping = False  # inside an over-long line whose start was already kept
         self.next_line = next_line
@@ -235,7 +237,7 @@ class LineCutter:
         """The newline to cut at: before, not after, a line the next line continues (a hard wrap)."""
         if not self.decided:  # once enough lines were seen (watch may see a few lines first)
             self.first_lines += data[: min(cut + 1, hardwrap.ENOUGH_BYTES)]
-            self.wrap = hardwrap.wrap_of(self.first_lines)
+            self.wrap = hardwrap.wrap_of(self.first_lines, self.own_lines)
             self.numbered = numbered.numbered(self.first_lines)
             self.decided = len(self.first_lines) >= hardwrap.ENOUGH_BYTES or self.first_lines.count(b"\n") >= hardwrap.SAMPLE_LINES
             if self.decided:
@@ -296,11 +298,11 @@ class LineCutter:
             self.carry = b""
 
 
-def _whole_lines(blocks: Iterator[bytes], stats: ReadStats) -> Iterator[Piece]:
+def _whole_lines(blocks: Iterator[bytes], stats: ReadStats, own_lines: hardwrap.OwnLines | None = None) -> Iterator[Piece]:
     """Re-cut blocks so that each piece ends at a newline; cap the length of the carried tail.
     Reading stopped by damage: the line it begins in is the unfinished last line if there is one,
     else the line after the last complete one."""
-    cutter = LineCutter()
+    cutter = LineCutter(own_lines=own_lines)
     for block in blocks:
         yield from cutter.feed(block)
     if stats.damaged and stats.damage_located:
@@ -381,22 +383,22 @@ def _first_line_with(frame: pl.DataFrame, char: str) -> int:
     return int(frame.filter(pl.col("text").str.contains(char, literal=True))["line_no"][0])
 
 
-def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piece]:
+def read_pieces(source: Source, chunk_bytes: int = CHUNK_BYTES, own_lines: hardwrap.OwnLines | None = None) -> Iterator[Piece]:
     """The pieces of one source in file order; add each piece's stats to `source.stats` once it
-    has been through `to_frame`."""
+    has been through `to_frame`. `own_lines`: LineCutter's."""
     raw = _open(source.spec)
     if not spool.rereadable(source.spec):  # standard input, a FIFO: keep a copy for the evidence lines
         raw = spool.copied(source.name, raw)
     try:
-        yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes), source.stats)
+        yield from _whole_lines(_blocks(_maybe_gunzip(raw, source.stats), source.stats, chunk_bytes), source.stats, own_lines)
     finally:
         if sys.stdin is None or raw is not sys.stdin.buffer:
             raw.close()
 
 
-def read_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """Yield DataFrames of (line_no, text) for one source, chunk by chunk."""
-    for piece in read_pieces(source, chunk_bytes):
+def read_chunks(source: Source, chunk_bytes: int = CHUNK_BYTES, own_lines: hardwrap.OwnLines | None = None) -> Iterator[pl.DataFrame]:
+    """Yield DataFrames of (line_no, text) for one source, chunk by chunk (`own_lines`: LineCutter's)."""
+    for piece in read_pieces(source, chunk_bytes, own_lines):
         frame = to_frame(piece)
         source.stats.add(piece.stats)
         yield frame

@@ -66,7 +66,7 @@ class Follower:
         self.handle: BinaryIO | None = None
         self.file_id: tuple[int, int] | None = None
         self.position = 0
-        self.cutter = LineCutter()
+        self.cutter = LineCutter(own_lines=self.lines.parser.reads_alone)
         self.rotations = 0
         self.truncations = 0
         self.waiting_said = False
@@ -216,7 +216,7 @@ class Follower:
         if self.settle and time.time() - before.st_mtime < SETTLE_SECONDS:
             return False  # possibly still being compressed: read it once finished
         try:
-            self._absorb(read_pieces(self.source), workers=None)
+            self._absorb(read_pieces(self.source, own_lines=self.lines.parser.reads_alone), workers=None)
         except InputError:
             return False
         self.reader.finish()
@@ -232,7 +232,7 @@ class Follower:
         """The file was replaced or cut: what is left of the old one is finished; line numbers go on."""
         self._absorb(self.cutter.finish())
         self.lines.end_of_file()
-        self.cutter = LineCutter(self.cutter.next_line)
+        self.cutter = LineCutter(self.cutter.next_line, self.lines.parser.reads_alone)
         if why == "rotated":
             self.rotations += 1
             self._file.close()
@@ -286,7 +286,7 @@ class Follower:
         self._absorb(self.cutter.finish())
         self.reader.finish()
         self.ended = True
-        self.cutter = LineCutter(self.cutter.next_line)
+        self.cutter = LineCutter(self.cutter.next_line, self.lines.parser.reads_alone)
 
     def close(self) -> None:
         if self.handle is not None:

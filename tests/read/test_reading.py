@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memlog.engine.api import analyze
 from memlog.read import source as reading
 from memlog.read.source import Source, read_chunks
 
@@ -225,6 +226,48 @@ def test_lines_that_only_reach_a_formats_longest_length_are_no_hard_wrap():
     # The same lines cut by a terminal at 80 columns are a wrap.
     cut = [line[i : i + 80] for line in lines for i in range(0, len(line), 80)]
     assert hardwrap.wrap_of(("\n".join(cut) + "\n").encode()) is not None
+
+
+def test_a_formats_fixed_length_lines_each_followed_by_its_own_line_are_no_hard_wrap(tmp_path):
+    """Megatron's iteration line keeps one length for long stretches (fixed-width fields) and, with
+    --log-memory-interval, is always followed by the memory report: by lengths alone that is a wrap
+    (every longest line "continued" by a line that only ever follows it). The memory lines are lines
+    a format reads on their own, so they are not joined and the leak in them is read; the same log
+    cut by a terminal at 100 columns is still joined back and judged the same."""
+    from memlog.read import hardwrap
+    from tests.logwriters.megatron import iteration_line, report_memory
+
+    lines = []
+    for i in range(1, 41):
+        it = 10 * i
+        lines.append(
+            iteration_line(
+                iteration=it,
+                train_iters=10_000,
+                elapsed_ms=1234.5,
+                lr=3e-4,
+                global_batch_size=512,
+                consumed_samples=512 * it,
+                losses={"lm loss": 3.4 - i / 100},
+                loss_scale=1.0,
+                skipped=0,
+                nan=0,
+                grad_norm=0.873,
+            )
+        )
+        used = 20_000 + 97.0 * i
+        lines.append(
+            report_memory(f"(after {it} iterations)", allocated=used, max_allocated=used + 26_600, reserved=used + 31_000, max_reserved=used + 31_000, rank=0)
+        )
+    assert len({len(line) for line in lines[::2]}) == 1  # every iteration line one length: a wrap by lengths alone
+    log = tmp_path / "megatron.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert hardwrap.wrap_of(log.read_bytes()) is not None  # what lengths alone say (the reader asks further)
+    report = analyze([str(log)])
+    assert report.verdict == "leak", report.verdict
+    cut = tmp_path / "megatron-cut.log"
+    cut.write_text("".join(line[i : i + 100] + "\n" for line in lines for i in range(0, len(line), 100)))
+    assert analyze([str(cut)]).verdict == "leak"
 
 
 def test_workers_are_named_shortly_by_what_tells_them_apart():
