@@ -201,15 +201,38 @@ OLD_WATCHDOG_THREAD_DIED = (
 
 
 @pytest.mark.parametrize(
-    ("tail", "said"),
-    [(CUDA_ERROR_TAIL, "an illegal memory access"), (WATCHDOG_THREAD_DIED, "watchdog thread"), (OLD_WATCHDOG_THREAD_DIED, "timed out")],
-    ids=["cuda-error-without-traceback-head", "watchdog-thread-died", "watchdog-thread-died-2.2"],
+    ("tail", "verdict", "said"),
+    [
+        (CUDA_ERROR_TAIL, "crash", "an illegal memory access"),
+        (WATCHDOG_THREAD_DIED, "crash", "watchdog thread"),
+        (OLD_WATCHDOG_THREAD_DIED, "crash", "timed out"),
+        ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error\n", "crash", "NCCL call failed"),
+        ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n", "crash", "DataLoader worker"),
+        ("torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with exit code 1\n", "crash", "exit"),
+        ("command terminated with exit code 137\n", "crash", "SIGKILL"),
+        ("[rank0]: RuntimeError: CUDA driver error: out of memory\n", "oom", "device memory"),
+        ("[rank0]: RuntimeError: Triton Error [CUDA]: out of memory\n", "oom", "device memory"),
+        ("hipErrorOutOfMemory: out of memory\nERROR: Unexpected segmentation fault encountered in worker.\n", "oom", "device memory"),
+    ],
+    ids=[
+        "cuda-error-without-traceback-head",
+        "watchdog-thread-died",
+        "watchdog-thread-died-2.2",
+        "dist-backend-error",
+        "dataloader-bus-error",
+        "spawn-process-exited",
+        "kubectl-exec-137",
+        "cuda-driver-oom",
+        "triton-oom",
+        "hip-oom-then-worker-segfault",
+    ],
 )
-def test_a_run_ending_in_a_cuda_or_nccl_fatal_line_is_a_crash(tmp_path, tail, said):
+def test_a_run_ending_in_a_fatal_line_without_its_traceback_is_not_calm(tmp_path, tail, verdict, said):
+    """The last lines of a dead run as users paste them, often without the traceback's head."""
     healthy = "".join("[rank0]:" + step_line(step, loss=9 - step / 10, reserved_gib=40.0) + "\n" for step in range(1, 30))
     code, report = judge(tmp_path, healthy + tail)
-    assert code == 1 and report["verdict"] == "crash", report["verdict"]
-    assert said in errors(report)["crash"], errors(report)
+    assert code == 1 and report["verdict"] == verdict, report["verdict"]
+    assert said in errors(report)[verdict], errors(report)
 
 
 def _write(path: Path, lines: list[str]) -> Path:
