@@ -110,6 +110,33 @@ def test_a_step_within_an_epoch_counts_from_the_log_first_epoch(tmp_path, first,
     assert got[:2] == steps[:2] and steps[2] in got, got[:25]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Epoch [{e}/6], Step [{i}/{n}], Loss: 2.4000, GPU mem: {mem:.2f} GB",  # the PyTorch tutorials' print
+        "2025-04-02 10:00:00 INFO train.py:212 | epoch {e} | step {i}/{n} | loss 2.8980 | mem_alloc {mem:.2f}GB | 0.41s/it",
+    ],
+    ids=["tutorial-epoch-step", "epoch-bar-step"],
+)
+def test_a_step_counted_within_each_epoch_runs_on_across_epochs(tmp_path, line):
+    """The step printed within its epoch starts again at each epoch: not a restart of the run, and
+    the epoch is not the step. Memory that rises 1.5 GiB an epoch of 1,000 steps is a leak of 1.5
+    MiB a step, on one worker."""
+    n, lines = 1000, []
+    for e in range(1, 7):
+        for i in range(100, n + 1, 100):
+            lines.append(line.format(e=e, i=i, n=n, mem=18.0 + 1.5 * e + 0.0015 * i))
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    series = runner.invoke(app, ["series", str(log), "-o", "json"])
+    rows = json.loads(series.stdout)
+    assert [r["step"] for r in rows][:3] == [100, 200, 300] and rows[-1]["step"] == 6 * n
+    assert {r["worker"] for r in rows} == {"main"} and all(r["segment"] == 0 for r in rows)
+    report = analyze([str(log)])
+    leak = next(f for f in report.findings if f.rule == "memory-leak")
+    assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(1.5 / n, rel=0.1)
+
+
 def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
     """Lightning's CSVLogger writes each log call as a row of its own, the other cells empty:
     DeviceStatsMonitor's rows (at batch start and end) and the loss's row share a step. Each shape

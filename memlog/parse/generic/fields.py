@@ -45,8 +45,11 @@ COUNTERS = (
     Counter("a progress bar's `Epoch e: ... i/N`", rf"(?i:epoch)\s*(?P<epoch>\d+)\s*:\s*{BAR}(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
     Counter("a progress bar's `i/N`", rf"{BAR}(?P<step>[1-9]\d*)/\d+(?:\s|$)"),
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
+    # The PyTorch tutorials' `Epoch [e/E], Step [i/N]` (N: the loader's length), `epoch e | step i/N`:
+    # the step within the epoch, which starts again at each epoch (else each epoch reads as a restart).
     Counter(
-        "`epoch e/E ... it i/N`", r"(?i:epoch)\s*[:=]?\s*(?P<epoch>\d+)\s*/\s*\d+\W+(?i:it|iter|step|batch)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)"
+        "`epoch e[/E] ... step i/N`",
+        r"(?i:epoch)\s*[:=]?\s*\[?\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]?\W+(?i:it|iter|iteration|step|batch)\s*[:=]?\s*\[?\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)",
     ),
     # (`_step`: W&B's history rows, exported from the UI or the API; `current_steps`: LLaMA-Factory's trainer_log.jsonl)
     Counter(
