@@ -17,24 +17,54 @@ def is_sentinel(values: list[float], t) -> bool:
     )
 
 
+def placeholder_among_copies(copies: list, t) -> float | None:
+    """A placeholder printed at every step by some of the ranks whose lines carry no rank, read as
+    copies in print order (`main#1`...): when the ranks print in another order each step, no copy
+    holds it alone, but every step shows it beside the real loss."""
+    by_step: dict[int, list[float]] = {}
+    for s in copies:
+        for step, v in zip(s.steps, s.values):
+            by_step.setdefault(step, []).append(v)
+    if len(copies) < 2 or len(by_step) < t["min_points"]:
+        return None
+    every = set.intersection(*(set(vs) for vs in by_step.values()))
+    placeholders = sorted(v for v in every if is_sentinel([v] * t["min_points"], t))
+    if not placeholders or all(v == placeholders[0] for vs in by_step.values() for v in vs):
+        return None
+    return placeholders[0]
+
+
 def check(ctx, t) -> list[Finding]:
     losses = ctx.loss_series
     sentinel = [s for s in losses if is_sentinel(s.values, t)]
-    if not sentinel:
-        return []
+    if sentinel:
+        value = sentinel[0].values[0]
+    else:
+        copies = [s for s in losses if s.collided]
+        found_among = placeholder_among_copies(copies, t)
+        if found_among is None:
+            return []
+        value, sentinel = found_among, [s for s in copies if found_among in s.values]
     # The real loss is a rank's, or a copy's of a worker the log does not tell apart (unlabelled ranks).
     real = [s for s in losses if s not in sentinel and (s.rank is not None or s.collided)]
     labels = [ctx.label(s) for s in sentinel]
-    value = sentinel[0].values[0]
     asked = sorted({e.detail["loss_rank"] for e in ctx.tables.events_of("pp_loss_not_visible") if "loss_rank" in e.detail})
     msg = (
         f"Loss {value:g} on {workers_phrase(labels)} is the pipeline-parallel placeholder, not a real loss: only the last "
         "pipeline stage computes the loss, other stages log -1 (summed over gradient accumulation and data-parallel "
         "ranks in newer torchtitan, so -2, -4, -8 also occur)."
     )
-    if real:
-        last = real[0]
-        msg += f" The real loss is logged by {workers_phrase([ctx.label(s) for s in real])} (last value {last.values[-1]:.4f} at step {last.steps[-1]})."
+    # Untagged ranks read as copies in print order (`main#3`) mix placeholder and real lines when the
+    # ranks print in a different order each step: the real loss is then their last other value.
+    printing = real or [s for s in sentinel if s.collided]
+    found = [(step, v) for s in printing for step, v in zip(s.steps, s.values) if v != value]
+    mixed = any(v == value for s in printing for v in s.values)
+    if found:
+        step, last = max(found, key=lambda sv: sv[0])
+        who = "appears among the same lines" if not real else f"is logged by {workers_phrase([ctx.label(s) for s in real])}"
+        msg += f" The real loss {who} (last value {last:.4f} at step {step})."
+        if mixed:
+            msg += " The lines carry no rank and the ranks print in no fixed order: which rank prints the real loss cannot be told from this log."
     elif asked:
         msg += f" No logged rank shows the real loss; torchtitan names rank {asked[0]}: set LOG_RANK={','.join(str(r) for r in sorted({*(s.rank for s in sentinel if s.rank is not None), asked[0]}))}."
     else:
@@ -49,7 +79,7 @@ def check(ctx, t) -> list[Finding]:
             subject="loss",
             series=labels,
             ranks=[s.rank for s in sentinel],
-            observed={"sentinel_value": value, "points": sum(len(s) for s in sentinel)},
+            observed={"sentinel_value": value, "points": sum(v == value for s in sentinel for v in s.values)},
             evidence={
                 "sentinel_ranks": sorted({s.rank for s in sentinel if s.rank is not None}),
                 "real_loss_ranks": sorted({s.rank for s in real if s.rank is not None}),

@@ -108,6 +108,28 @@ class TestPipelineSentinel:
         assert "pp-sentinel-loss" in fired
         assert "LOG_RANK=0,4" in fired["pp-sentinel-loss"].message
 
+    def test_untagged_ranks_printing_in_any_order_never_give_the_placeholder_as_the_real_loss(self, tmp_path):
+        """8 ranks print untagged lines (srun without --tee), in a different order each step: they
+        are read as copies in print order, each mixing placeholder and real lines. The real loss the
+        message gives is a real one, and it says the ranks cannot be told apart."""
+        rng = random.Random(7)
+        lines = []
+        for step in range(1, 41):
+            losses = [-1.0] * 4 + [round(8.0 - step / 10, 4)] * 4
+            rng.shuffle(losses)
+            for loss in losses:
+                lines.append(
+                    f"[titan] 2025-09-12 10:00:{step % 60:02d},{rng.randint(100, 999)} - root - INFO - step: {step:2d}  loss: {loss:7.4f}  "
+                    f"grad_norm: {rng.uniform(0.3, 1.2):7.4f}  memory: 15.00GiB(18.96%)  tps: {rng.randint(5000, 7000):,}  tflops: 320.00  mfu: 32.00%"
+                )
+        log = tmp_path / "untagged.log"
+        log.write_text("\n".join(lines) + "\n")
+        report = analyze([str(log)])
+        message = next(f.message for f in report.findings if f.rule == "pp-sentinel-loss")
+        last = re.search(r"last value (-?[\d.]+) at step (\d+)", message)
+        assert last is not None and float(last[1]) == 4.0 and last[2] == "40", message
+        assert "cannot be told" in message
+
     def test_silent_on_real_or_fractional_negative_loss(self, tmp_path):
         _, fired = run(tmp_path, {0: [20.0] * 6})
         assert "pp-sentinel-loss" not in fired
