@@ -220,6 +220,18 @@ def test_rich_records_wrapped_over_several_lines_are_one_line_each():
     assert (rows[0]["step"], rows[0]["line_no"], rows[0]["mem_reserved_gib"]) == (10, 5, 22.52)
 
 
+def test_rich_records_of_two_ranks_behind_torchrun_labels_are_read_whole(tmp_path):
+    """torchrun's `[rankN]: ` before every line of two ranks' RichHandler records, their lines
+    alternating: each rank's records are joined (memlog/read/richlog.py), so the value wrapped onto
+    a record's next line (`mem_reserved` / `22.52 GB`) is read for every step of both ranks."""
+    lines = (GENERIC / "rich_handler_wrapped_stable.log").read_text().splitlines()
+    log = tmp_path / "ranks.log"
+    log.write_text("".join(f"[rank{r}]: {line}\n" for line in lines for r in (0, 1)))
+    rows = json.loads(runner.invoke(app, ["series", str(log), "-o", "json"]).stdout)
+    assert {r["worker"] for r in rows} == {"rank0", "rank1"} and len(rows) == 240
+    assert all(r["mem_reserved_gib"] is not None for r in rows) and {r["readings"] for r in rows} == {1}
+
+
 def test_maxtext_memstats_lines_are_one_worker_per_device_against_its_capacity():
     """MaxText prints `Using (GB) U / L (P%) on TPU_k(process=0,...)` for each local device after
     each `Memstats:` header: four devices, four workers (not four readings of one), each judged
