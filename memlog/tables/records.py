@@ -115,7 +115,13 @@ def worker_expr(columns: list[str]) -> pl.Expr:
         .then(pl.lit("pid=") + pid)
         .otherwise(pl.lit(None, dtype=pl.String))
     )
-    who = pl.when(col["device"].is_null()).then(who.fill_null(pl.lit("main"))).when(who.is_null()).then(col["device"]).otherwise(who + pl.lit("/") + col["device"])
+    who = (
+        pl.when(col["device"].is_null())
+        .then(who.fill_null(pl.lit("main")))
+        .when(who.is_null())
+        .then(col["device"])
+        .otherwise(who + pl.lit("/") + col["device"])
+    )
     return pl.when(col["node"].is_not_null()).then(col["node"] + pl.lit("/") + who).otherwise(who).alias("worker")
 
 
