@@ -102,24 +102,30 @@ class RichRecords:
         """(line_no, text) with each record's continuation lines joined to its first line (its
         label's last record's, when several streams interleave)."""
         text = pl.col("text").str.strip_chars_end(" \r")
-        head = text.str.extract_groups(HEAD)
-        more = text.str.extract_groups(self._continuation_regex())
-        start = sum(head.struct.field(g).str.len_chars() for g in ("label", "time", "level", "pad")) + 1 - self.indent
-        is_head = head.struct.field("label").is_not_null() & (start >= 0)
-        is_more = ~is_head & more.struct.field("label").is_not_null()
-        label = pl.when(is_head).then(text.str.slice(0, start)).when(is_more).then(more.struct.field("label"))
-        frame = frame.with_columns(
-            _head=is_head,
-            _more=is_more,
-            _stream=label.str.replace_all(TIMES, "T"),
-            _piece=pl.when(is_head).then(text.str.replace(PATH, "")).when(is_more).then(more.struct.field("rest")).otherwise(text),
+        # (each regex run once: an expression used twice is evaluated twice)
+        frame = frame.with_columns(_text=text).with_columns(
+            _h=pl.col("_text").str.extract_groups(HEAD), _m=pl.col("_text").str.extract_groups(self._continuation_regex())
         )
+        head, more = pl.col("_h").struct, pl.col("_m").struct
+        start = sum(head.field(g).str.len_chars() for g in ("label", "time", "level", "pad")) + 1 - self.indent
+        frame = frame.with_columns(_start=start).with_columns(_head=head.field("label").is_not_null() & (pl.col("_start") >= 0))
+        frame = frame.with_columns(_more=~pl.col("_head") & more.field("label").is_not_null())
+        label = pl.when(pl.col("_head")).then(pl.col("_text").str.slice(0, pl.col("_start"))).when(pl.col("_more")).then(more.field("label"))
+        frame = frame.with_columns(
+            _stream=label.str.replace_all(TIMES, "T"),
+            _piece=pl.when(pl.col("_head"))
+            .then(pl.col("_text").str.replace(PATH, ""))
+            .when(pl.col("_more"))
+            .then(more.field("rest"))
+            .otherwise(pl.col("_text")),
+        ).drop("_h", "_m", "_text", "_start")
         # Each line of a stream belongs to the stream's last record so far; a line of no record, or
         # a continuation with no first line before it in the piece, stands alone.
-        record = pl.col("_head").cast(pl.Int64).cum_sum().over("_stream")
-        frame = frame.with_columns(_record=record)
+        streams = frame["_stream"].drop_nulls().unique()
+        record = pl.col("_head").cast(pl.Int64).cum_sum()
+        frame = frame.with_columns(_record=record.over("_stream") if len(streams) > 1 else record)
         joined = (pl.col("_head") | pl.col("_more")) & (pl.col("_record") > 0)
-        frame = frame.with_columns(_group=pl.when(joined).then(pl.col("_stream")).otherwise(pl.lit(None, dtype=pl.String)))
+        frame = frame.with_columns(_group=pl.when(joined).then(pl.col("_stream").cast(pl.Categorical).to_physical()).otherwise(-1))
         frame = frame.with_columns(_record=pl.when(joined).then(pl.col("_record")).otherwise(-pl.col("line_no")))
         return (
             frame.group_by("_group", "_record", maintain_order=True)
