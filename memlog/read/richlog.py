@@ -34,6 +34,7 @@ TIMES = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\d\d:\d\d:\d\d(?:[.,]\
 _TIMES = re.compile(TIMES)
 MIN_RECORDS = 3  # wrapped records seen before a source is taken as rich's
 BACK_LINES = 256  # lines looked back over for the records still open where a piece is cut
+MIN_REACH = 4  # a stream's last line this close to a cut may have its record go on after it
 
 
 def _stream(label: str) -> str:
@@ -81,6 +82,7 @@ class RichRecords:
         first_of: dict[str, int] = {}  # each stream's open record: the index of its first line (-1: before the window)
         spans: list[tuple[int, int]] = []  # (index of a record's first line, of its last line)
         last: dict[str, int] = {}
+        gap = 1  # the most lines of other streams seen between two lines of one record, plus one
         for i, (_, found) in enumerate(lines):
             if found is None:
                 continue
@@ -91,11 +93,20 @@ class RichRecords:
                 first_of[stream] = i
             elif stream not in first_of:
                 first_of[stream] = -1
+            else:
+                gap = max(gap, i - last[stream])
             last[stream] = i
-        spans += [(first, len(lines)) for first in first_of.values()]
-        for i in range(len(lines), 0, -1):
-            if not any(first < i <= final for first, final in spans):
-                return cut if i == len(lines) else lines[i][0] - 1
+        # Each stream's last record may go on in the next block; where no cut is left so, only those
+        # whose last line is as near the cut as a record's lines lie apart (not a rank that stopped
+        # logging after a one-line record at the window's start).
+        reach = max(MIN_REACH, 2 * gap)
+        for near in (len(lines), reach):
+            ends = [(first, len(lines) if len(lines) - last[stream] <= near else last[stream]) for stream, first in first_of.items()]
+            for i in range(len(lines), 0, -1):
+                if not any(first < i <= final for first, final in spans + ends):
+                    return cut if i == len(lines) else lines[i][0] - 1
+            if end <= 0 and near == len(lines) and cut <= limit:
+                return -1  # a record open since the first line held: all of it waits for the next block
         return cut
 
     def join(self, frame: pl.DataFrame) -> pl.DataFrame:

@@ -292,3 +292,25 @@ def test_records_held_back_to_the_end_add_no_line(tmp_path):
     frame, source = lines_of(RICH)
     assert source.stats.lines == len(RICH.read_text().splitlines())
     assert frame["text"][-1] != "" and frame["line_no"].max() < source.stats.lines + 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.booleans(), min_size=40, max_size=400), st.integers(min_value=3000, max_value=40000))
+def test_interleaved_rich_records_are_never_cut_in_two(tmp_path_factory, turns, chunk):
+    """However two ranks' labelled lines interleave (`turns`: whose line comes next) and wherever a
+    block ends, each rank's records come out whole (richlog.RichRecords.settle cuts where no record
+    of any label is open)."""
+    bare = _rich_records(RICH)
+    lines = RICH.read_text().splitlines()
+    queues = [[f"[rank{r}]: {line}" for line in lines] for r in (0, 1)]
+    out = []
+    for turn in turns * (2 * len(lines) // len(turns) + 1):
+        if queues[turn]:
+            out.append(queues[turn].pop(0))
+    out += queues[0] + queues[1]
+    log = tmp_path_factory.mktemp("rich") / "ranks.log"
+    log.write_text("\n".join(out) + "\n")
+    records = _rich_records(log, chunk)
+    for r in (0, 1):
+        mine = f"[rank{r}]: "
+        assert [(t + " ")[len(mine) :].rstrip(" ") for t in records if (t + " ").startswith(mine)] == bare, r
