@@ -86,7 +86,7 @@ METRIC_COLUMNS: dict[str, str] = {
 }
 
 # Identity columns of every record, in output order.
-ID_COLUMNS: tuple[str, ...] = ("source", "worker", "rank", "node", "actor", "pid", "ip", "format", "kind", "step", "line_no", "ts")
+ID_COLUMNS: tuple[str, ...] = ("source", "worker", "rank", "node", "actor", "pid", "ip", "device", "format", "kind", "step", "line_no", "ts")
 
 ALL_VALUE_COLUMNS: tuple[str, ...] = tuple(MEMORY_COLUMNS) + tuple(METRIC_COLUMNS)
 

@@ -29,7 +29,7 @@ from memlog.read.source import CHUNK_BYTES, Source
 from memlog.report.report import Report, ordered, series_views
 from memlog.tables.capacity import find_capacities
 from memlog.tables.condense import Summarised
-from memlog.tables.records import Keep
+from memlog.tables.records import Keep, device_hosts
 from memlog.tables.series import worker_names
 from memlog.tables.tables import Tables
 
@@ -84,8 +84,10 @@ def merged_steps(records: pl.DataFrame) -> pl.DataFrame:
 
 def workers_of(records: pl.DataFrame) -> list[str]:
     """Every worker once, named as the series name it (tables.series.worker_names): four per-rank
-    files that do not name their rank are four workers, not one `main`."""
-    return sorted(worker_names(records).values())
+    files that do not name their rank are four workers, not one `main`; a process printing a line
+    per device is its devices (records.device_hosts)."""
+    hosts = device_hosts(records)
+    return sorted(name for pair, name in worker_names(records).items() if pair not in hosts)
 
 
 def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) -> list[int]:

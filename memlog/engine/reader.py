@@ -129,6 +129,7 @@ class SourceReader:
                 self.guesser = None
         self.events += last.events
         if self.guesser is not None:
+            self.guesser.claimed({n for frame in last.events for n in frame["line_no"].to_list()})
             found, self.guessed = self.guesser.finish()
             if found:
                 self._guessed(found)

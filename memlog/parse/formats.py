@@ -33,7 +33,8 @@ from memlog.parse.wrappers import node_with_task
 # Named groups a record pattern may use besides the canonical value columns: the step, and who
 # printed the line when the line itself says it (Megatron's `[Rank N]`), which wins over a prefix's.
 # A value group `X` may be followed by a group `X_unit` holding its printed unit (`MiB`, `GB`).
-IDENTITY_GROUPS = {"rank": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64}
+# `device`: the device a line reads, when one process prints a line per device (MaxText's `on TPU_0(...)`).
+IDENTITY_GROUPS = {"rank": pl.Int64, "node": pl.String, "actor": pl.String, "pid": pl.Int64, "device": pl.String}
 # A step counted within an epoch (`Epoch [3][1200/7330]`) is made global by the epoch and the
 # epoch's length: step = epoch * epoch_len + step, so the counter never goes back at an epoch end.
 EPOCH_GROUPS = ("epoch", "epoch_len")
@@ -145,10 +146,9 @@ class LinePattern:
         scratch = ["_m", *(f"_f{i}" for i, _ in fields)]
         # Who printed the line, when the line says it, wins over what its prefix said; a launcher's
         # task number that stood in for the rank (srun: unwrap.Unwrapper) then names the node.
-        named = {
-            g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items() if (exprs := sources.pop(g, None)) is not None and g in hits.columns
-        }
-        identity = {g: pl.coalesce(expr, pl.col(g)) for g, expr in named.items()}
+        named = {g: pl.coalesce(exprs).cast(t, strict=False) for g, t in IDENTITY_GROUPS.items() if (exprs := sources.pop(g, None)) is not None}
+        # (a prefix names no device: only the line does)
+        identity = {g: pl.coalesce(expr, pl.col(g)) if g in hits.columns else expr for g, expr in named.items()}
         if "rank" in named and {"_task", "node"} <= set(hits.columns):
             # `task1`, or under a node label `gpu-a07/task1`: never the name of the lines whose rank is the task.
             node = identity.get("node", pl.col("node"))

@@ -292,8 +292,10 @@ class LineCutter:
     def finish(self) -> Iterator[Piece]:
         """The end of the input: an unfinished last line is still a line."""
         if self.carry:
-            lines = self.carry.count(b"\n") + 1  # more than one when hard-wrapped lines were held back
-            yield Piece(self.carry + b"\n", self.next_line, ReadStats(lines=lines), self.wrap, self.numbered)
+            # More than one when hard-wrapped lines were held back; those end in their newline.
+            ended = self.carry.endswith(b"\n")
+            lines = self.carry.count(b"\n") + (not ended)
+            yield Piece(self.carry if ended else self.carry + b"\n", self.next_line, ReadStats(lines=lines), self.wrap, self.numbered)
             self.next_line += lines
             self.carry = b""
 

@@ -35,10 +35,10 @@ from memlog.base.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS, MEMORY_COLUMN
 from memlog.base.keys import group_key
 
 # Text columns with a few distinct values repeated on every record: categorical while building.
-LABEL_COLUMNS = ("source", "worker", "kind", "format", "pattern", "node", "actor", "ip")
+LABEL_COLUMNS = ("source", "worker", "kind", "format", "pattern", "node", "actor", "ip", "device")
 # Who printed a line beyond its rank: the node (a launcher's host label), Ray's actor name, pid and
-# node IP, absent from most logs.
-OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical}
+# node IP, and the device a line reads when a process prints one line per device; absent from most logs.
+OPTIONAL_LABELS = {"node": pl.Categorical, "actor": pl.Categorical, "pid": pl.Int64, "ip": pl.Categorical, "device": pl.Categorical}
 # A worker whose step lines come twice (or more) with different values at this share of its steps
 # is several processes under one name (step 3 of build_records).
 COLLIDED_SHARE = 0.5
@@ -100,8 +100,9 @@ def steps_read(records: pl.DataFrame) -> pl.Expr:
 
 def worker_expr(columns: list[str]) -> pl.Expr:
     """A readable name for the process that printed a line, unique per process: its node (when a
-    launcher names one) and its rank, else its Ray actor (name, pid, node IP), else its pid."""
-    col = {c: pl.col(c) if c in columns else pl.lit(None, dtype=pl.String) for c in ("node", "actor", "ip")}
+    launcher names one) and its rank, else its Ray actor (name, pid, node IP), else its pid; then
+    the device the line reads, when the process prints a line per device (`TPU_0`, `rank0/cuda:1`)."""
+    col = {c: pl.col(c).cast(pl.String) if c in columns else pl.lit(None, dtype=pl.String) for c in ("node", "actor", "ip", "device")}
     pid = pl.col("pid").cast(pl.String) if "pid" in columns else pl.lit(None, dtype=pl.String)
     actor = col["actor"] + pl.when(pid.is_not_null()).then(pl.lit(" pid=") + pid).otherwise(pl.lit(""))
     actor = actor + pl.when(col["ip"].is_not_null()).then(pl.lit(", ip=") + col["ip"]).otherwise(pl.lit(""))
@@ -112,9 +113,31 @@ def worker_expr(columns: list[str]) -> pl.Expr:
         .then(actor)
         .when(pid.is_not_null())
         .then(pl.lit("pid=") + pid)
-        .otherwise(pl.lit("main"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    who = (
+        pl.when(col["device"].is_null())
+        .then(who.fill_null(pl.lit("main")))
+        .when(who.is_null())
+        .then(col["device"])
+        .otherwise(who + pl.lit("/") + col["device"])
     )
     return pl.when(col["node"].is_not_null()).then(col["node"] + pl.lit("/") + who).otherwise(who).alias("worker")
+
+
+def device_hosts(records: pl.DataFrame) -> set[tuple[str, str]]:
+    """The (source, worker) pairs that are the processes driving device workers (`main` beside
+    `TPU_0`..`TPU_3`, `rank0` beside `rank0/cuda:0`): the lines they print without a device (the
+    loss) are theirs, but they are not workers beside their devices."""
+    if "device" not in records.columns or records.is_empty():
+        return set()
+    devices = records.filter(pl.col("device").is_not_null()).select("source", "worker", "device").unique()
+    hosts = set()
+    for source, worker, device in devices.iter_rows():
+        process = str(worker)[: -len(str(device))].rstrip("/") if str(worker).endswith(str(device)) else None
+        if process is not None:
+            hosts.add((str(source), process or "main"))
+    return hosts
 
 
 def with_seconds(records: pl.DataFrame) -> pl.DataFrame:
@@ -431,7 +454,7 @@ def _readings(frame: pl.DataFrame) -> pl.DataFrame:
         steps=pl.when(group_key(frame, keys).is_first_distinct()).then(pl.col("steps")).otherwise(0),
     )
     frame = frame.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in OPTIONAL_LABELS.items() if c not in frame.columns)
-    firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "format") if c in frame.columns]
+    firsts = [c for c in ("rank", "node", "actor", "pid", "ip", "device", "format") if c in frame.columns]
     timed = "ts" if "ts" in frame.columns else "_seconds"  # the logger's text, or as seconds (Keep)
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]

@@ -245,3 +245,97 @@ def test_rich_records_wrapped_over_several_lines_are_one_line_each():
     rows = json.loads(series.stdout)
     assert len(rows) == 120 and all(r["mem_reserved_gib"] is not None and r["mem_allocated_gib"] is not None for r in rows)
     assert (rows[0]["step"], rows[0]["line_no"], rows[0]["mem_reserved_gib"]) == (10, 5, 22.52)
+
+
+def test_rich_records_of_two_ranks_behind_torchrun_labels_are_read_whole(tmp_path):
+    """torchrun's `[rankN]: ` before every line of two ranks' RichHandler records, their lines
+    alternating: each rank's records are joined (memlog/read/richlog.py), so the value wrapped onto
+    a record's next line (`mem_reserved` / `22.52 GB`) is read for every step of both ranks."""
+    lines = (GENERIC / "rich_handler_wrapped_stable.log").read_text().splitlines()
+    log = tmp_path / "ranks.log"
+    log.write_text("".join(f"[rank{r}]: {line}\n" for line in lines for r in (0, 1)))
+    rows = json.loads(runner.invoke(app, ["series", str(log), "-o", "json"]).stdout)
+    assert {r["worker"] for r in rows} == {"rank0", "rank1"} and len(rows) == 240
+    assert all(r["mem_reserved_gib"] is not None for r in rows) and {r["readings"] for r in rows} == {1}
+
+
+def test_maxtext_memstats_lines_are_one_worker_per_device_against_its_capacity():
+    """MaxText prints `Using (GB) U / L (P%) on TPU_k(process=0,...)` for each local device after
+    each `Memstats:` header: four devices, four workers (not four readings of one), each judged
+    against the `/ L` its line prints. The process printing the loss is their host, not a fifth."""
+    report = analyze([str(GENERIC / "maxtext_memstats_per_step_leak.log")])
+    assert report.coverage["workers"] == ["TPU_0", "TPU_1", "TPU_2", "TPU_3"], report.coverage["workers"]
+    assert report.coverage["capacity"]["device_gib"] == 30.75, report.coverage["capacity"]
+    assert report.coverage["capacity"]["device_from"] == "device total in the memory lines"
+    (leak,) = [f for f in report.findings if f.rule == "memory-leak"]
+    assert all(f"TPU_{k}" in leak.message for k in range(4)) and "30.75 GiB device capacity" in leak.message, leak.message
+
+
+def _per_device_log(path: Path, line, leaking: int = 2, devices: int = 4, prefix=lambda k: "") -> Path:
+    """60 steps of a step line, then a memory line per device (`line(k, used)`); one device leaks."""
+    out = []
+    for step in range(60):
+        out.append(f"{prefix(0)}step {step} | loss {5 - step * 0.01:.3f}")
+        for k in range(devices):
+            used = 10.0 + (0.05 * step if k == leaking else 0.001 * (step % 3))
+            out.append(prefix(k) + line(k, used))
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        (lambda k, used: f"GPU {k}: memory {used:.2f} GB / 80.00 GB", [f"GPU {k}" for k in range(4)]),
+        (lambda k, used: f"mem allocated {used:.2f}GiB on cuda:{k}", [f"cuda:{k}" for k in range(4)]),
+        (lambda k, used: f"\tUsing (GB) {used:.2f} / 80.0 ({used / 80:%}) on TPU_{k}(process=0,({k % 2},{k // 2},0,0))", [f"TPU_{k}" for k in range(4)]),
+    ],
+    ids=["GPU k:", "cuda:k", "TPU_k(...)"],
+)
+def test_a_device_named_on_each_reading_line_is_its_worker_and_a_leak_names_it(tmp_path, line, names):
+    report = analyze([str(_per_device_log(tmp_path / "run.log", line))])
+    assert report.coverage["workers"] == names, report.coverage
+    (leak,) = [f for f in report.findings if f.rule == "memory-leak"]
+    assert names[2] in leak.message and not any(n in leak.message for n in names[:2] + names[3:]), leak.message
+    assert "a worker per device" in report.coverage["guessed"][0]["mapping"]
+
+
+def test_devices_of_several_processes_are_named_under_each_process(tmp_path):
+    """srun's `N: ` names the process; each prints its own devices: `rank1/TPU_5`."""
+    text = (GENERIC / "maxtext_memstats_per_step_leak.log").read_text().splitlines()
+    out = []
+    for line in text:
+        out.append("0: " + line)
+        if " on TPU_" in line:
+            out.append("1: " + line.replace("TPU_", "TPU_1").replace("process=0", "process=1"))
+        elif line.startswith("completed"):
+            out.append("1: " + line)
+    (log := tmp_path / "two.log").write_text("\n".join(out) + "\n")
+    report = analyze([str(log)])
+    assert report.coverage["workers"] == [f"rank{p}/TPU_{'1' if p else ''}{k}" for p in (0, 1) for k in range(4)], report.coverage["workers"]
+    assert report.coverage["ranks"] == [0, 1]
+
+
+def test_one_device_named_on_every_line_is_no_worker_label(tmp_path):
+    """A process naming its one device (`cuda:0` on every line) is one worker, as before."""
+    report = analyze([str(_per_device_log(tmp_path / "run.log", lambda k, used: f"mem allocated {used:.2f}GiB on cuda:0", devices=1, leaking=0))])
+    assert report.coverage["workers"] == ["main"], report.coverage
+    assert report.verdict == "leak"
+
+
+@pytest.mark.parametrize(
+    ("line", "capacity"),
+    [
+        ("\tUsing (GB) 3.12 / 30.75 (10.146341%) on TPU_0(process=0,(0,0,0,0))", 30.75),
+        ("step 3 mem 3.1/80.0G tokens/s 4000", 80.0),
+        # a rate's `/` and a counter's `i/N` are no totals
+        ("completed step: 1, seconds: 0.524, TFLOP/s/device: 331.197, loss: 10.705", None),
+        ("  38/299  15.3G  1.2  640", None),
+    ],
+)
+def test_the_number_after_a_memory_value_slash_is_its_total(line, capacity):
+    totals = [f for f in fields(line) if f.form == "total"]
+    assert [f.value for f in totals] == ([capacity] if capacity else []), fields(line)
+    if capacity:
+        meaning = meaning_of(totals[0].key, totals[0].unit or "GB")
+        assert meaning is not None and meaning.column(False) == "mem_capacity_gib"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -291,3 +292,68 @@ def test_workers_are_named_shortly_by_what_tells_them_apart():
         "b/train.log:main",
         "c/train.log:main",
     ]
+
+
+RICH = Path(__file__).resolve().parents[2] / "sample_logs" / "generic" / "rich_handler_wrapped_stable.log"
+
+
+def _rich_records(path, chunk_bytes: int = 1 << 20) -> list[str]:
+    return [t for chunk in read_chunks(Source(str(path)), chunk_bytes=chunk_bytes) for t in chunk["text"].to_list()]
+
+
+@pytest.mark.parametrize("label", ["[rank{r}]: ", " {r}: ", "worker-{r}: ", "[1,{r}]<stdout>:", "> {r}: "])
+def test_rich_records_behind_launcher_labels_are_joined_per_label(tmp_path, label):
+    """RichHandler's records wrapped over several lines (memlog/read/richlog.py), relayed by a launcher
+    that labels each line: two ranks' lines alternating, one by one, are joined per label into the
+    records each rank logged, across chunk boundaries too."""
+    bare = _rich_records(RICH)
+    lines = RICH.read_text().splitlines()
+    log = tmp_path / "ranks.log"
+    log.write_text("".join(label.format(r=r) + line + "\n" for line in lines for r in (0, 1)))
+    for chunk_bytes in (2000, 4096, 1 << 20):
+        records = _rich_records(log, chunk_bytes)
+        for r in (0, 1):
+            mine = label.format(r=r)
+            # (a blank line keeps its label, its trailing blank dropped as every line's is)
+            assert [(t + " ")[len(mine) :].rstrip(" ") for t in records if (t + " ").startswith(mine)] == bare, (chunk_bytes, r)
+        assert len(records) == 2 * len(bare)
+
+
+def test_rich_records_behind_a_timestamp_per_line_are_joined(tmp_path):
+    """kubectl's `--timestamps` differ on every line of one stream: still one stream."""
+    bare = _rich_records(RICH)
+    lines = RICH.read_text().splitlines()
+    log = tmp_path / "pod.log"
+    log.write_text("".join(f"2025-09-12T02:{i // 600 % 60:02d}:{i // 10 % 60:02d}.{i * 7919 % 10**9:09d}Z {line}\n" for i, line in enumerate(lines)))
+    records = _rich_records(log, 4096)
+    assert [t[31:] for t in records] == bare
+
+
+def test_records_held_back_to_the_end_add_no_line(tmp_path):
+    """The cutter holds a rich record (or hard-wrapped lines) back until the next block; at the end
+    of the file those lines already end in their newline: no empty line is added after them."""
+    frame, source = lines_of(RICH)
+    assert source.stats.lines == len(RICH.read_text().splitlines())
+    assert frame["text"][-1] != "" and frame["line_no"].max() < source.stats.lines + 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.booleans(), min_size=40, max_size=400), st.integers(min_value=3000, max_value=40000))
+def test_interleaved_rich_records_are_never_cut_in_two(tmp_path_factory, turns, chunk):
+    """However two ranks' labelled lines interleave (`turns`: whose line comes next) and wherever a
+    block ends, each rank's records come out whole (richlog.RichRecords.settle cuts where no record
+    of any label is open)."""
+    bare = _rich_records(RICH)
+    lines = RICH.read_text().splitlines()
+    queues = [[f"[rank{r}]: {line}" for line in lines] for r in (0, 1)]
+    out = []
+    for turn in turns * (2 * len(lines) // len(turns) + 1):
+        if queues[turn]:
+            out.append(queues[turn].pop(0))
+    out += queues[0] + queues[1]
+    log = tmp_path_factory.mktemp("rich") / "ranks.log"
+    log.write_text("\n".join(out) + "\n")
+    records = _rich_records(log, chunk)
+    for r in (0, 1):
+        mine = f"[rank{r}]: "
+        assert [(t + " ")[len(mine) :].rstrip(" ") for t in records if (t + " ").startswith(mine)] == bare, r

@@ -24,6 +24,7 @@ _NUMBER_PARTS = re.compile(rf"(?P<num>{NUM})(?:[ \t]?(?P<unit>{UNIT}))?$")
 # Where one field ends and the next begins.
 _SEPARATOR = re.compile(r"[,|;{}\t]| - |\s{2,}|\]\s*\[|\]\s|\)\s")
 _KEY_CHARS = re.compile(r"[^\w()./%-]+")
+_SLASH = re.compile(r"[ \t]*/[ \t]*")
 _UNIT_PAREN = re.compile(r"\((?:[KMGTP]i?B|bytes)\)\s$")
 
 
@@ -88,8 +89,10 @@ class Field:
     unit: str | None
     start: int  # where the value is in the line
     end: int
-    form: str  # "kv": key then value; "vk": value then key (`4.21 loss`); "quoted": `'key': value`
+    form: str  # "kv": key then value; "vk": value then key (`4.21 loss`); "quoted": `'key': value`;
+    # "total": the number after a value's `/` (`Using (GB) 3.09 / 30.75`), the size that value is of
     quoted: str = ""  # the quote character around a quoted key
+    of: str = ""  # for a "total": the key of the value before the `/`
 
 
 def _clean_key(text: str) -> tuple[str, str]:
@@ -125,6 +128,15 @@ def fields(text: str) -> list[Field]:
         except ValueError:
             continue
         before = text[boundary : match.start()]
+        unit = parts["unit"]
+        end = match.end()
+        if found and found[-1].end == boundary and _SLASH.fullmatch(before):
+            # `used / total` (MaxText's `Using (GB) 3.09 / 30.75`, `mem 3.1/80 GB`): the second
+            # number is what the first is of, read as a capacity when the first is memory (shape.py).
+            of = found[-1].key
+            found.append(Field(f"{of} / total", value, unit, match.start(), end, "total", of=of))
+            boundary = end
+            continue
         cut = max((m.end() for m in _SEPARATOR.finditer(before) if not _inside_key(before, m)), default=0)
         # A quoted key keeps its separators: `'memory(GiB)': 75.2`, `"train/loss": 1.2`.
         quoted_key = re.search(r"(['\"])([\w ()\[\]./%+-]{1,80})\1\s*:\s*['\"]?$", before)
@@ -133,8 +145,6 @@ def fields(text: str) -> list[Field]:
         else:
             key, quote = _clean_key(before[cut:])
             form = "kv"
-        unit = parts["unit"]
-        end = match.end()
         if not key or not re.search(r"[A-Za-z]", key):
             # `4.21 loss`, `1454.57 GB used`: the words after the value name it.
             nxt = numbers[i + 1].start() if i + 1 < len(numbers) else len(text)
@@ -147,6 +157,21 @@ def fields(text: str) -> list[Field]:
         found.append(Field(key, value, unit, match.start(), end, form, quote))
         boundary = end
     return found
+
+
+# A device named on a reading's line: whose reading it is when one process prints a line per device
+# (MaxText's `on TPU_0(process=0,(0,0,0,0))`, JAX's `cuda:1`, `GPU 3:`, `[npu:2]`), as printed.
+DEVICE = r"(?:^|[^\w:/])(?P<device>(?i:tpu|gpu|cuda|npu|xpu|hpu|mlu|mps|tfrt_cpu)[_: ]?\d+)(?:[^\w.]|$)"
+_DEVICE = re.compile(DEVICE)
+_UNIT_AFTER = re.compile(rf"\s*{UNIT}(?![A-Za-z])")
+
+
+def device_label(text: str) -> str | None:
+    """The device a line names, unless its number is a size (`GPU 24 GB`)."""
+    match = _DEVICE.search(text)
+    if match is None or _UNIT_AFTER.match(text, match.end("device")):
+        return None
+    return match["device"]
 
 
 # Logger prefixes no built-in spec strips, tried on the sample: a timestamp with a level, in the

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.parse.generic.fields import BARS, COUNTERS, GENERIC_PREFIXES, Field, counter_step, fields
+from memlog.parse.generic.fields import BARS, COUNTERS, DEVICE, GENERIC_PREFIXES, Field, counter_step, device_label, fields
 from memlog.parse.generic.mapping import meaning_of
 from memlog.parse.generic.shape import MIN_REPEATS, Column, Pattern, columns_of
 from memlog.parse.generic.table import SPEC_NUM, SPEC_UNIT, find_table, table_literal, table_patterns, table_regex
@@ -59,6 +59,8 @@ class Guess:
             else:
                 step = "step from the step line before"
             cols = [c.text for c in p.columns]
+            if p.devices:
+                cols.append("a worker per device the lines name (`" + "`, `".join(p.devices[:2]) + "`...)")
             if p.interleaved:
                 cols.append(f"{p.interleaved} writers taking turns told apart by the lines' repeating order (guessed)")
             parts.append(f"{step}: " + ", ".join(cols) if cols else step)
@@ -187,6 +189,16 @@ def _by_keys(idx: list[int], parsed: list[list[Field]]) -> list[list[int]]:
     return [sorted(lines + (rest if n == 0 else [])) for n, (_, lines) in enumerate(shapes)]
 
 
+def _devices(p: Pattern) -> list[str]:
+    """The devices a pattern's lines name, when nearly every line names one and they name several:
+    one process printing a line per device (MaxText's `Using (GB) ... on TPU_k(...)`), each device
+    a worker of its own. A device named alone (each rank's own `cuda:0`) tells no lines apart."""
+    labels = [device_label(text) for _, text in p.lines]
+    named = [label for label in labels if label is not None]
+    distinct = sorted(set(named), key=named.index)
+    return distinct if len(named) >= 0.9 * len(labels) and len(distinct) >= 2 else []
+
+
 def guess(sample: list[str]) -> Guess:
     """Learn the patterns of a sample of unwrapped lines (module docstring)."""
     # A CSV's header and rows are as wide as its columns (Lightning's DeviceStatsMonitor: 247 of them).
@@ -235,6 +247,8 @@ def guess(sample: list[str]) -> Guess:
             first = _first_epoch(counter, texts)
             for cols, lines in _one_key_a_line(idx, parsed, columns) if counter is not None else [(columns, idx)]:
                 candidates.append(Pattern(name, common, counter, cols, [(i, sample[i]) for i in lines], first_epoch=first))
+    for p in candidates:
+        p.devices = _devices(p)
     stepped = [p for p in candidates if p.counter is not None and len(p.lines) >= MIN_REPEATS]
     valued = [p for p in candidates if p.columns and len(p.lines) >= MIN_REPEATS]
     seen_values = any(meaning_of(k, None) for k in set(result.keys_seen))
@@ -278,6 +292,8 @@ def _field_regex(col: Column) -> str:
         return f"{col.quote}{key}{col.quote}\\s*:\\s*['\"]?{value}"
     if col.form == "vk":
         return f"{value}{unit}\\s+{key}(?:\\W|$)"
+    if col.form == "total":  # the number after the `/` that follows the value of key `of`
+        return f"(?:^|[^\\w-]|\\d_){_loose(col.of)}\\s*[:=]?\\s*{SPEC_NUM}(?:\\s*(?:{SPEC_UNIT}))?\\s*/\\s*{value}{unit}"
     # A key starts the line, follows a non-word character, or is glued to a counter (`iter_1_after_backward`).
     return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
@@ -319,6 +335,8 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                     if p.interleaved:
                         entry["interleaved"] = p.interleaved
             entry["fields"] = [_field_regex(c) for c in p.columns]
+            if p.devices:
+                entry["fields"].append(DEVICE)
             texts = [t for _, t in p.lines]
             shared = any(q is not p and q.table is None and q.head == p.head for q in result.patterns)
             if p.counter is not None and p.columns and (shared or not all(p.columns[0].key in t for t in texts)):

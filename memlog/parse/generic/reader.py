@@ -36,6 +36,7 @@ class SourceGuesser:
         self.unwrap = Unwrapper(self.prefixes, wrappers)
         self.held: list[pl.DataFrame] = []
         self.sample: list[str] = []
+        self.sample_lines: list[int] = []  # the line number of each sample line
         self.guess: Guess | None = None
         self.parser: ChunkParser | None = None
         self.matches: list[pl.DataFrame] = []
@@ -60,9 +61,19 @@ class SourceGuesser:
         self.held.append(lines)
         candidates = self.unwrap(lines.filter(pl.col("text").str.contains(r"\S")).head(SAMPLE_LINES - len(self.sample)))
         self.sample += candidates["text"].to_list()
+        self.sample_lines += candidates["line_no"].to_list()
         if len(self.sample) >= SAMPLE_LINES or len(self.held) >= HOLD_CHUNKS:
             return self._decide()
         return []
+
+    def claimed(self, line_nos: set[int]) -> None:
+        """Lines an event read only once the source ended (a message still open in its last chunk):
+        no lines to guess from, as the events of earlier chunks are not (`feed`'s `skip`)."""
+        if self.guess is not None or not line_nos:
+            return
+        keep = [i for i, n in enumerate(self.sample_lines) if n not in line_nos]
+        self.sample, self.sample_lines = [self.sample[i] for i in keep], [self.sample_lines[i] for i in keep]
+        self.held = [chunk.filter(~pl.col("line_no").is_in(list(line_nos))) for chunk in self.held]
 
     def file_replaced(self) -> None:
         """The file was cut or replaced and is read again from its start: a JSON document read so
@@ -86,7 +97,7 @@ class SourceGuesser:
 
     def _decide(self) -> list[pl.DataFrame]:
         self.guess = guess(self.sample)
-        held, self.held, self.sample = self.held, [], []
+        held, self.held, self.sample, self.sample_lines = self.held, [], [], []
         if not self.guess.ok:
             return []
         self.parser = self._parser(self.guess)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memlog.base.columns import MEMORY_COLUMNS
 from memlog.parse.generic.fields import Field
@@ -30,6 +30,7 @@ class Column:
     running_max: bool
     position: int | None = None  # a table's column index
     text: str = ""
+    of: str = ""  # form "total": the key of the value the column's number is the total of
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Pattern:
     table: tuple[str, list[str]] | None = None  # (separator, header words) of a table's rows
     first_epoch: int = 0  # the number of the log's first epoch, for a counter within an epoch
     bar: bool = False  # a table's rows are a progress bar redrawn within each epoch (table.py)
+    # The devices its lines name, one a line (fields.DEVICE), when they are its workers (guess._devices).
+    devices: list[str] = field(default_factory=list)
 
 
 def magnitude_unit(values: list[float], host: bool) -> str:
@@ -95,9 +98,11 @@ def columns_of(
         printed = [f.unit for _, f in seen if f.unit]
         if "%" in printed:
             continue
-        key_unit = unit_in_key(key)
+        key_unit = unit_in_key(f0.of or key)
         line_unit = None
         meaning = meaning_of(key, printed[0] if printed else key_unit)
+        if f0.form == "total" and (meaning is None or meaning.role != "capacity"):
+            continue  # only a memory value's total is read: the size of the device or host it is on
         if meaning is None and set(words(key)) <= {"current", "peak", "max", "used", "allocated", "reserved", "total"}:
             context = _context(text0, f0)
             meaning = meaning_of(f"{context} {key}", printed[0] if printed else None)
@@ -116,7 +121,7 @@ def columns_of(
             unit = printed[0] if printed else key_unit or line_unit
             if unit is None:
                 unit, guessed = magnitude_unit(values, meaning.host), True
-        col = Column(column, key, meaning, f0.form, f0.quoted, bool(printed), unit, guessed, running)
+        col = Column(column, key, meaning, f0.form, f0.quoted, bool(printed), unit, guessed, running, of=f0.of)
         col.text = meaning.describe(key, unit, guessed, running)
         rank = loss_rank(key) if meaning.role == "loss" else memory_rank(meaning, key)
         candidates[column].append((rank, col))
