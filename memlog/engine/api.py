@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -168,9 +169,28 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
             "steps": _steps_span(records, tables.summarised),
             "restarts": restart_steps(records, tables.summarised),
         }
+        | _merged_note(records)
         | _summarised_note(tables.summarised)
         | ({"repeated": tables.repeated} if tables.repeated else {})
     )
+
+
+def _merged_note(records: pl.DataFrame) -> dict:
+    """What the coverage says of steps whose several lines were merged into their floor and peak
+    (records.step_rows), nothing when no step printed memory more than once."""
+    if "readings" not in records.columns:
+        return {}
+    several = records.filter(pl.col("readings") > 1)
+    if several.is_empty():
+        return {}
+    return {
+        "readings_per_step": {
+            "steps": several.height,
+            "lines": int(several["readings"].sum()),
+            "most_in_a_step": int(cast(int, several["readings"].max())),
+            "judged_by": "each step's floor and peak: every memory column's lowest and highest reading in the step",
+        }
+    }
 
 
 def _summarised_note(summarised: Sequence[Summarised]) -> dict:
