@@ -439,7 +439,7 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     judged by what the step held at its lowest and reached at its highest: the floor row holds each
     memory column's lowest reading in the step, the peak row its highest (a window peak's too) and
     every other value's last reading (the state the step ends in), each at the line and time of its
-    first memory column's lowest or highest reading, in line order. A step whose memory readings do
+    first memory column's lowest or highest reading, the floor first. A step whose memory readings do
     not differ is one row. `readings` says how many lines the step's rows stand for (on its peak
     row; 0 on its floor row). Lines that a rule reads one by one stay rows of their own: a memory
     reading that cannot be true (not a number, negative: corrupt-readings counts them), a
@@ -482,16 +482,18 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     floors = groups.filter(differs).with_columns(
         *(pl.col(f"_low_{c}").alias(c) for c in (*memory, *(w for w in WHERE_READ if w in labels))),
         *(pl.lit(None, dtype=groups.schema[c]).alias(c) for c in others),
-        pl.col("_low_at").alias("_at"),
+        pl.min_horizontal("_low_at", "_at").alias("_at"),
         readings=pl.lit(0, dtype=pl.Int64),
     )
+    groups = groups.with_columns(pl.when(differs).then(pl.max_horizontal("_low_at", "_at")).otherwise(pl.col("_at")).alias("_at"))
     helpers = ["_low_at", *lows, *(f"_low_{w}" for w in WHERE_READ if w in labels)]
     rest = frame.filter(pl.col("_alone")).with_columns(_at=pl.col("_pos"), readings=count.cast(pl.Int64))
     columns = [c for c in frame.columns if c not in ("_alone", "_pos", "_first", "readings", "_early")]
     parts = [groups.drop(helpers), floors.drop(helpers), rest.drop("_alone", "_pos")]
     out = pl.concat([p.select(*columns, "_first", "_at", "readings") for p in parts if p.height])
-    # Each step where its first line was, its rows in their lines' order (records stay in line
-    # order within a step, and each worker's steps still ascend row by row).
+    # Each step where its first line was (each worker's steps still ascend row by row), its rows in
+    # their lines' order, but its floor before its peak: every step's floor and peak are in the same
+    # places of the series (series.step_envelopes reads a step's cycle by its readings' places).
     return out.sort("_first", "_at", maintain_order=True).drop("_first", "_at")
 
 

@@ -8,8 +8,10 @@ import math
 import polars as pl
 from typer.testing import CliRunner
 
+from memlog.base.limits import MAX_SERIES_POINTS
 from memlog.cli import app
 from memlog.tables.records import Keep, build_records, compact_records
+from tests.logwriters import deepspeed as ds
 
 NAN = float("nan")
 
@@ -72,3 +74,32 @@ def test_the_report_says_how_a_steps_readings_were_judged():
     assert merged["steps"] >= 70 and merged["most_in_a_step"] >= 8 and "floor and peak" in merged["judged_by"]
     text = CliRunner().invoke(app, ["analyze", "sample_logs/deepspeed/memory_breakdown_fragmentation.log", "--fail-on", "never", "--no-chart"]).stdout
     assert "judged by its floor and its peak" in " ".join(text.split())
+
+
+def _phased_log(path, steps: int, leak_per_step: float) -> None:
+    """DeepSpeed's memory breakdown: six see_memory_usage readings a step, activations on top of a
+    floor that leaks by `leak_per_step` GiB, and the progress line of each step."""
+    activations = (0.0, 9.4, 9.4, 1.1, 1.1, 0.0)
+    where = "utils.py:782:see_memory_usage"
+    lines = []
+    for step in range(1, steps + 1):
+        ts = f"2024-07-10 14:{(step // 60) % 60:02d}:{step % 60:02d},000"
+        floor = 14.2 + leak_per_step * step + 0.01 * ((step * 7919) % 13) / 13
+        for extra in activations:
+            ma = round(floor + extra, 2)
+            lines.append(ds.log_line(ds.see_memory_usage(ma=ma, max_ma=round(floor + 9.4, 2), ca=24.0, max_ca=24), ts=ts, where=where))
+        lines.append(ds.log_line(ds.progress(step=step, skipped=0, lr=[1e-5, 1e-5], mom=[(0.9, 0.95), (0.9, 0.95)]), ts=ts, where="logging.py:96:log_dist"))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_long_run_keeps_each_steps_floor_and_peak_apart_when_binned(tmp_path):
+    # More steps than a series holds points (MAX_SERIES_POINTS): the floors and the peaks are binned
+    # each on their own, so the cycle of every step is still judged as two envelopes, and the leak
+    # underneath is found on both, not lost in bins that mix floors and peaks.
+    log = tmp_path / "ds.log"
+    _phased_log(log, steps=MAX_SERIES_POINTS + 400, leak_per_step=0.002)
+    report = json.loads(CliRunner().invoke(app, ["analyze", str(log), "-o", "json", "--fail-on", "never"]).stdout)
+    assert report["verdict"] == "leak"
+    leak = next(f for f in report["findings"] if f["rule"] == "memory-leak")
+    assert {s["series"] for s in leak["evidence"]["series"]} == {"main [floor]", "main [peak]"}
+    assert report["coverage"]["readings_per_step"]["most_in_a_step"] == 7
