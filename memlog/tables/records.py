@@ -433,20 +433,21 @@ KEYS_OF_STEP = ("source", "worker", "kind", "segment", "step")
 
 
 def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> pl.DataFrame:
-    """At most two rows per step of `frame` (rows in line order, grouped by `of_step`): its floor and
-    its peak. A worker that prints memory several times a step (DeepSpeed's see_memory_usage before
-    and after forward, backward and step; vLLM waking and sleeping; a memory line per device) is
-    judged by what the step held at its lowest and reached at its highest: the floor row holds each
-    memory column's lowest reading in the step, the peak row its highest (a window peak's too) and
-    every other value's last reading (the state the step ends in), each at the line and time of its
-    first memory column's lowest or highest reading, the floor first. A step whose memory readings do
-    not differ is one row. `readings` says how many lines the step's rows stand for (on its peak
-    row; 0 on its floor row). Lines that a rule reads one by one stay rows of their own: a memory
-    reading that cannot be true (not a number, negative: corrupt-readings counts them), a
-    non-finite loss or other value (nan-loss), and the lines printed before the first step
-    (initialisation: records._fill_steps gives them that step, and a warmup starts there). Rows already merged (memlog/tables/condense.py does
-    it while reading) merge again as their lines would: lowest of the lowest, highest of the
-    highest, the counts summed."""
+    """A step's memory lines of `frame` (rows in line order, grouped by `of_step`) as at most two
+    rows: its floor and its peak. A worker that prints memory several times a step (DeepSpeed's
+    see_memory_usage before and after forward, backward and step; vLLM waking and sleeping; a
+    memory line per device) is judged by what the step held at its lowest and reached at its
+    highest: the floor row holds each memory column's lowest reading in the step, the peak row its
+    highest (a window peak's too) and the last reading of any other value those lines print, each
+    at the line and time of its first memory column's lowest or highest reading. A step whose
+    memory readings do not differ is one row. `readings` says how many lines the step's rows stand
+    for (on its peak row; 0 on its floor row). Lines without memory stay as printed (a step line
+    and its loss: events find the step they follow by its line, events._steps_beside), and so do
+    the lines a rule reads one by one: a memory reading that cannot be true (not a number,
+    negative: corrupt-readings counts them), a non-finite loss or other value (nan-loss), and the
+    lines printed before the first step (initialisation: records._fill_steps gives them that step,
+    and a warmup starts there). Rows stay in line order per worker. Rows already merged (counted by
+    `readings`) merge again as their lines would: lowest of the lowest, highest of the highest."""
     keys = [k for k in of_step if k in frame.columns]
     count = pl.col("readings") if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
     if frame.is_empty() or not frame.select(group_key(frame, keys).is_duplicated().any()).item():
@@ -456,6 +457,9 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     odd = [~pl.col(c).is_finite() | (pl.col(c) < 0) for c in memory] + [~pl.col(c).is_finite() for c in others]
     if "_early" in frame.columns:  # lines before the first step (records._fill_steps)
         odd.append(pl.col("_early"))
+    # A line without memory (a step line's loss, a progress line) stays as printed: its step's other
+    # values per line, and events find the step they follow by its line (events._steps_beside).
+    odd.append(pl.all_horizontal(pl.col(c).is_null() for c in memory) if memory else pl.lit(True))
     alone = pl.any_horizontal(pl.coalesce(o, pl.lit(False)) for o in odd) if odd else pl.lit(False)
     frame = frame.with_columns(_alone=alone, _pos=pl.int_range(pl.len())).with_columns(_first=pl.col("_pos").min().over(group_key(frame, keys)))
     merged = frame.filter(~pl.col("_alone"))
@@ -482,18 +486,16 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     floors = groups.filter(differs).with_columns(
         *(pl.col(f"_low_{c}").alias(c) for c in (*memory, *(w for w in WHERE_READ if w in labels))),
         *(pl.lit(None, dtype=groups.schema[c]).alias(c) for c in others),
-        pl.min_horizontal("_low_at", "_at").alias("_at"),
+        pl.col("_low_at").alias("_at"),
         readings=pl.lit(0, dtype=pl.Int64),
     )
-    groups = groups.with_columns(pl.when(differs).then(pl.max_horizontal("_low_at", "_at")).otherwise(pl.col("_at")).alias("_at"))
     helpers = ["_low_at", *lows, *(f"_low_{w}" for w in WHERE_READ if w in labels)]
     rest = frame.filter(pl.col("_alone")).with_columns(_at=pl.col("_pos"), readings=count.cast(pl.Int64))
     columns = [c for c in frame.columns if c not in ("_alone", "_pos", "_first", "readings", "_early")]
     parts = [groups.drop(helpers), floors.drop(helpers), rest.drop("_alone", "_pos")]
     out = pl.concat([p.select(*columns, "_first", "_at", "readings") for p in parts if p.height])
-    # Each step where its first line was (each worker's steps still ascend row by row), its rows in
-    # their lines' order, but its floor before its peak: every step's floor and peak are in the same
-    # places of the series (series.step_envelopes reads a step's cycle by its readings' places).
+    # Each step where its first line was, its rows in their lines' order: each worker's rows stay in
+    # line order (events._steps_beside), its steps ascending.
     return out.sort("_first", "_at", maintain_order=True).drop("_first", "_at")
 
 

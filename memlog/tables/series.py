@@ -214,8 +214,13 @@ def build_series(
         for source, worker, segment, line_no, value, step, reason in listed.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
+    floors = bool(rows["_floor"].max())
+    if floors:
+        # A step's floor before its peak, whichever was printed first: every step's two readings in
+        # the same places (step_envelopes reads a step's cycle by its readings' places).
+        rows = rows.sort("_series", "step", pl.col("_floor"), descending=[False, False, True], maintain_order=True)
     positioned = _positioned(rows.drop("_limit"))
-    if positioned["_floor"].max():
+    if floors:
         # Floors and peaks binned each on their own, into the same bins of steps: a bin's median of
         # both would be neither, and the steps' cycle (step_envelopes) would be lost in a long series.
         step = pl.col("step")

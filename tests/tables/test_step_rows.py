@@ -51,14 +51,16 @@ def test_a_steps_several_readings_are_its_floor_and_its_peak():
     records = build_records([_chunk(LINES)], per_step=True)
     rows = records.select("step", "line_no", "loss", "mem_allocated_gib", "mem_reserved_gib", "readings", "steps").rows()
     assert rows[0] == (1, 1, None, 2.0, 3.0, 1, 1)  # initialisation: as printed
-    # Step 1: its floor (each column's lowest) where allocated was lowest, its peak (each column's
-    # highest, the loss as printed) where allocated was highest, in line order.
-    assert rows[1] == (1, 3, None, 5.0, 10.0, 0, 0)
-    assert rows[2] == (1, 4, 1.9, 9.0, 10.5, 4, 0)
-    assert rows[3] == (2, 7, None, 5.1, 10.5, 0, 1)
-    assert rows[4][:2] == (2, 8) and math.isnan(rows[4][3])
-    assert rows[5] == (2, 9, 1.8, 9.1, 10.5, 3, 0)
-    assert len(rows) == 6
+    assert rows[1] == (1, 2, 1.9, None, None, 1, 0)  # a line without memory: as printed
+    # Step 1's memory lines: its floor (each column's lowest) where allocated was lowest, its peak
+    # (each column's highest) where allocated was highest, in line order.
+    assert rows[2] == (1, 3, None, 5.0, 10.0, 0, 0)
+    assert rows[3] == (1, 4, None, 9.0, 10.5, 3, 0)
+    assert rows[4] == (2, 6, 1.8, None, None, 1, 1)
+    assert rows[5] == (2, 7, None, 5.1, 10.5, 0, 0)
+    assert rows[6][:2] == (2, 8) and math.isnan(rows[6][3])
+    assert rows[7] == (2, 9, None, 9.1, 10.5, 2, 0)
+    assert len(rows) == 8
     # One row per line when the caller reads lines (`memlog series --readings`, formats check).
     assert build_records([_chunk(LINES)]).height == len(LINES)
 
@@ -102,4 +104,4 @@ def test_a_long_run_keeps_each_steps_floor_and_peak_apart_when_binned(tmp_path):
     assert report["verdict"] == "leak"
     leak = next(f for f in report["findings"] if f["rule"] == "memory-leak")
     assert {s["series"] for s in leak["evidence"]["series"]} == {"main [floor]", "main [peak]"}
-    assert report["coverage"]["readings_per_step"]["most_in_a_step"] == 7
+    assert report["coverage"]["readings_per_step"]["most_in_a_step"] == 6  # the memory lines of a step
