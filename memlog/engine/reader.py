@@ -68,7 +68,7 @@ class SourceReader:
         self.parser = parser or plan.parser()
         self.batch: list[pl.DataFrame] = []  # records not yet handed to the sink (batch_rows)
         self.batch_events: list[pl.DataFrame] = []
-        self.sink: RecordSink = Condenser() if plan.keep.condense else KeepEvery()
+        self.sink: RecordSink = Condenser(plan.keep.per_step) if plan.keep.condense else KeepEvery()
         self.kept: list[pl.DataFrame] = []  # record frames the sink returned
         self.events: list[pl.DataFrame] = []  # event rows, as the parser gave them
         # What the guess reads is condensed as it comes, like a spec's records, and dropped if a spec
@@ -78,7 +78,7 @@ class SourceReader:
         self.guesser: SourceGuesser | None = (
             SourceGuesser(source.name, list(plan.specs), list(plan.wrappers)) if plan.generic and not self.events_only else None
         )
-        self.guessed_sink: RecordSink = Condenser() if plan.keep.condense else KeepEvery()
+        self.guessed_sink: RecordSink = Condenser(plan.keep.per_step) if plan.keep.condense else KeepEvery()
         self.guessed_records: list[pl.DataFrame] = []
         self.guessed_any = False
         self.guessed: Guessed | None = None

@@ -449,7 +449,7 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     and a warmup starts there). Rows stay in line order per worker. Rows already merged (counted by
     `readings`) merge again as their lines would: lowest of the lowest, highest of the highest."""
     keys = [k for k in of_step if k in frame.columns]
-    count = pl.col("readings") if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
+    count = pl.col("readings").fill_null(1) if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
     if frame.is_empty() or not frame.select(group_key(frame, keys).is_duplicated().any()).item():
         return frame.with_columns(readings=count.cast(pl.Int64))
     memory = [c for c in MEMORY_COLUMNS if c in frame.columns]
@@ -463,8 +463,12 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     alone = pl.any_horizontal(pl.coalesce(o, pl.lit(False)) for o in odd) if odd else pl.lit(False)
     frame = frame.with_columns(_alone=alone, _pos=pl.int_range(pl.len())).with_columns(_first=pl.col("_pos").min().over(group_key(frame, keys)))
     merged = frame.filter(~pl.col("_alone"))
-    main = pl.coalesce(*memory) if memory else pl.lit(None, dtype=pl.Float64)
-    low, high = main.fill_null(float("inf")).arg_min(), main.fill_null(float("-inf")).arg_max()
+    # Where the floor and the peak were read: the lowest and highest reading of the first memory
+    # column the step's lines print (the same column whether its lines are merged at once or in parts).
+    low, high = pl.lit(0, dtype=pl.UInt32), pl.lit(0, dtype=pl.UInt32)
+    for c in reversed(memory):
+        printed = pl.col(c).is_not_null().any()
+        low, high = pl.when(printed).then(pl.col(c).arg_min()).otherwise(low), pl.when(printed).then(pl.col(c).arg_max()).otherwise(high)
     labels = [
         c for c in merged.columns if c not in keys and c not in memory and c not in others and c not in ("_alone", "_pos", "_first", "readings", "_early")
     ]
@@ -479,7 +483,7 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
         pl.col("_first").first(),
         pl.col("_pos").get(high).alias("_at"),
         pl.col("_pos").get(low).alias("_low_at"),
-        (pl.col("readings").sum() if "readings" in merged.columns else pl.len()).cast(pl.Int64).alias("readings"),
+        (pl.col("readings").fill_null(1).sum() if "readings" in merged.columns else pl.len()).cast(pl.Int64).alias("readings"),
     )
     lows = [f"_low_{c}" for c in memory]
     differs = pl.any_horizontal((pl.col(f"_low_{c}") != pl.col(c)).fill_null(False) for c in memory) if memory else pl.lit(False)

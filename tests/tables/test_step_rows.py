@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from memlog.base.limits import MAX_SERIES_POINTS
 from memlog.cli import app
+from memlog.engine.api import parse_sources
+from memlog.parse.catalog import load_specs
+from memlog.tables.condense import Condenser
 from memlog.tables.records import Keep, build_records, compact_records
 from tests.logwriters import deepspeed as ds
 
 NAN = float("nan")
+SPECS = list(load_specs().values())
 
 
 def _chunk(rows: list[tuple]) -> pl.DataFrame:
@@ -105,3 +111,36 @@ def test_a_long_run_keeps_each_steps_floor_and_peak_apart_when_binned(tmp_path):
     leak = next(f for f in report["findings"] if f["rule"] == "memory-leak")
     assert {s["series"] for s in leak["evidence"]["series"]} == {"main [floor]", "main [peak]"}
     assert report["coverage"]["readings_per_step"]["most_in_a_step"] == 6  # the memory lines of a step
+
+
+MERGED_SAMPLES = [
+    "sample_logs/deepspeed/memory_breakdown_fragmentation.log",
+    "sample_logs/deepspeed/healthy_hf5_bare_memory.log",
+    "sample_logs/deepspeed/fr4_orz_offload_leak.log",
+    "sample_logs/generic/maxtext_memstats_per_step_leak.log",
+    "sample_logs/verl/ray_driver_mixed.log",
+    "sample_logs/threads/easyr1_260_vllm_sleep_wake_host_leak.log",
+]
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 8 << 20])
+def test_memory_lines_merged_while_reading_give_the_rows_merged_at_the_end(chunk_bytes):
+    # analyze merges each worker's memory lines between two of its step lines as it reads
+    # (condense.Condenser._stepless), chunk by chunk; the records are those of merging them all
+    # at the end (no condenser), wherever the chunks end.
+    streamed, _ = parse_sources(MERGED_SAMPLES, SPECS, chunk_bytes=chunk_bytes, keep=Keep.judged())
+    at_end, _ = parse_sources(MERGED_SAMPLES, SPECS, chunk_bytes=chunk_bytes, keep=dataclasses.replace(Keep.judged(), condense=False))
+    assert streamed.records["readings"].max() > 2
+    text = pl.col(pl.Categorical).cast(pl.String)
+    assert streamed.records.with_columns(text).equals(at_end.records.with_columns(text), null_equal=True)
+
+
+def test_the_condenser_holds_a_steps_memory_lines_as_its_floor_and_peak():
+    lines = [(1, 1, 2.0, None, None)] + [(1 + i, None, None, 5.0 + (i % 3), 10.0) for i in range(1, 40)] + [(40, 2, 1.9, None, None)]
+    condenser = Condenser(per_step=True)
+    condenser.add(_chunk(lines[:20]), [], None)
+    condenser.add(_chunk(lines[20:]), [], None)
+    held = condenser.finish(None)
+    assert sum(f.height for f in held) <= 2 + 2 * 2  # two step lines, a floor and a peak per batch at most
+    whole = build_records([_chunk(lines)], per_step=True)
+    assert build_records(held, per_step=True).drop("_seconds").equals(whole.drop("_seconds"), null_equal=True)
