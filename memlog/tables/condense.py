@@ -310,7 +310,7 @@ class Condenser:
         line, which cuts what every step-less line after it would."""
         if not batch["line_no"].is_sorted():
             batch = batch.sort("line_no", maintain_order=True)
-        worker, kind = batch.schema["worker"], batch.schema["kind"]
+        worker = batch.schema["worker"]
         carried = pl.DataFrame(list(self.step_lines.items()), schema={"worker": worker, "_before": pl.Int64}, orient="row")
         has_step = pl.col("step").is_not_null()
         batch = batch.join(carried, on="worker", how="left", maintain_order="left").with_columns(
