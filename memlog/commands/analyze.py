@@ -69,7 +69,13 @@ def analyze(
         }
         try:
             report = run_analysis(
-                logs, options=reading, capacity_gib=capacity, progress=bar, command=command_line("analyze", logs, flags), log_lines=quotes_log_lines(name)
+                logs,
+                options=reading,
+                capacity_gib=capacity,
+                progress=bar,
+                command=command_line("analyze", logs, flags),
+                log_lines=quotes_log_lines(name),
+                processes=True,
             )
         finally:
             bar.finish()
