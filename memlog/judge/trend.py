@@ -593,10 +593,10 @@ def _shape_of_args(args: tuple) -> Shape:
 
 
 # Shapes are pure Python (the GIL: threads do not share it out), so many series are shaped on
-# worker processes, from this many points on (benchmarks/README.md: on 2 cores, 64 series of 2,000
-# points take 2.2 s on one and 1.3 s on two, the pool's start included; 8 series of 563 points
-# gain nothing).
-PROCESS_MIN_POINTS = 64_000
+# worker processes, from this many points on: ~17 us a point on one core here, and starting the pool
+# (a forkserver importing this module and polars) costs 0.2-0.6 s, so below ~50,000 points two
+# cores cannot win it back (benchmarks/README.md, issue 33 item 4).
+PROCESS_MIN_POINTS = 96_000
 
 
 def shapes_of(series: Sequence[Series], processes: bool = True) -> None:
