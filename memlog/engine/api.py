@@ -20,7 +20,7 @@ from memlog.engine.plan import ReadingOptions, ReadingPlan, select_specs
 from memlog.engine.reader import judgeable, nothing_found, read_sources
 from memlog.judge.context import Context
 from memlog.judge.rulekit import Finding, Skip, headline, load_rules
-from memlog.judge.trend import shapes_of
+from memlog.judge.trend import shapes_of, warm_for_shapes
 from memlog.parse.catalog import load_wrappers
 from memlog.parse.formats import FormatSpec
 from memlog.parse.generic import Guessed
@@ -269,6 +269,8 @@ def judge(
     """Run every rule over the tables read from `sources`: the Report (`command`: the command line
     it answers; `processes`: many series may be shaped on worker processes, trend.shapes_of)."""
     config = config or Config()
+    if processes:  # the pool's server starts while the series are built
+        warm_for_shapes(tables.records.height)
     ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: computed up front, on worker processes
     # when they are many (trend.shapes_of; `processes`: analyze's, not the guard's inside a run).

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memlog.base.columns import Window
-from memlog.base.parallel import default_workers, ordered_map, process_map
+from memlog.base.parallel import default_workers, ordered_map, process_map, warm_processes
 from memlog.judge import stats
 from memlog.tables.series import Series
 
@@ -597,6 +597,13 @@ def _shape_of_args(args: tuple) -> Shape:
 # (a forkserver importing this module and polars) costs 0.2-0.6 s, so below ~50,000 points two
 # cores cannot win it back (benchmarks/README.md, issue 33 item 4).
 PROCESS_MIN_POINTS = 96_000
+
+
+def warm_for_shapes(points: int) -> None:
+    """Start the worker processes' server early (parallel.warm_processes) when shapes_of will likely
+    use it: `points`, the records the series will be built from, are enough and there are cores."""
+    if points >= PROCESS_MIN_POINTS and default_workers() > 1:
+        warm_processes((__name__,))
 
 
 def shapes_of(series: Sequence[Series], processes: bool = True) -> None:
