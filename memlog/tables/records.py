@@ -200,9 +200,12 @@ def build_records(frames: list[pl.DataFrame], per_step: bool = False) -> pl.Data
         segment = segment + pl.col("segment_base").max().over(group_key(frame, keys)).fill_null(0)
     frame = frame.with_columns(segment=segment).drop("segment_base", strict=False)
     frame = _split_collided(frame)
+    several = None
     if per_step:
-        frame = step_rows(frame)
-    return _readings(frame.drop("_early", strict=False))
+        merged = step_rows(frame)
+        several = None if merged is not frame else False  # no step of two lines: none of one pattern either
+        frame = merged
+    return _readings(frame.drop("_early", strict=False), several)
 
 
 def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -441,8 +444,9 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     highest (a window peak's too) and the last reading of any other value those lines print, each
     at the line and time of its first memory column's lowest or highest reading. A step whose
     memory readings do not differ is one row. `readings` says how many lines the step's rows stand
-    for (on its peak row; 0 on its floor row). Lines without memory stay as printed (a step line
-    and its loss: events find the step they follow by its line, events._steps_beside), and so do
+    for (on its peak row; 0 on its floor row; null, or no such column: one line). Lines without
+    memory stay as printed (a step line and its loss: events find the step they follow by its
+    line, events._steps_beside), and so do
     the lines a rule reads one by one: a memory reading that cannot be true (not a number,
     negative: corrupt-readings counts them), a non-finite loss or other value (nan-loss), and the
     lines printed before the first step (initialisation: records._fill_steps gives them that step,
@@ -451,7 +455,7 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     keys = [k for k in of_step if k in frame.columns]
     count = pl.col("readings").fill_null(1) if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
     if frame.is_empty() or not frame.select(group_key(frame, keys).is_duplicated().any()).item():
-        return frame.with_columns(readings=count.cast(pl.Int64))
+        return frame  # (no `readings`: one line a row)
     memory = [c for c in MEMORY_COLUMNS if c in frame.columns]
     others = [c for c in ALL_VALUE_COLUMNS if c in frame.columns and c not in MEMORY_COLUMNS]
     odd = [~pl.col(c).is_finite() | (pl.col(c) < 0) for c in memory] + [~pl.col(c).is_finite() for c in others]
@@ -503,14 +507,16 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     return out.sort("_first", "_at", maintain_order=True).drop("_first", "_at")
 
 
-def _readings(frame: pl.DataFrame) -> pl.DataFrame:
+def _readings(frame: pl.DataFrame, several: bool | None = None) -> pl.DataFrame:
     """Move 4 of the module docstring: number each line's reading within its step; the first line
-    of a step stands for the step (`steps`), the others are further readings of it."""
+    of a step stands for the step (`steps`), the others are further readings of it. `several`:
+    whether a step holds several lines of one pattern, when the caller knows."""
     keys = ["source", "worker", "kind", "segment", "step"]
     by_pattern = group_key(frame, [*keys, "pattern"])
     # Numbered within step and pattern only where a step holds several lines of one pattern: a window
     # over as many groups as rows costs far more than the test.
-    several = frame.select(by_pattern.is_duplicated().any()).item()
+    if several is None:
+        several = frame.select(by_pattern.is_duplicated().any()).item()
     frame = frame.with_columns(
         reading=pl.int_range(pl.len()).over(by_pattern).cast(pl.Int64) if several else pl.lit(0, dtype=pl.Int64),
         steps=pl.when(group_key(frame, keys).is_first_distinct()).then(pl.col("steps")).otherwise(0),
