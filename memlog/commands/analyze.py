@@ -75,7 +75,8 @@ def analyze(
                 progress=bar,
                 command=command_line("analyze", logs, flags),
                 log_lines=quotes_log_lines(name),
-                processes=True,
+                # Off unless asked: on this 2-core machine it did not win (benchmarks/README.md, issue 33 item 4).
+                processes=os.environ.get("MEMLOG_PROCESSES") == "1",
             )
         finally:
             bar.finish()

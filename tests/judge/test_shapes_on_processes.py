@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from typer.testing import CliRunner
 
 from memlog.base import parallel
+from memlog.cli import app
 from memlog.engine.api import analyze
 from memlog.judge import trend
 from memlog.render.outputs import render
@@ -58,3 +60,16 @@ def _pid(_: int) -> int:
 def test_process_map_runs_on_other_processes_and_keeps_the_order():
     assert parallel.process_map(abs, [-3, 1, -2, 5], 2) == [3, 1, 2, 5]
     assert os.getpid() not in parallel.process_map(_pid, [1, 2, 3, 4], 2)
+
+
+@pytest.mark.parametrize("asked", ["1", ""])
+def test_memlog_analyze_uses_worker_processes_only_when_asked(asked, monkeypatch):
+    # Off by default: on the 2-core machine it was measured on it did not win (benchmarks/README.md).
+    used: list[int] = []
+    monkeypatch.setattr(trend, "process_map", lambda fn, items, workers, preload=(): used.append(workers) or [fn(i) for i in items])
+    monkeypatch.setattr(trend, "PROCESS_MIN_POINTS", 0)
+    monkeypatch.setenv("MEMLOG_THREADS", "2")
+    monkeypatch.setenv("MEMLOG_PROCESSES", asked)
+    result = CliRunner().invoke(app, ["analyze", MANY_SERIES[0], "-o", "json", "--fail-on", "never"])
+    assert result.exit_code == 0, result.stderr
+    assert used == ([2] if asked else [])
