@@ -20,7 +20,7 @@ from memlog.engine.plan import ReadingOptions, ReadingPlan, select_specs
 from memlog.engine.reader import judgeable, nothing_found, read_sources
 from memlog.judge.context import Context
 from memlog.judge.rulekit import Finding, Skip, headline, load_rules
-from memlog.judge.trend import shapes_of, warm_for_shapes
+from memlog.judge.shapes import shapes_of, warm_for_shapes
 from memlog.parse.catalog import load_wrappers
 from memlog.parse.formats import FormatSpec
 from memlog.parse.generic import Guessed
@@ -273,7 +273,7 @@ def judge(
         warm_for_shapes(tables.records.height)
     ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
     # Every memory rule asks for the judged series' shapes: computed up front, on worker processes
-    # when they are many (trend.shapes_of; `processes`: analyze's, not the guard's inside a run).
+    # when they are many (shapes.shapes_of; `processes`: analyze's, not the guard's inside a run).
     shapes_of([*ctx.device_series, *ctx.host_series], processes=processes)
     rules = load_rules()
     unknown = set(config.rules) - {r.id for r in rules}

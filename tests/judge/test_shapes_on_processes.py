@@ -1,4 +1,4 @@
-"""Many series are shaped on worker processes (trend.shapes_of): the reports must be byte for byte
+"""Many series are shaped on worker processes (shapes.shapes_of): the reports must be byte for byte
 those of shaping them all in this process (MEMLOG_THREADS=1)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from memlog.base import parallel
 from memlog.cli import app
 from memlog.engine.api import analyze
-from memlog.judge import trend
+from memlog.judge import shapes
 from memlog.render.outputs import render
 from tests.samples import sample_logs
 
@@ -23,7 +23,7 @@ MANY_SERIES = [s for s in SAMPLES if any(k in s for k in ("custom_untagged_4rank
 def _json(log: str, monkeypatch: pytest.MonkeyPatch, threads: str, pool: bool) -> str:
     monkeypatch.setenv("MEMLOG_THREADS", threads)
     # Every series set through the pool however few points it has (the threshold is for speed).
-    monkeypatch.setattr(trend, "PROCESS_MIN_POINTS", 0 if pool else 1 << 60)
+    monkeypatch.setattr(shapes, "PROCESS_MIN_POINTS", 0 if pool else 1 << 60)
     return render(analyze([log], processes=pool), "json")
 
 
@@ -34,7 +34,7 @@ def _same_on_processes(log: str, monkeypatch: pytest.MonkeyPatch, used: list[int
         used.append(workers)
         return real(fn, items, workers, preload)
 
-    monkeypatch.setattr(trend, "process_map", counted)
+    monkeypatch.setattr(shapes, "process_map", counted)
     alone = _json(log, monkeypatch, "1", pool=False)
     assert not used  # MEMLOG_THREADS=1: everything in this process
     assert _json(log, monkeypatch, "2", pool=True) == alone
@@ -66,8 +66,8 @@ def test_process_map_runs_on_other_processes_and_keeps_the_order():
 def test_memlog_analyze_uses_worker_processes_only_when_asked(asked, monkeypatch):
     # Off by default: on the 2-core machine it was measured on it did not win (benchmarks/README.md).
     used: list[int] = []
-    monkeypatch.setattr(trend, "process_map", lambda fn, items, workers, preload=(): used.append(workers) or [fn(i) for i in items])
-    monkeypatch.setattr(trend, "PROCESS_MIN_POINTS", 0)
+    monkeypatch.setattr(shapes, "process_map", lambda fn, items, workers, preload=(): used.append(workers) or [fn(i) for i in items])
+    monkeypatch.setattr(shapes, "PROCESS_MIN_POINTS", 0)
     monkeypatch.setenv("MEMLOG_THREADS", "2")
     monkeypatch.setenv("MEMLOG_PROCESSES", asked)
     result = CliRunner().invoke(app, ["analyze", MANY_SERIES[0], "-o", "json", "--fail-on", "never"])
