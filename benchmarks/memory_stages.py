@@ -33,7 +33,7 @@ STAGES = (
     (reader, "build_records", "build the records table"),
     (reader, "build_events", "events"),
     (api, "Context", "capacity"),
-    (api, "shape_of", "shapes of the judged series"),
+    (api, "shapes_of", "shapes of the judged series"),
     (context, "build_series", "series"),
     (api, "load_rules", "rules"),
     (api, "coverage", "report"),

@@ -41,8 +41,8 @@ def check(ctx, t) -> list[Finding]:
         return []
     labels = sorted({ctx.label(r) for r, *_ in hits})
     reserved, alloc, r_shape, a_shape = hits[0]
-    cache_start = r_shape.tail_values[0] - _at(alloc, r_shape.tail_steps[0])
-    cache_end = r_shape.tail_values[-1] - _at(alloc, r_shape.tail_steps[-1])
+    cache_start = r_shape.tail_values[0] - _at(alloc, r_shape.tail_steps[0], _line(reserved, r_shape.tail_start))
+    cache_end = r_shape.tail_values[-1] - _at(alloc, r_shape.tail_steps[-1], _line(reserved, len(reserved) - 1))
     word = step_word([reserved])  # `from_reading` when the log numbers its readings, not its steps
     msg = (
         f"Reserved memory grows while allocated memory is flat on {workers_phrase(labels)}: "
@@ -99,8 +99,16 @@ def check(ctx, t) -> list[Finding]:
     ]
 
 
-def _at(series, step: int) -> float:
-    """The series' reading at `step`, or the nearest earlier one."""
+def _line(series, index: int) -> int | None:
+    return series.line_nos[index] if 0 <= index < len(series.line_nos) else None
+
+
+def _at(series, step: int, line: int | None = None) -> float:
+    """The series' reading on `line` (allocated and reserved printed on one line: the same moment),
+    else at `step` or the nearest earlier one. A step of several readings holds its floor and its
+    peak (records.step_rows), each on its own line."""
+    if line is not None and line in series.line_nos:
+        return series.values[series.line_nos.index(line)]
     best = series.values[0]
     for s, v in zip(series.steps, series.values):
         if s > step:

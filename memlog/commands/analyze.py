@@ -69,7 +69,14 @@ def analyze(
         }
         try:
             report = run_analysis(
-                logs, options=reading, capacity_gib=capacity, progress=bar, command=command_line("analyze", logs, flags), log_lines=quotes_log_lines(name)
+                logs,
+                options=reading,
+                capacity_gib=capacity,
+                progress=bar,
+                command=command_line("analyze", logs, flags),
+                log_lines=quotes_log_lines(name),
+                # Off unless asked: on this 2-core machine it did not win (benchmarks/README.md, issue 33 item 4).
+                processes=os.environ.get("MEMLOG_PROCESSES") == "1",
             )
         finally:
             bar.finish()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -14,13 +15,12 @@ from memlog.base.columns import ALL_VALUE_COLUMNS
 from memlog.base.config import Config
 from memlog.base.errors import MemlogError
 from memlog.base.limits import MAX_RESTARTS_LISTED
-from memlog.base.parallel import ordered_map
 from memlog.engine.excerpt import attach_log_lines
 from memlog.engine.plan import ReadingOptions, ReadingPlan, select_specs
 from memlog.engine.reader import judgeable, nothing_found, read_sources
 from memlog.judge.context import Context
 from memlog.judge.rulekit import Finding, Skip, headline, load_rules
-from memlog.judge.trend import shape_of
+from memlog.judge.shapes import shapes_of, warm_for_shapes
 from memlog.parse.catalog import load_wrappers
 from memlog.parse.formats import FormatSpec
 from memlog.parse.generic import Guessed
@@ -170,9 +170,28 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
             "steps": _steps_span(records, tables.summarised),
             "restarts": restart_steps(records, tables.summarised),
         }
+        | _merged_note(records)
         | _summarised_note(tables.summarised)
         | ({"repeated": tables.repeated} if tables.repeated else {})
     )
+
+
+def _merged_note(records: pl.DataFrame) -> dict:
+    """What the coverage says of steps whose several lines were merged into their floor and peak
+    (records.step_rows), nothing when no step printed memory more than once."""
+    if "readings" not in records.columns:
+        return {}
+    several = records.filter(pl.col("readings") > 1)
+    if several.is_empty():
+        return {}
+    return {
+        "readings_per_step": {
+            "steps": several.height,
+            "lines": int(several["readings"].sum()),
+            "most_in_a_step": int(cast(int, several["readings"].max())),
+            "judged_by": "each step's floor and peak: every memory column's lowest and highest reading in the step",
+        }
+    }
 
 
 def _summarised_note(summarised: Sequence[Summarised]) -> dict:
@@ -207,6 +226,7 @@ def analyze(
     chunk_bytes: int = CHUNK_BYTES,
     command: str | None = None,
     log_lines: bool = False,
+    processes: bool = False,
 ) -> Report:
     """The report on `inputs`, complete: `command` is the command line it answers (for the reports
     that show it), `log_lines` reads the evidence lines back from the logs for the reports that
@@ -216,7 +236,9 @@ def analyze(
     `plugins_dirs`: format folders whose Python block parsers may run (trusted; catalog.load_specs).
     `condense`: keep long runs of steps as bins while reading (memlog/tables/condense.py); off, every
     step is held (tests compare both). `chunk_bytes`: how much is read at a time (the report does not
-    depend on it)."""
+    depend on it). `processes`: many series may be shaped on worker processes (trend.shapes_of; the
+    commands' choice: a worker process imports the caller's main module, as multiprocessing does,
+    so a script calling this must guard its main code with `if __name__ == "__main__":`)."""
     if options is None:
         forced = (format,) if isinstance(format, str) else tuple(format or ())
         options = ReadingOptions(forced, tuple(formats_dirs), tuple(plugins_dirs))
@@ -230,7 +252,7 @@ def analyze(
     # memory values the generic reader could not turn into series is reported with why.
     if not judgeable(tables):
         raise nothing_found(sources, plan)
-    report = judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric, command=command)
+    report = judge(tables, sources, config=config, capacity_gib=capacity_gib, chart_metric=chart_metric, command=command, processes=processes)
     if log_lines:
         attach_log_lines(report, own_lines=plan.parser().reads_alone)
     return report
@@ -244,15 +266,17 @@ def judge(
     capacity_gib: float | None = None,
     chart_metric: str | None = None,
     command: str | None = None,
+    processes: bool = False,
 ) -> Report:
     """Run every rule over the tables read from `sources`: the Report (`command`: the command line
-    it answers)."""
+    it answers; `processes`: many series may be shaped on worker processes, trend.shapes_of)."""
     config = config or Config()
+    if processes:  # the pool's server starts while the series are built
+        warm_for_shapes(tables.records.height)
     ctx = Context(tables, find_capacities(tables.records, tables.events, capacity_gib or config.capacity_gib))
-    # Every memory rule asks for the judged series' shapes: compute them up front on all cores
-    # (their pairwise-slope work runs in polars, outside the GIL).
-    for _ in ordered_map(shape_of, [*ctx.device_series, *ctx.host_series]):
-        pass
+    # Every memory rule asks for the judged series' shapes: computed up front, on worker processes
+    # when they are many (shapes.shapes_of; `processes`: analyze's, not the guard's inside a run).
+    shapes_of([*ctx.device_series, *ctx.host_series], processes=processes)
     rules = load_rules()
     unknown = set(config.rules) - {r.id for r in rules}
     if unknown:

@@ -68,7 +68,7 @@ class SourceReader:
         self.parser = parser or plan.parser()
         self.batch: list[pl.DataFrame] = []  # records not yet handed to the sink (batch_rows)
         self.batch_events: list[pl.DataFrame] = []
-        self.sink: RecordSink = Condenser() if plan.keep.condense else KeepEvery()
+        self.sink: RecordSink = Condenser(plan.keep.per_step) if plan.keep.condense else KeepEvery()
         self.kept: list[pl.DataFrame] = []  # record frames the sink returned
         self.events: list[pl.DataFrame] = []  # event rows, as the parser gave them
         # What the guess reads is condensed as it comes, like a spec's records, and dropped if a spec
@@ -78,7 +78,7 @@ class SourceReader:
         self.guesser: SourceGuesser | None = (
             SourceGuesser(source.name, list(plan.specs), list(plan.wrappers)) if plan.generic and not self.events_only else None
         )
-        self.guessed_sink: RecordSink = Condenser() if plan.keep.condense else KeepEvery()
+        self.guessed_sink: RecordSink = Condenser(plan.keep.per_step) if plan.keep.condense else KeepEvery()
         self.guessed_records: list[pl.DataFrame] = []
         self.guessed_any = False
         self.guessed: Guessed | None = None
@@ -292,12 +292,13 @@ def read_sources(plan: ReadingPlan, inputs: Sequence[str], progress: Callable[[S
                 progress(source)
         reader.finish()
         readers.append(reader)
-    return tables_of([*readers, *stores.values()]), sources
+    return tables_of([*readers, *stores.values()], per_step=plan.keep.per_step), sources
 
 
-def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
+def tables_of(readers: Iterable[SourceReader | StoreReader], *, per_step: bool = False) -> Tables:
     """The tables of the sources read: their records, as one table (records.build_records, which
-    frees the frames as it copies them), and their events."""
+    frees the frames as it copies them), and their events. `per_step`: one record per step
+    (records.step_rows)."""
     record_frames, event_frames, guessed, summarised = [], [], [], []
     for reader in readers:
         frame = reader.records()
@@ -308,15 +309,21 @@ def tables_of(readers: Iterable[SourceReader | StoreReader]) -> Tables:
         if reader.guessed is not None:
             guessed.append(reader.guessed)
         summarised += reader.summarised()
-    return tables_from(record_frames, event_frames, guessed, summarised)
+    return tables_from(record_frames, event_frames, guessed, summarised, per_step=per_step)
 
 
 def tables_from(
-    record_frames: list[pl.DataFrame], event_frames: list[pl.DataFrame], guessed: list | None = None, summarised: Sequence[Summarised] = ()
+    record_frames: list[pl.DataFrame],
+    event_frames: list[pl.DataFrame],
+    guessed: list | None = None,
+    summarised: Sequence[Summarised] = (),
+    *,
+    per_step: bool = False,
 ) -> Tables:
     """The tables of record frames (each one source's compact records, emptied as they are copied
-    out: records.build_records) and event frames. `summarised`: what the condensers summarised."""
-    records = build_records(record_frames)
+    out: records.build_records) and event frames. `summarised`: what the condensers summarised;
+    `per_step`: one record per step, as the rules judge them (records.step_rows)."""
+    records = build_records(record_frames, per_step=per_step)
     # A console beside the per-rank files it tees is read once, from those (tables/streams.py).
     repeated = repeated_sources(records)
     if repeated:

@@ -578,6 +578,10 @@ def shape_of(series: Series) -> Shape:
     """The series' shape, computed once per Series object (every memory rule asks for it)."""
     shape = series.__dict__.get("_shape")
     if shape is None:
-        running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
-        shape = series.__dict__["_shape"] = _shape(tuple(series.x), tuple(series.values), running_max, tuple(series.steps))
+        shape = series.__dict__["_shape"] = _shape(*_shape_args(series))
     return shape
+
+
+def _shape_args(series: Series) -> tuple:
+    running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
+    return tuple(series.x), tuple(series.values), running_max, tuple(series.steps)

@@ -88,14 +88,27 @@ def workers_phrase_of(coverage: dict[str, Any]) -> str:
 def restarts_sentence(coverage: dict[str, Any]) -> str | None:
     """The run's restarts, said once: "The run restarted twice (steps 4,001 and 8,001); series after
     a restart are labelled (segment N)." Then the streams read once (a console beside the per-rank
-    files it repeats). None when it ran straight through from files of its own."""
+    files it repeats), and the steps whose several memory lines were merged. None when it ran
+    straight through from files of its own, a line a step."""
     repeated = coverage.get("repeated") or {}
     said = " ".join(
         f"{name} repeats the steps of {len(others)} other file{'s' if len(others) != 1 else ''} (its ranks' own logs): read once, from those."
         for name, others in repeated.items()
     )
     restarts = _restarts(coverage)
-    return " ".join(s for s in (restarts, said) if s) or None
+    return " ".join(s for s in (restarts, said, _merged(coverage)) if s) or None
+
+
+def _merged(coverage: dict[str, Any]) -> str | None:
+    """Steps that printed memory several times, said once (memlog/tables/records.step_rows)."""
+    merged = coverage.get("readings_per_step")
+    if not merged:
+        return None
+    steps, most = merged["steps"], merged["most_in_a_step"]
+    return (
+        f"{steps:,} step{'s' if steps != 1 else ''} printed memory several times ({merged['lines']:,} lines, up to {most:,} in a step): "
+        "each step is judged by its floor and its peak, every memory column's lowest and highest reading in it."
+    )
 
 
 def _restarts(coverage: dict[str, Any]) -> str | None:

@@ -61,6 +61,7 @@ import polars as pl
 
 from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.base.limits import CAPACITY_SLACK, MAX_RESTARTS_LISTED, MAX_SERIES_POINTS, impossible_reading
+from memlog.tables.records import step_rows
 
 # Twice this many steps of one worker and kind are kept one by one: every series judged point by
 # point (MAX_SERIES_POINTS) and then some is exactly what it was without condensing.
@@ -129,7 +130,11 @@ class Condenser:
     last step, the steps of its current segment and the segment's number are carried from batch to
     batch."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_step: bool = False) -> None:
+        # A step's memory lines merged into its floor and peak while reading (records.step_rows;
+        # Keep.per_step), where they are sure to share a step (_stepless).
+        self.per_step = per_step
+        self.step_lines: dict[object, int] = {}  # worker -> its step lines so far (_stepless)
         self.carried: dict[tuple, tuple[int, int, int]] = {}  # (worker, kind) -> (last step, steps in its segment, segment)
         self.floor: dict[tuple, int] = {}  # (worker, kind) -> its first segment still held, where not 0
         self.summarised = Summarised()
@@ -147,6 +152,7 @@ class Condenser:
         self.waiting: pl.DataFrame | None = None
         self.context: pl.DataFrame | None = None
         self.cuts = pl.Series("line_no", [], dtype=pl.Int64)
+        self.stepless_cuts: list[pl.Series] = []  # the lines of step-less records that cut runs (_compact)
 
     def add(self, rows: pl.DataFrame | None, events: list[pl.DataFrame], open_since: int | None) -> list[pl.DataFrame]:
         """`rows`: one chunk's compact records (tables.compact_records) of one source, or None;
@@ -222,11 +228,17 @@ class Condenser:
             rows = pl.concat(pending, how="diagonal_relaxed").rechunk()
             if "step" not in rows.columns:  # only lines that take a neighbour's step
                 stepless, rows = rows, rows.clear()
+                lines = stepless["line_no"].cast(pl.Int64)
+            elif self.per_step and rows["step"].null_count():
+                stepless, lines = self._stepless(rows)
+                rows = rows.filter(pl.col("step").is_not_null())
             else:
                 stepless, rows = rows.filter(pl.col("step").is_null()), rows.filter(pl.col("step").is_not_null())
+                lines = stepless["line_no"].cast(pl.Int64)
             if stepless.height:  # they take a neighbour's step later (records.build_records), and cut runs
                 self.done.append(stepless)
-                cuts.append(stepless["line_no"].cast(pl.Int64))
+                cuts.append(lines)
+                self.stepless_cuts.append(lines)
             if rows.height:
                 if not rows["line_no"].is_sorted():
                     rows = rows.sort("line_no", maintain_order=True)
@@ -273,9 +285,9 @@ class Condenser:
         if not rows["line_no"].is_sorted():
             rows = rows.sort("line_no", maintain_order=True)
         # Runs are cut at events and at step-less records (Condenser._batch holds those apart).
-        stepless = [f["line_no"].cast(pl.Int64) for f in self.done if "_n" not in f.columns]
         self.barriers = [pl.concat(self.barriers).unique().sort()]
-        cuts = pl.concat([self.barriers[0], *stepless]).unique().sort()
+        self.stepless_cuts = [pl.concat(self.stepless_cuts).unique().sort()] if self.stepless_cuts else []
+        cuts = pl.concat([self.barriers[0], *self.stepless_cuts]).unique().sort()
         after = self._after()
         # A few workers at a time: binning copies its rows several times over, and every step of it
         # is per worker, so slices by worker give the same bins at a fraction of the peak.
@@ -288,6 +300,33 @@ class Condenser:
         del rows
         self.done.append(pl.concat(parts, how="diagonal_relaxed").sort("line_no", maintain_order=True))
         self.compacted = sum(f.height for f in self.done)
+
+    def _stepless(self, batch: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        """The batch's step-less records, each worker's memory lines between two of its step lines
+        merged into their floor and peak (records.step_rows): they take the step of the step line
+        before them (records._fill_steps) and are merged there again, to the same rows. Lines before
+        a worker's first step line, and lines whose step is counted or redrawn, stay as read. Also
+        the lines that cut runs of steps (_condensed): the first step-less line after each step
+        line, which cuts what every step-less line after it would."""
+        if not batch["line_no"].is_sorted():
+            batch = batch.sort("line_no", maintain_order=True)
+        worker = batch.schema["worker"]
+        carried = pl.DataFrame(list(self.step_lines.items()), schema={"worker": worker, "_before": pl.Int64}, orient="row")
+        has_step = pl.col("step").is_not_null()
+        batch = batch.join(carried, on="worker", how="left", maintain_order="left").with_columns(
+            _run=has_step.cast(pl.Int64).cum_sum().over("worker") + pl.col("_before").fill_null(0)
+        )
+        for name, runs in batch.group_by("worker").agg(pl.col("_run").last()).iter_rows():
+            self.step_lines[name] = runs
+        lines = batch.filter(~has_step & has_step.shift(1).fill_null(True))["line_no"].cast(pl.Int64)
+        stepless = batch.filter(~has_step).drop("_before")
+        sure = pl.col("_run") > 0
+        for flag in ("refresh", "ordinal_step", "interleaved"):
+            if flag in stepless.columns:
+                sure = sure & pl.col(flag).is_null() if flag == "interleaved" else sure & ~pl.col(flag).fill_null(False)
+        merged = step_rows(stepless.filter(sure), of_step=("worker", "kind", "_run"))
+        out = pl.concat([merged, stepless.filter(~sure)], how="diagonal_relaxed").drop("_run")
+        return out.sort("line_no", maintain_order=True), lines
 
     def _summarise(self) -> None:
         """Each worker and kind past KEEP_SEGMENTS segments: its older segments' records counted in

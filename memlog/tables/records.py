@@ -58,12 +58,13 @@ class Keep:
     values: tuple[str, ...] = ALL_VALUE_COLUMNS
     ts_text: bool = True
     condense: bool = False  # long runs of steps kept as bins (memlog/tables/condense.py)
+    per_step: bool = False  # a step's several lines kept as one row, its peak (step_rows)
 
     @classmethod
     def judged(cls, *extra: str | None, condense: bool = True) -> Keep:
         """What `analyze` keeps: the judged columns, plus `extra` ones (a charted metric), with long
-        runs of steps condensed unless `condense` is false."""
-        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=condense)
+        runs of steps condensed unless `condense` is false, and each step one row (step_rows)."""
+        return cls(tuple(dict.fromkeys([*JUDGED_COLUMNS, *(c for c in extra if c)])), ts_text=False, condense=condense, per_step=True)
 
 
 class RecordSink(Protocol):
@@ -202,8 +203,9 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in text) if text else frame
 
 
-def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Steps, segments, copies and readings (module docstring), then one row per reading. Each frame
+def build_records(frames: list[pl.DataFrame], per_step: bool = False) -> pl.DataFrame:
+    """Steps, segments, copies and readings (module docstring), then one row per reading, or, with
+    `per_step` (what `analyze` judges: Keep.per_step), one row per step (step_rows). Each frame
     holds one source's rows (compact_records or a sink's); `frames` is emptied (_in_line_order)."""
     if not frames:
         return pl.DataFrame()
@@ -221,7 +223,12 @@ def build_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
         segment = segment + pl.col("segment_base").max().over(group_key(frame, keys)).fill_null(0)
     frame = frame.with_columns(segment=segment).drop("segment_base", strict=False)
     frame = _split_collided(frame)
-    return _readings(frame)
+    several = None
+    if per_step:
+        merged = step_rows(frame)
+        several = None if merged is not frame else False  # no step of two lines: none of one pattern either
+        frame = merged
+    return _readings(frame.drop("_early", strict=False), several)
 
 
 def _in_line_order(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -302,7 +309,11 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
     # whose steps the driver-side TaskRunner prints) takes the step the source logged last.
     own = pl.col("step").forward_fill().backward_fill().over(worker)
     shared = pl.col("step").forward_fill().backward_fill().over("source")
-    frame = frame.with_columns(pl.coalesce(own, shared).alias("step"))
+    # Lines printed before their worker's first step (or, for a worker that never logs one, the
+    # source's): initialisation, not readings of that step (step_rows leaves them as they are).
+    logs_steps = pl.col("step").is_not_null().any().over(worker)
+    early = pl.col("step").forward_fill().over(worker).is_null() & (logs_steps | pl.col("step").forward_fill().over("source").is_null())
+    frame = frame.with_columns(pl.coalesce(own, shared).alias("step"), _early=early)
     # Nothing in the source has a step: each worker's readings are numbered, a pattern's k-th line
     # being reading k (a see_memory_usage block's lines form one reading).
     nth = pl.int_range(1, pl.len() + 1).over(group_key(frame, ["source", "worker", "pattern"]))
@@ -441,14 +452,94 @@ def _distance(value: float, predicted: float) -> float:
     return 0.0 if value == predicted else math.inf
 
 
-def _readings(frame: pl.DataFrame) -> pl.DataFrame:
+# What a step's rows keep of its several lines (step_rows): where each was read is the line of
+# its lowest or highest memory reading; a value that is not memory, its last reading.
+WHERE_READ = ("line_no", "ts", "_seconds")
+KEYS_OF_STEP = ("source", "worker", "kind", "segment", "step")
+
+
+def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> pl.DataFrame:
+    """A step's memory lines of `frame` (rows in line order, grouped by `of_step`) as at most two
+    rows: its floor and its peak. A worker that prints memory several times a step (DeepSpeed's
+    see_memory_usage before and after forward, backward and step; vLLM waking and sleeping; a
+    memory line per device) is judged by what the step held at its lowest and reached at its
+    highest: the floor row holds each memory column's lowest reading in the step, the peak row its
+    highest (a window peak's too) and the last reading of any other value those lines print, each
+    at the line and time of its first memory column's lowest or highest reading. A step whose
+    memory readings do not differ is one row. `readings` says how many lines the step's rows stand
+    for (on its peak row; 0 on its floor row; null, or no such column: one line). Lines without
+    memory stay as printed (a step line and its loss: events find the step they follow by its
+    line, events._steps_beside), and so do
+    the lines a rule reads one by one: a memory reading that cannot be true (not a number,
+    negative: corrupt-readings counts them), a non-finite loss or other value (nan-loss), and the
+    lines printed before the first step (initialisation: records._fill_steps gives them that step,
+    and a warmup starts there). Rows stay in line order per worker. Rows already merged (counted by
+    `readings`) merge again as their lines would: lowest of the lowest, highest of the highest."""
+    keys = [k for k in of_step if k in frame.columns]
+    count = pl.col("readings").fill_null(1) if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
+    if frame.is_empty() or not frame.select(group_key(frame, keys).is_duplicated().any()).item():
+        return frame  # (no `readings`: one line a row)
+    memory = [c for c in MEMORY_COLUMNS if c in frame.columns]
+    others = [c for c in ALL_VALUE_COLUMNS if c in frame.columns and c not in MEMORY_COLUMNS]
+    odd = [~pl.col(c).is_finite() | (pl.col(c) < 0) for c in memory] + [~pl.col(c).is_finite() for c in others]
+    if "_early" in frame.columns:  # lines before the first step (records._fill_steps)
+        odd.append(pl.col("_early"))
+    # A line without memory (a step line's loss, a progress line) stays as printed: its step's other
+    # values per line, and events find the step they follow by its line (events._steps_beside).
+    odd.append(pl.all_horizontal(pl.col(c).is_null() for c in memory) if memory else pl.lit(True))
+    alone = pl.any_horizontal(pl.coalesce(o, pl.lit(False)) for o in odd) if odd else pl.lit(False)
+    frame = frame.with_columns(_alone=alone, _pos=pl.int_range(pl.len())).with_columns(_first=pl.col("_pos").min().over(group_key(frame, keys)))
+    merged = frame.filter(~pl.col("_alone"))
+    # Where the floor and the peak were read: the lowest and highest reading of the first memory
+    # column the step's lines print (the same column whether its lines are merged at once or in parts).
+    low, high = pl.lit(0, dtype=pl.UInt32), pl.lit(0, dtype=pl.UInt32)
+    for c in reversed(memory):
+        printed = pl.col(c).is_not_null().any()
+        low, high = pl.when(printed).then(pl.col(c).arg_min()).otherwise(low), pl.when(printed).then(pl.col(c).arg_max()).otherwise(high)
+    labels = [
+        c for c in merged.columns if c not in keys and c not in memory and c not in others and c not in ("_alone", "_pos", "_first", "readings", "_early")
+    ]
+    peak = [pl.col(c).get(high) if c in WHERE_READ else pl.col(c).max() if c == "repeated" else pl.col(c).first() for c in labels]
+    floor = [pl.col(c).get(low).alias(f"_low_{c}") for c in labels if c in WHERE_READ]
+    groups = merged.group_by(keys, maintain_order=True).agg(
+        *peak,
+        *floor,
+        *(pl.col(c).max() for c in memory),
+        *(pl.col(c).min().alias(f"_low_{c}") for c in memory),
+        *(pl.col(c).drop_nulls().last() for c in others),
+        pl.col("_first").first(),
+        pl.col("_pos").get(high).alias("_at"),
+        pl.col("_pos").get(low).alias("_low_at"),
+        (pl.col("readings").fill_null(1).sum() if "readings" in merged.columns else pl.len()).cast(pl.Int64).alias("readings"),
+    )
+    lows = [f"_low_{c}" for c in memory]
+    differs = pl.any_horizontal((pl.col(f"_low_{c}") != pl.col(c)).fill_null(False) for c in memory) if memory else pl.lit(False)
+    floors = groups.filter(differs).with_columns(
+        *(pl.col(f"_low_{c}").alias(c) for c in (*memory, *(w for w in WHERE_READ if w in labels))),
+        *(pl.lit(None, dtype=groups.schema[c]).alias(c) for c in others),
+        pl.col("_low_at").alias("_at"),
+        readings=pl.lit(0, dtype=pl.Int64),
+    )
+    helpers = ["_low_at", *lows, *(f"_low_{w}" for w in WHERE_READ if w in labels)]
+    rest = frame.filter(pl.col("_alone")).with_columns(_at=pl.col("_pos"), readings=count.cast(pl.Int64))
+    columns = [c for c in frame.columns if c not in ("_alone", "_pos", "_first", "readings", "_early")]
+    parts = [groups.drop(helpers), floors.drop(helpers), rest.drop("_alone", "_pos")]
+    out = pl.concat([p.select(*columns, "_first", "_at", "readings") for p in parts if p.height])
+    # Each step where its first line was, its rows in their lines' order: each worker's rows stay in
+    # line order (events._steps_beside), its steps ascending.
+    return out.sort("_first", "_at", maintain_order=True).drop("_first", "_at")
+
+
+def _readings(frame: pl.DataFrame, several: bool | None = None) -> pl.DataFrame:
     """Move 4 of the module docstring: number each line's reading within its step; the first line
-    of a step stands for the step (`steps`), the others are further readings of it."""
+    of a step stands for the step (`steps`), the others are further readings of it. `several`:
+    whether a step holds several lines of one pattern, when the caller knows."""
     keys = ["source", "worker", "kind", "segment", "step"]
     by_pattern = group_key(frame, [*keys, "pattern"])
     # Numbered within step and pattern only where a step holds several lines of one pattern: a window
     # over as many groups as rows costs far more than the test.
-    several = frame.select(by_pattern.is_duplicated().any()).item()
+    if several is None:
+        several = frame.select(by_pattern.is_duplicated().any()).item()
     frame = frame.with_columns(
         reading=pl.int_range(pl.len()).over(by_pattern).cast(pl.Int64) if several else pl.lit(0, dtype=pl.Int64),
         steps=pl.when(group_key(frame, keys).is_first_distinct()).then(pl.col("steps")).otherwise(0),
@@ -459,8 +550,9 @@ def _readings(frame: pl.DataFrame) -> pl.DataFrame:
     value_cols = [c for c in ALL_VALUE_COLUMNS if c in frame.columns]
     absent = [pl.lit(None, dtype=pl.Float64).alias(c) for c in ALL_VALUE_COLUMNS if c not in value_cols]
     repeated = pl.col("repeated") if "repeated" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    merged = ["readings"] if "readings" in frame.columns else []  # lines a step's row stands for (step_rows)
     return frame.with_columns(*absent, repeated=repeated).select(
-        *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided"
+        *keys, "reading", "line_no", timed, *firsts, *ALL_VALUE_COLUMNS, "repeated", "steps", "ordinal", "collided", *merged
     )
 
 

@@ -171,6 +171,8 @@ def build_series(
         pl.col("steps") if "steps" in records.columns else pl.lit(1, dtype=pl.Int64).alias("steps"),
         *flags,
         pl.col(column).alias("_value"),
+        # A step's floor row (records.step_rows: `readings` 0) is binned apart from its peak rows.
+        ((pl.col("readings") == 0) if "readings" in records.columns else pl.lit(False)).cast(pl.UInt8).alias("_floor"),
         (pl.coalesce(*machine).cast(pl.String) if machine else pl.lit(None, dtype=pl.String)).alias("_machine"),
     )
     rows = _only(rows, (pl.col("kind") == kind) & pl.col("_value").is_not_null()).drop("kind")
@@ -212,7 +214,22 @@ def build_series(
         for source, worker, segment, line_no, value, step, reason in listed.select(*keys, "line_no", "_value", "step", "_why").iter_rows():
             corrupt.setdefault((source, worker, segment), []).append(Corrupt(line_no, value, step, reason))
         rows = _only(rows, ~is_impossible)
-    kept = _binned(_positioned(rows.drop("_limit")), keys)
+    floors = bool(rows["_floor"].max())
+    if floors:
+        # A step's floor before its peak, whichever was printed first: every step's two readings in
+        # the same places (step_envelopes reads a step's cycle by its readings' places).
+        rows = rows.sort("_series", "step", pl.col("_floor"), descending=[False, False, True], maintain_order=True)
+    positioned = _positioned(rows.drop("_limit"))
+    if floors:
+        # Floors and peaks binned each on their own, into the same bins of steps: a bin's median of
+        # both would be neither, and the steps' cycle (step_envelopes) would be lost in a long series.
+        step = pl.col("step")
+        new_step = (step != step.shift(1)).fill_null(True)
+        weight = pl.when(new_step).then(pl.max_horizontal(pl.col("steps"), 1)).otherwise(0)
+        at = pl.when(new_step).then(weight.cum_sum() - weight).forward_fill()
+        positioned = positioned.with_columns(_i=at.over("_series"), _n=weight.sum().over("_series"))
+        positioned = positioned.with_columns(_series=group_key(positioned, [*keys, "_floor"]))
+    kept = _binned(positioned.drop("_floor"), keys)
     points: dict[tuple, tuple[int, int, bool]] = {}  # group -> (offset, length, several readings at a step) in `kept`
     bounds = kept.group_by(keys, maintain_order=True).agg(pl.len().alias("n"), (pl.col("step").n_unique() < pl.len()).alias("several"))
     offset = 0
@@ -413,12 +430,17 @@ def _binned(kept: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     A record condensed while reading (memlog/tables/condense.py) counts as the `steps` steps it stands
     for (a step's later readings as one): bins hold equal numbers of steps, not of records."""
     weight = pl.max_horizontal(pl.col("steps"), 1)
+    # `_i` and `_n` given: each row's place in its series' steps and their number, shared by the
+    # groups binned apart (a step's floors and peaks: build_series).
+    placed = "_i" in kept.columns
     # polars types an aggregate as any Python scalar; of these integer columns it is an int or None.
-    if (cast("int | None", kept.group_by("_series").agg(weight.sum().alias("w"))["w"].max()) or 0) <= MAX_SERIES_POINTS:
-        return kept.sort([*keys, "_x"])
+    n = kept["_n"].max() if placed else kept.group_by("_series").agg(weight.sum().alias("w"))["w"].max()
+    if (cast("int | None", n) or 0) <= MAX_SERIES_POINTS:
+        return kept.drop("_i", "_n", strict=False).sort([*keys, "_x"])
     kept = kept.with_columns(_w=weight)
     steps = pl.col("_w")
-    kept = kept.with_columns(_i=(steps.cum_sum() - steps).over("_series"), _n=steps.sum().over("_series"))
+    if not placed:
+        kept = kept.with_columns(_i=(steps.cum_sum() - steps).over("_series"), _n=steps.sum().over("_series"))
     inner = MAX_SERIES_POINTS - 2
     last = pl.col("_n") - 1
     bin_of = (

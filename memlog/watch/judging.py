@@ -40,7 +40,7 @@ def judge_held(
     from memlog.engine.api import judge
     from memlog.engine.reader import judgeable, tables_from
 
-    tables = tables_from(record_frames, event_frames, list(guessed), summarised)
+    tables = tables_from(record_frames, event_frames, list(guessed), summarised, per_step=True)
     if not judgeable(tables):
         return None
     return judge(tables, sources, config=config, capacity_gib=capacity_gib)
