@@ -13,6 +13,7 @@ from memlog.judge.rulekit import (
     Threshold,
     Verdict,
     duration,
+    envelope_of,
     gib,
     known_issues,
     project,
@@ -131,7 +132,13 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     # Earlier segments of the run, not series: the ranks of one attempt restarted together.
     earlier = len({item[0].key.place for item in all_leaking if not any(item is live for live in leaking)})
     labels = [ctx.label(s) for s, *_ in all_leaking]
-    shapes = [sh for _, sh, _, _ in leaking]
+    # A worker's step floor and peak both leaking: its figures are those of the one its line fits best
+    # (a median of the two would be a level no reading had; a peak's first reading may be a spike).
+    best: dict[tuple[str, str], float] = {}
+    for s, sh, _, _ in leaking:
+        if (env := envelope_of(s)) is not None:
+            best[(s.key.source, env[0])] = max(best.get((s.key.source, env[0]), -math.inf), sh.r_squared)
+    shapes = [sh for s, sh, _, _ in leaking if (env := envelope_of(s)) is None or sh.r_squared >= best[(s.key.source, env[0])]]
     slope = statistics.median(sh.fit.slope for sh in shapes)
     first = min(sh.tail_steps[0] for sh in shapes)
     last = max(sh.tail_steps[-1] for sh in shapes)

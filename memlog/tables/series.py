@@ -504,6 +504,15 @@ CYCLE_SHARE = 0.6  # the phases explain at least this share of the variance
 CYCLE_STEPS = 0.75  # ... on at least this share of the steps, which hold the same number of readings
 
 
+ENVELOPES = ("floor", "peak")
+
+
+def envelope_of(series: Series) -> tuple[str, str] | None:
+    """(the worker, "floor" or "peak") of a step_envelopes view, else None."""
+    worker, _, name = series.key.worker.rpartition(" [")
+    return (worker, name[:-1]) if worker and name[:-1] in ENVELOPES and name.endswith("]") else None
+
+
 def step_envelopes(series: Series) -> list[Series] | None:
     """A series whose readings repeat the same cycle at every step, as two series with one point per
     step: the lowest reading of each step (`[floor]`) and the highest (`[peak]`); None when its
@@ -527,7 +536,7 @@ def step_envelopes(series: Series) -> list[Series] | None:
     if total <= 0 or 1 - within / total < CYCLE_SHARE:
         return None
     views = []
-    for name, pick in (("floor", min), ("peak", max)):
+    for name, pick in zip(ENVELOPES, (min, max)):
         chosen = [pick(idx, key=values.__getitem__) for idx in by_step.values()]
         key = SeriesKey(series.key.source, f"{series.key.worker} [{name}]", series.key.segment)
         views.append(

@@ -94,6 +94,22 @@ class TestStableAndInsufficient:
         assert "insufficient-data" not in fired
 
 
+def test_a_leak_on_a_steps_floor_and_peak_quotes_levels_one_of_them_had(tmp_path):
+    """DeepSpeed's see_memory_usage lines cycle within each step: a worker is judged by its step floor
+    and peak, and both leak. The levels the message quotes are those of one of them (the one its
+    line fits best), never their midpoint: a level no reading had."""
+    from benchmarks import generate
+
+    (log,) = generate.generate("deepspeed", 2 * 1024 * 1024, tmp_path)
+    report = analyze([str(log)])
+    leak = next(f for f in report.findings if f.rule == "memory-leak")
+    per_series = {s["series"]: (s["start_gib"], s["end_gib"]) for s in leak.evidence["series"]}
+    assert {"main [floor]", "main [peak]"} <= set(per_series), per_series
+    quoted = re.search(r"([\d.]+) GiB -> ([\d.]+) GiB", leak.message)
+    assert quoted is not None and float(quoted[1]) < float(quoted[2]), leak.message
+    assert any(abs(float(quoted[1]) - a) < 0.01 and abs(float(quoted[2]) - b) < 0.01 for a, b in per_series.values()), (leak.message, per_series)
+
+
 class TestPipelineSentinel:
     def test_fires_on_constant_minus_one_and_names_the_real_ranks(self, tmp_path):
         mem = {r: noisy([20.0] * 10, 0.01, seed=r) for r in range(4)}
