@@ -102,6 +102,9 @@ class Shape:
     # The whole series is a curve approaching a cap, and no steady rise is needed on top of it: a
     # warmup still settling, whatever its tail's slope (_saturates_whole, _approaching_cap).
     saturating: bool = False
+    # Memory fell, then held (a first step's buffers released, an allocator trimmed): the move from
+    # the first point to the level the tail starts at, negative; 0.0 when there is no such fall.
+    fall: float = 0.0
 
     @property
     def has_warmup(self) -> bool:
@@ -110,6 +113,11 @@ class Shape:
     @property
     def onset_step(self) -> int | None:
         return self.tail_steps[0] if self.onset is not None else None
+
+    @property
+    def fall_step(self) -> int | None:
+        """Where a fall before the tail ends (the tail's first step), when memory fell then held."""
+        return self.tail_steps[0] if self.fall < 0 else None
 
     @property
     def jump_step(self) -> int | None:
@@ -470,7 +478,8 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         warmup = warmup or _warmup_end(tails)
     jump = _jump(tails, warmup) if not running_max else None
     onset = _onset(tails, warmup if jump is None else jump.index)
-    start = onset if onset is not None else jump.index if jump is not None else warmup
+    fall = _fall_end(steps, values, labels) if not (warmup or running_max) and jump is None and onset is None else 0
+    start = onset if onset is not None else jump.index if jump is not None else warmup or fall
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
@@ -501,7 +510,17 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         stairs=stairs,
         running_max=running_max,
         late_rate_ratio=_late_rate_ratio(steps[start:], values[start:]) if running_max else None,
+        fall=_tail_start_level(tails, fall) - values[0] if fall and start == fall else 0.0,
     )
+
+
+def _fall_end(steps: tuple[float, ...], values: tuple[float, ...], labels: tuple[int, ...] | None) -> int:
+    """Index where a fall from the first points ends and memory holds (a warmup upside down, judged
+    by the same knee on the mirrored series: the fall stands out of the tail's noise and the tail's
+    slope is bounded well below the fall's rate), else 0. The tail after it is what memory does."""
+    if len(steps) < MIN_TAIL_POINTS + 1:
+        return 0
+    return _knee(_Tails(steps, tuple(-v for v in values), labels), 0)
 
 
 def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
