@@ -239,7 +239,9 @@ RULE = Rule(
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
     thresholds=(
         Threshold(
-            "recovered_after_records", 5, "records",
+            "recovered_after_records",
+            5,
+            "records",
             "training records the same worker must log after an out-of-memory error, its steps going on, for the error "
             "to count as recovered from (a warning) rather than the run's end",
         ),

@@ -285,10 +285,7 @@ def test_no_reading_is_taken_from_a_line_the_crash_vocabulary_read(tmp_path_fact
 
 # -- an out-of-memory error the run went on from ----------------------------------------------------
 
-OOM_LINE = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 23.64 GiB "
-    "of which 1.20 GiB is free."
-)
+OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 23.64 GiB of which 1.20 GiB is free."
 
 
 def hf_dict(step: int) -> str:
