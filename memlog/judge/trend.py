@@ -49,6 +49,9 @@ SATURATION_SLOWDOWN = 0.25
 # A running maximum has settled when the flat run after its last new peak covers at least this
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
+# Stairs whose readings move by at most this many ticks of the print's resolution from one line to
+# the next are its rounding (_print_ticks): a rounded line moves one tick at a time, two with noise.
+PRINT_TICKS = 2.0
 # Patterns are looked for in series of at least this many points (a sawtooth also needs 3 cycles).
 MIN_PATTERN_POINTS = 6
 # Growth that starts after a flat stretch is judged from its onset when a flat-then-rising hinge
@@ -483,6 +486,8 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
+        if stairs and _print_ticks(values[start:]):
+            stairs = None
     if stairs and onset is not None and stairs.jumps[0] > 1:
         # A hinge fitted to stairs falls inside the flat run before their first jump: the growth starts
         # there, so the onset is that run's last point (where a hinge's onset is too: the level held).
@@ -512,6 +517,19 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         late_rate_ratio=_late_rate_ratio(steps[start:], values[start:]) if running_max else None,
         fall=_tail_start_level(tails, fall) - values[0] if fall and start == fall else 0.0,
     )
+
+
+def _print_ticks(values: tuple[float, ...]) -> bool:
+    """Whether stairs found in `values` are a steady line rounded by the logger (a creep of 0.5 MiB a
+    step printed to 0.01 GiB moves one tick every few lines): no line moves the reading by more than
+    PRINT_TICKS ticks of the print's resolution. The resolution is the smallest difference between
+    two readings, when every reading is a whole number of it (a staircase from 20.37 GiB in 1 GiB
+    jumps is resolved finer than its jumps)."""
+    moves = [abs(b - a) for a, b in zip(values, values[1:]) if b != a]
+    tick = min(moves, default=0.0)
+    if tick <= 0 or max(moves) > PRINT_TICKS * tick * (1 + 1e-9):
+        return False
+    return all(abs(v / tick - round(v / tick)) <= 0.01 for v in values)
 
 
 def _fall_end(steps: tuple[float, ...], values: tuple[float, ...], labels: tuple[int, ...] | None) -> int:

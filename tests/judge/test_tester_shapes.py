@@ -39,3 +39,43 @@ def test_memory_that_falls_then_holds_is_stable_and_says_it_fell(tmp_path, seed)
     assert judged.verdict == "stable", (d.params, judged.verdict, judged.fired)
     (stable,) = [f for f in judged.report.findings if f.rule == "stable-memory"]
     assert "it fell by up to" in stable.message and "then held at" in stable.message, stable.message
+
+
+def _rounded_creep(seed: int, stairs_ticks: int = 0) -> Draw:
+    """A smooth creep (or, with `stairs_ticks`, stairs that many print ticks high every few lines)
+    printed with 1-2 decimals of its unit, so coarsely that a logged line moves it by less than a tick:
+    the printed values climb one tick every few lines."""
+    rng = random.Random(f"rounded-creep/{seed}/{stairs_ticks}")
+    key, per_gib, (lo, hi) = rng.choice(SCALES)
+    decimals = rng.choice((1, 2))
+    tick = 10**-decimals / per_gib  # GiB
+    n = rng.randint(40, 300)
+    per_point = tick * rng.uniform(0.2, 0.8)
+    every = rng.randint(4, 10)
+    # Growth of 5-50 % of the level over the run: a leak by any threshold, only the print hides its line.
+    level = max(per_point * n * rng.uniform(2, 20), 100 * tick)
+    if stairs_ticks:
+        base = [stairs_ticks * tick * (i // every) for i in range(n)]
+        # A level the print resolves finer than its jumps (20.01, 20.07, 20.13 ... in 0.06 jumps): clean
+        # stairs from a whole number of jumps (20.00, 20.06 ...) read the same as a rounded line.
+        level = (round(level / tick / stairs_ticks) * stairs_ticks + 1) * tick
+    else:
+        base = [per_point * i for i in range(n)]
+    values = tuple(level + b for b in base)
+    return Draw("linear", seed, tuple(range(10, 10 * n + 1, 10)), values, key, per_gib, decimals, 0.0, params={"tick": tick, "every": every})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_creep_rounded_by_the_print_is_steady_growth_not_stairs(tmp_path, seed):
+    d = _rounded_creep(seed)
+    judged = judge(d, tmp_path)
+    assert judged.verdict == "leak", (d.params, judged.verdict)
+    (leak,) = [f for f in judged.report.findings if f.rule == "memory-leak"]
+    assert "stairs" not in leak.message, leak.message
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stairs_higher_than_the_prints_ticks_are_still_stairs(tmp_path, seed):
+    d = _rounded_creep(seed, stairs_ticks=6)
+    (leak,) = [f for f in judge(d, tmp_path).report.findings if f.rule == "memory-leak"]
+    assert "in stairs" in leak.message, leak.message
