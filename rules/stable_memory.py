@@ -72,6 +72,14 @@ def _finding(ctx, subject, stable, t) -> Finding:
             f"{max(sh.fall_step for sh in falls)}, then held at {level} through {word} {last}, moving by at most "
             f"{gib(movement)} (within the {gib(tolerance)} a flat run may move). A fall is no leak"
         )
+    elif any(sh.step_change > 0 for _, sh in stable):
+        changes = [sh for _, sh in stable if sh.step_change > 0]
+        msg = (
+            f"{where} is stable on {workers_phrase(labels)} apart from one step: {gib(min(sh.level - sh.step_change for sh in changes))} "
+            f"from {word} {first}, a one-off jump of {gib(max(sh.step_change for sh in changes))} at {word} "
+            f"{min(sh.step_change_step for sh in changes)} (an evaluation, a checkpoint save, a longer batch), then {level} "
+            f"through {word} {last}, moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move). A jump that holds is no leak"
+        )
     else:
         msg = (
             f"{where} is stable on {workers_phrase(labels)}: {level} from {word} {first} to {last}, "
@@ -106,6 +114,7 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "tolerance_gib": rounded(tolerance),
             "max_spread_gib": rounded(spread),
             **({"fell_gib": rounded(max(-sh.fall for sh in falls))} if falls else {}),
+            **({"step_change_gib": rounded(max(sh.step_change for _, sh in stable))} if any(sh.step_change > 0 for _, sh in stable) else {}),
         },
         evidence={
             "metric": stable[0][0].column,

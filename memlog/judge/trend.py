@@ -108,6 +108,9 @@ class Shape:
     # Memory fell, then held (a first step's buffers released, an allocator trimmed): the move from
     # the first point to the level the tail starts at, negative; 0.0 when there is no such fall.
     fall: float = 0.0
+    # One step up the tail starts at, after a flat stretch (from the warmup's end), memory holding
+    # after it: its size (GiB); 0.0 when there is none. Not warmup and not growth.
+    step_change: float = 0.0
 
     @property
     def has_warmup(self) -> bool:
@@ -121,6 +124,10 @@ class Shape:
     def fall_step(self) -> int | None:
         """Where a fall before the tail ends (the tail's first step), when memory fell then held."""
         return self.tail_steps[0] if self.fall < 0 else None
+
+    @property
+    def step_change_step(self) -> int | None:
+        return self.tail_steps[0] if self.step_change > 0 else None
 
     @property
     def jump_step(self) -> int | None:
@@ -296,20 +303,72 @@ def _tail_start_level(tails: _Tails, start: int) -> float:
     return fit.intercept + fit.slope * tails.steps[start]
 
 
-def _warmup_end(tails: _Tails) -> int:
+def _warmup_end(tails: _Tails) -> tuple[int, int | None]:
+    """Where the warmup ends (the tail's first index), and, when its last rise was one step up after a
+    flat stretch and memory then held (_step_change), where that flat stretch began (else None)."""
     start = 0
     for _ in range(MAX_WARMUP_SPLITS):
         more = _knee(tails, start)
         if not more:
             break
+        # The stretch before the knee may hold a warmup of its own (a rise in the first points, then flat).
+        # A hinge's knee may land a few points off a step: the step is looked for around it.
+        at = _step_index(tails.values, start, start + more, max(MIN_TAIL_POINTS, more // 4))
+        if at is not None:
+            # The stretch before the step may hold a warmup of its own (a rise in the first points, then flat).
+            flat_from = start + _knee(_Tails(tails.steps[start:at], tails.values[start:at]), 0)
+            if _step_change(tails, flat_from, at):
+                return at, flat_from
         start += more
         if not _still_rising(tails, start):
-            return start
+            return start, None
     if not _still_rising(tails, start):
-        return start
+        return start, None
     # Still rising after the knees: caches filling towards a cap since the first step (judged on the
     # whole series, where the curve shows), or since the last knee.
-    return max(_saturated(tails, start), _saturated(tails, 0) if start else 0)
+    return max(_saturated(tails, start), _saturated(tails, 0) if start else 0), None
+
+
+def _step_index(values: tuple[float, ...], lo: int, near: int, width: int) -> int | None:
+    """The first index on the new level of the one step, within `width` points of `near`, that best
+    splits values[lo:] into two flat levels (least squares about two means), with ONSET_MIN_BEFORE
+    points or more before it and MIN_TAIL_POINTS after; None when there is no room for one."""
+    ys = values[lo:]
+    n = len(ys)
+    first, last = max(ONSET_MIN_BEFORE, near - lo - width), min(n - MIN_TAIL_POINTS, near - lo + width)
+    if first > last:
+        return None
+    prefix, squares = [0.0], [0.0]
+    for y in ys:
+        prefix.append(prefix[-1] + y)
+        squares.append(squares[-1] + y * y)
+
+    def sse(a: int, b: int) -> float:
+        total = prefix[b] - prefix[a]
+        return squares[b] - squares[a] - total * total / (b - a)
+
+    best = min(range(first, last + 1), key=lambda k: sse(0, k) + sse(k, n))
+    return lo + best
+
+
+def _step_change(tails: _Tails, flat_from: int, at: int) -> bool:
+    """Whether the rise to index `at` is one step up after a flat stretch from `flat_from` (an
+    evaluation, a checkpoint save, a longer batch late in a run) rather than warmup: the stretch holds
+    ONSET_MIN_BEFORE points or more, its fitted line moved by at most ONSET_FLAT_SHARE of the step (a
+    trend test would call a wobble of a hundredth of the step a rise, over many points), the line after
+    it too, and the step stands WARMUP_RISE_SIGMAS noise sigmas out, like a warmup's rise."""
+    if at - flat_from < ONSET_MIN_BEFORE:
+        return False
+    before = stats.theil_sen(tails.steps[flat_from:at], tails.values[flat_from:at])
+    if before is None:
+        return False
+    size = _tail_start_level(tails, at) - stats.median(tails.values[flat_from:at])
+    noise = max(stats.robust_sigma(tails.values[flat_from:at]), stats.robust_sigma(tails.values[at:]))
+    moved = abs(before.slope) * (tails.steps[at - 1] - tails.steps[flat_from])
+    after = tails.fit(at)  # and memory holds after it (a rise that goes on is judged as growth)
+    if after is None or abs(after.slope) * (tails.steps[-1] - tails.steps[at]) > ONSET_FLAT_SHARE * size:
+        return False
+    return size > WARMUP_RISE_SIGMAS * noise and moved <= ONSET_FLAT_SHARE * size
 
 
 def _still_rising(tails: _Tails, start: int) -> bool:
@@ -475,10 +534,11 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     if sawtooth:
         return _sawtooth_shape(tails, sawtooth)
 
-    warmup = 0
+    warmup, flat_from = 0, None
     if len(steps) >= MIN_TAIL_POINTS + 1:
         warmup = _settled_running_max(list(values)) if running_max else 0
-        warmup = warmup or _warmup_end(tails)
+        if not warmup:
+            warmup, flat_from = _warmup_end(tails)
     jump = _jump(tails, warmup) if not running_max else None
     onset = _onset(tails, warmup if jump is None else jump.index)
     fall = _fall_end(steps, values, labels) if not (warmup or running_max) and jump is None and onset is None else 0
@@ -502,12 +562,20 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
             saturating = _saturates_whole(tails, warmup)
     elif not (warmup or stairs or running_max) and onset is None and jump is None:
         saturating = _approaching_cap(tails)
+    step_change, rise = 0.0, {}
+    if flat_from is not None and start == warmup:
+        # One step up after a flat stretch: the warmup (if any) ended where that stretch began, at its level.
+        held = stats.median(values[flat_from:warmup])
+        step_change, rise = _tail_start_level(tails, warmup) - held, {"rise": held - values[0] if flat_from else 0.0}
+        warmup = flat_from
     return _split_shape(
         tails,
         start,
         warmup_end=warmup,
         onset=onset,
-        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None) and warmup else None,
+        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None or step_change) and warmup else None,
+        step_change=step_change,
+        **rise,
         jump=jump.size if jump is not None and onset is None else None,
         saturation_gain=bend,
         saturating=saturating,
@@ -597,6 +665,10 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         judged["residual_noise"] = stats.mad_sigma(residuals) if len(residuals) >= 3 else 0.0
         judged["autocorrelation"] = stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
     warmup = judged.get("warmup_end", 0)
+    if "rise" in judged:
+        return Shape(
+            n=len(xs), tail_start=start, first_value=values[0], tail_steps=tail_s, tail_values=tail_v, tail_x=xs[start:], level=stats.median(tail_v), **judged
+        )
     return Shape(
         n=len(xs),
         tail_start=start,

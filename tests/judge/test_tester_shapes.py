@@ -79,3 +79,37 @@ def test_stairs_higher_than_the_prints_ticks_are_still_stairs(tmp_path, seed):
     d = _rounded_creep(seed, stairs_ticks=6)
     (leak,) = [f for f in judge(d, tmp_path).report.findings if f.rule == "memory-leak"]
     assert "in stairs" in leak.message, leak.message
+
+
+def _late_step(seed: int) -> Draw:
+    """Flat (after a warmup of 0-3 points, or none), one step up at 30-70 % of the run (an evaluation),
+    then flat again; the step is 2-30 % of the level, at least 10 noise SDs."""
+    rng = random.Random(f"late-step/{seed}")
+    key, per_gib, (lo, hi) = rng.choice(SCALES)
+    level = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    n = rng.randint(40, 300)
+    warm = rng.choice((0, 1, 2, 3))
+    at = int(n * rng.uniform(0.3, 0.7))
+    size = level * rng.uniform(0.02, 0.3)
+    sigma = min(level * rng.choice((0.0, rng.uniform(0.01, 0.1), rng.uniform(0.1, 0.3))) / 100, size / 10)
+    warmup_rise = level * rng.uniform(0.2, 0.8)
+    base = [-warmup_rise * (1 - i / warm) if i < warm else (size if i >= at else 0.0) for i in range(n)]
+    values = tuple(level + b + e for b, e in zip(base, _noise(rng, n, sigma, 0.0)))
+    decimals = 2 if per_gib == 1.0 else 1
+    while 10**-decimals > max(sigma, size / 20) * per_gib / 10 and decimals < 6:
+        decimals += 1
+    steps = tuple(range(10, 10 * n + 1, 10))
+    return Draw("flat", seed, steps, values, key, per_gib, decimals, sigma, params={"warm": warm, "at_step": steps[at], "size": size})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_one_step_up_late_in_a_run_is_a_one_off_jump_not_warmup(tmp_path, seed):
+    d = _late_step(seed)
+    judged = judge(d, tmp_path)
+    assert judged.verdict in ("stable", "warmup-plateau"), (d.params, judged.verdict, judged.fired)
+    (calm,) = [f for f in judged.report.findings if f.rule in ("stable-memory", "warmup-plateau")]
+    assert "a one-off jump of " in calm.message, (d.params, calm.message)
+    assert f"at step {d.params['at_step']} " in calm.message, (d.params, calm.message)
+    if d.params["warm"]:  # the warmup is said, ending within a logged point of where it did
+        assert calm.rule == "warmup-plateau", (d.params, calm.message)
+        assert calm.evidence["observed"]["plateau_from_step"] in d.steps[d.params["warm"] - 1 : d.params["warm"] + 2], (d.params, calm.message)
