@@ -155,7 +155,7 @@ class Context:
                 & (pl.col("line_no") > event.line_no)
             )
             .select("line_no", "step")
-            .sort("line_no")
+            .sort("line_no")  # in line order; the last step is the furthest the process went
             .collect()
         )
         if after.is_empty():
@@ -168,7 +168,7 @@ class Context:
             if e.source == event.source and event.line_no < e.line_no < first_line
             and e.kind in EVENT_KINDS and EVENT_KINDS[e.kind].fatal and not EVENT_KINDS[e.kind].memory
         ]  # fmt: skip
-        return (0, None) if died else (after.height, int(after["step"].max()))
+        return (0, None) if died else (after.height, int(after["step"][-1]) if after.height else None)
 
     def log_interval(self, series: Series) -> int | None:
         """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print).
