@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memlog.base.columns import Window
@@ -50,7 +49,7 @@ SATURATION_SLOWDOWN = 0.25
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
 # Stairs whose readings move by at most this many ticks of the print's resolution from one line to
-# the next are its rounding (_print_ticks): a rounded line moves one tick at a time, two with noise.
+# the next are its rounding (stats.print_ticks): a rounded line moves one tick at a time, two with noise.
 PRINT_TICKS = 2.0
 # Patterns are looked for in series of at least this many points (a sawtooth also needs 3 cycles).
 MIN_PATTERN_POINTS = 6
@@ -121,8 +120,7 @@ class Shape:
         return self.tail_steps[0] if self.onset is not None else None
 
     @property
-    def fall_step(self) -> int | None:
-        """Where a fall before the tail ends (the tail's first step), when memory fell then held."""
+    def fall_step(self) -> int | None:  # where a fall before the tail ends, when memory fell then held
         return self.tail_steps[0] if self.fall < 0 else None
 
     @property
@@ -250,7 +248,7 @@ class _Tails:
     def saturation(self, start: int) -> tuple[float, float, list[float], list[float], list[int]] | None:
         """_saturation of the tail from `start` (the warmup search and the shape ask for the same one)."""
         if start not in self._saturations:
-            self._saturations[start] = _saturation(self.steps[start:], self.values[start:])
+            self._saturations[start] = stats.saturation_gain(self.steps[start:], self.values[start:])
         return self._saturations[start]
 
     def fit(self, start: int) -> stats.SlopeFit | None:
@@ -305,19 +303,18 @@ def _tail_start_level(tails: _Tails, start: int) -> float:
 
 def _warmup_end(tails: _Tails) -> tuple[int, int | None]:
     """Where the warmup ends (the tail's first index), and, when its last rise was one step up after a
-    flat stretch and memory then held (_step_change), where that flat stretch began (else None)."""
+    flat stretch and memory then held (stats.step_change), where that flat stretch began (else None)."""
     start = 0
     for _ in range(MAX_WARMUP_SPLITS):
         more = _knee(tails, start)
         if not more:
             break
-        # The stretch before the knee may hold a warmup of its own (a rise in the first points, then flat).
         # A hinge's knee may land a few points off a step: the step is looked for around it.
-        at = _step_index(tails.values, start, start + more, max(MIN_TAIL_POINTS, more // 4))
+        at = stats.step_index(tails.values, start, start + more, max(MIN_TAIL_POINTS, more // 4), ONSET_MIN_BEFORE, MIN_TAIL_POINTS)
         if at is not None:
             # The stretch before the step may hold a warmup of its own (a rise in the first points, then flat).
             flat_from = start + _knee(_Tails(tails.steps[start:at], tails.values[start:at]), 0)
-            if _step_change(tails, flat_from, at):
+            if stats.step_change(tails.steps, tails.values, flat_from, at, min_before=ONSET_MIN_BEFORE, flat_share=ONSET_FLAT_SHARE, sigmas=WARMUP_RISE_SIGMAS):
                 return at, flat_from
         start += more
         if not _still_rising(tails, start):
@@ -327,48 +324,6 @@ def _warmup_end(tails: _Tails) -> tuple[int, int | None]:
     # Still rising after the knees: caches filling towards a cap since the first step (judged on the
     # whole series, where the curve shows), or since the last knee.
     return max(_saturated(tails, start), _saturated(tails, 0) if start else 0), None
-
-
-def _step_index(values: tuple[float, ...], lo: int, near: int, width: int) -> int | None:
-    """The first index on the new level of the one step, within `width` points of `near`, that best
-    splits values[lo:] into two flat levels (least squares about two means), with ONSET_MIN_BEFORE
-    points or more before it and MIN_TAIL_POINTS after; None when there is no room for one."""
-    ys = values[lo:]
-    n = len(ys)
-    first, last = max(ONSET_MIN_BEFORE, near - lo - width), min(n - MIN_TAIL_POINTS, near - lo + width)
-    if first > last:
-        return None
-    prefix, squares = [0.0], [0.0]
-    for y in ys:
-        prefix.append(prefix[-1] + y)
-        squares.append(squares[-1] + y * y)
-
-    def sse(a: int, b: int) -> float:
-        total = prefix[b] - prefix[a]
-        return squares[b] - squares[a] - total * total / (b - a)
-
-    best = min(range(first, last + 1), key=lambda k: sse(0, k) + sse(k, n))
-    return lo + best
-
-
-def _step_change(tails: _Tails, flat_from: int, at: int) -> bool:
-    """Whether the rise to index `at` is one step up after a flat stretch from `flat_from` (an
-    evaluation, a checkpoint save, a longer batch late in a run) rather than warmup: the stretch holds
-    ONSET_MIN_BEFORE points or more, its fitted line moved by at most ONSET_FLAT_SHARE of the step (a
-    trend test would call a wobble of a hundredth of the step a rise, over many points), the line after
-    it too, and the step stands WARMUP_RISE_SIGMAS noise sigmas out, like a warmup's rise."""
-    if at - flat_from < ONSET_MIN_BEFORE:
-        return False
-    before = stats.theil_sen(tails.steps[flat_from:at], tails.values[flat_from:at])
-    if before is None:
-        return False
-    size = _tail_start_level(tails, at) - stats.median(tails.values[flat_from:at])
-    noise = max(stats.robust_sigma(tails.values[flat_from:at]), stats.robust_sigma(tails.values[at:]))
-    moved = abs(before.slope) * (tails.steps[at - 1] - tails.steps[flat_from])
-    after = tails.fit(at)  # and memory holds after it (a rise that goes on is judged as growth)
-    if after is None or abs(after.slope) * (tails.steps[-1] - tails.steps[at]) > ONSET_FLAT_SHARE * size:
-        return False
-    return size > WARMUP_RISE_SIGMAS * noise and moved <= ONSET_FLAT_SHARE * size
 
 
 def _still_rising(tails: _Tails, start: int) -> bool:
@@ -443,28 +398,6 @@ def _approaching_cap(tails: _Tails) -> bool:
     return cap - fitted[0] > 0 and (cap - fitted[-1]) / (cap - fitted[0]) <= SATURATION_SLOWDOWN
 
 
-def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
-    """How much better a curve approaching a cap explains the points than a straight line: (BIC
-    gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
-    None when neither can be fitted."""
-    n = len(ys)
-    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
-    bins = min(n, stats.MAX_PAIRWISE_POINTS)
-    edges = stats.index_bins(n, bins)
-    if bins < n:
-        xs, ys = stats.medians_between(xs, edges), stats.medians_between(ys, edges)
-    line = stats.ols(xs, ys)
-    if line is None:
-        return None
-    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
-    best = stats.best_saturation(xs, ys)
-    if best is None or sse_line <= 0:
-        return None
-    sse, cap, fitted = best
-    m = len(ys)
-    return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
-
-
 def _onset(tails: _Tails, start: int) -> int | None:
     """Index where growth starts after a flat stretch of the tail from `start` on (stats.find_onset),
     when it is clear: a strong hinge, a flat stretch before it."""
@@ -508,17 +441,6 @@ def _settled_running_max(values: list[float]) -> int:
     return 0
 
 
-def _late_rate_ratio(steps: tuple[float, ...], values: tuple[float, ...]) -> float | None:
-    """Growth rate over the last third of the points relative to the whole stretch (1 = steady)."""
-    if len(values) < 4 or steps[-1] <= steps[0]:
-        return None
-    whole = (values[-1] - values[0]) / (steps[-1] - steps[0])
-    k = len(values) * 2 // 3
-    if whole <= 0 or steps[-1] <= steps[k]:
-        return None
-    return (values[-1] - values[k]) / (steps[-1] - steps[k]) / whole
-
-
 # --------------------------------------------------------------------------------------------
 # the shape
 # --------------------------------------------------------------------------------------------
@@ -546,7 +468,7 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
-        if stairs and _print_ticks(values[start:]):
+        if stairs and stats.print_ticks(values[start:], PRINT_TICKS):
             stairs = None
     if stairs and onset is not None and stairs.jumps[0] > 1:
         # A hinge fitted to stairs falls inside the flat run before their first jump: the growth starts
@@ -582,22 +504,9 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,
-        late_rate_ratio=_late_rate_ratio(steps[start:], values[start:]) if running_max else None,
+        late_rate_ratio=stats.late_rate_ratio(steps[start:], values[start:]) if running_max else None,
         fall=_tail_start_level(tails, fall) - values[0] if fall and start == fall else 0.0,
     )
-
-
-def _print_ticks(values: tuple[float, ...]) -> bool:
-    """Whether stairs found in `values` are a steady line rounded by the logger (a creep of 0.5 MiB a
-    step printed to 0.01 GiB moves one tick every few lines): no line moves the reading by more than
-    PRINT_TICKS ticks of the print's resolution. The resolution is the smallest difference between
-    two readings, when every reading is a whole number of it (a staircase from 20.37 GiB in 1 GiB
-    jumps is resolved finer than its jumps)."""
-    moves = [abs(b - a) for a, b in zip(values, values[1:]) if b != a]
-    tick = min(moves, default=0.0)
-    if tick <= 0 or max(moves) > PRINT_TICKS * tick * (1 + 1e-9):
-        return False
-    return all(abs(v / tick - round(v / tick)) <= 0.01 for v in values)
 
 
 def _fall_end(steps: tuple[float, ...], values: tuple[float, ...], labels: tuple[int, ...] | None) -> int:
@@ -665,16 +574,14 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         judged["residual_noise"] = stats.mad_sigma(residuals) if len(residuals) >= 3 else 0.0
         judged["autocorrelation"] = stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
     warmup = judged.get("warmup_end", 0)
-    if "rise" in judged:
-        return Shape(
-            n=len(xs), tail_start=start, first_value=values[0], tail_steps=tail_s, tail_values=tail_v, tail_x=xs[start:], level=stats.median(tail_v), **judged
+    if "rise" not in judged:  # with a jump, the whole move to the level the tail starts from (warmup and jump)
+        judged["rise"] = (
+            _tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0] if warmup or judged.get("jump") is not None else 0.0
         )
     return Shape(
         n=len(xs),
         tail_start=start,
         first_value=values[0],
-        # With a jump, the rise is the whole move to the level the tail starts from (warmup and jump).
-        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0] if warmup or judged.get("jump") is not None else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],
