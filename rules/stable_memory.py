@@ -61,11 +61,30 @@ def _finding(ctx, subject, stable, t) -> Finding:
     # tail growth), never above the tolerance it fired under. Single readings may scatter further.
     movement = max(max(sh.rise, abs(sh.overall_change)) for _, sh in stable)
     tolerance = max(sh.tolerance(t["max_growth_gib"], t["max_growth_pct"]) for _, sh in stable)
-    msg = (
-        f"{where} is stable on {workers_phrase(labels)}: {level} from {step_word(s for s, _ in stable)} "
-        f"{min(s.steps[0] for s, _ in stable)} to {max(s.steps[-1] for s, _ in stable)}, "
-        f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
-    )
+    word = step_word(s for s, _ in stable)
+    first, last = min(s.steps[0] for s, _ in stable), max(s.steps[-1] for s, _ in stable)
+    falls = [sh for _, sh in stable if sh.fall < 0]
+    if falls:
+        # A fall, then flat: the level it held at is what the run needs, not the first readings.
+        fell = max(-sh.fall for sh in falls)
+        msg = (
+            f"{where} is stable on {workers_phrase(labels)}: it fell by up to {gib(fell)} from {word} {first} to "
+            f"{max(sh.fall_step for sh in falls)}, then held at {level} through {word} {last}, moving by at most "
+            f"{gib(movement)} (within the {gib(tolerance)} a flat run may move). A fall is no leak"
+        )
+    elif any(sh.step_change > 0 for _, sh in stable):
+        changes = [sh for _, sh in stable if sh.step_change > 0]
+        msg = (
+            f"{where} is stable on {workers_phrase(labels)} apart from one step: {gib(min(sh.level - sh.step_change for sh in changes))} "
+            f"from {word} {first}, a one-off jump of {gib(max(sh.step_change for sh in changes))} at {word} "
+            f"{min(sh.step_change_step for sh in changes)} (an evaluation, a checkpoint save, a longer batch), then {level} "
+            f"through {word} {last}, moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move). A jump that holds is no leak"
+        )
+    else:
+        msg = (
+            f"{where} is stable on {workers_phrase(labels)}: {level} from {word} {first} to {last}, "
+            f"moving by at most {gib(movement)} (within the {gib(tolerance)} a flat run may move)"
+        )
     saws = [sh for _, sh in stable if sh.sawtooth]
     if saws:
         msg += f" (a small bounded sawtooth on {len(saws)} series)"
@@ -94,6 +113,8 @@ def _finding(ctx, subject, stable, t) -> Finding:
             "max_movement_gib": rounded(movement),
             "tolerance_gib": rounded(tolerance),
             "max_spread_gib": rounded(spread),
+            **({"fell_gib": rounded(max(-sh.fall for sh in falls))} if falls else {}),
+            **({"step_change_gib": rounded(max(sh.step_change for _, sh in stable))} if any(sh.step_change > 0 for _, sh in stable) else {}),
         },
         evidence={
             "metric": stable[0][0].column,

@@ -38,12 +38,23 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
     level_text = gib(levels[0]) if max(levels) - min(levels) < 0.5 else f"{gib(min(levels))} to {gib(max(levels))} depending on the worker"
     points = min(len(sh.tail_values) for _, sh in plateaus)
     word = step_word(s for s, _ in plateaus)
-    msg = (
-        f"{where} memory warms up and then stays flat on {workers_phrase(labels)}: it rises "
-        f"{gib(statistics.median(sh.rise for _, sh in plateaus))} until {word} {knee}, then holds at {level_text} "
-        f"through {word} {max(sh.tail_steps[-1] for _, sh in plateaus)} "
-        f"({points}+ points on the plateau). This is warmup, not a leak."
-    )
+    rise = gib(statistics.median(sh.rise for _, sh in plateaus))
+    last = max(sh.tail_steps[-1] for _, sh in plateaus)
+    changes = [sh for _, sh in plateaus if sh.step_change > 0]
+    if changes:
+        # A step up long after the warmup is said as what it is: one jump, then flat again.
+        size = max(sh.step_change for sh in changes)
+        msg = (
+            f"{where} memory warms up and then stays flat on {workers_phrase(labels)}: it rises {rise} until {word} {knee} "
+            f"and holds at {gib(min(sh.level - sh.step_change for sh in changes))}, then makes a one-off jump of {gib(size)} "
+            f"at {word} {min(sh.step_change_step for sh in changes)} (an evaluation, a checkpoint save, a longer batch) and "
+            f"holds at {level_text} through {word} {last} ({points}+ points after it). Neither is a leak."
+        )
+    else:
+        msg = (
+            f"{where} memory warms up and then stays flat on {workers_phrase(labels)}: it rises {rise} until {word} {knee}, "
+            f"then holds at {level_text} through {word} {last} ({points}+ points on the plateau). This is warmup, not a leak."
+        )
     if any(sh.running_max for _, sh in plateaus):
         msg += " The series is a running maximum: its new peaks stopped at the knee (a high-water mark that has settled)."
     if points < 5:
@@ -54,7 +65,16 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
         subject=subject,
         series=labels,
         ranks=[s.rank for s, _ in plateaus],
-        observed={f"plateau_from_{word}": knee, "plateau_gib_min": rounded(min(levels)), "plateau_gib_max": rounded(max(levels))},
+        observed={
+            f"plateau_from_{word}": knee,
+            "plateau_gib_min": rounded(min(levels)),
+            "plateau_gib_max": rounded(max(levels)),
+            **(
+                {f"step_change_at_{word}": min(sh.step_change_step for sh in changes), "step_change_gib": rounded(max(sh.step_change for sh in changes))}
+                if changes
+                else {}
+            ),
+        },
         evidence={
             "metric": plateaus[0][0].column,
             "confidence": {

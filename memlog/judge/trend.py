@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memlog.base.columns import Window
@@ -49,6 +48,9 @@ SATURATION_SLOWDOWN = 0.25
 # A running maximum has settled when the flat run after its last new peak covers at least this
 # share of the logged points (and MIN_TAIL_POINTS): its new peaks stopped, whatever their size.
 SETTLED_SHARE = 0.5
+# Stairs whose readings move by at most this many ticks of the print's resolution from one line to
+# the next are its rounding (stats.print_ticks): a rounded line moves one tick at a time, two with noise.
+PRINT_TICKS = 2.0
 # Patterns are looked for in series of at least this many points (a sawtooth also needs 3 cycles).
 MIN_PATTERN_POINTS = 6
 # Growth that starts after a flat stretch is judged from its onset when a flat-then-rising hinge
@@ -102,6 +104,12 @@ class Shape:
     # The whole series is a curve approaching a cap, and no steady rise is needed on top of it: a
     # warmup still settling, whatever its tail's slope (_saturates_whole, _approaching_cap).
     saturating: bool = False
+    # Memory fell, then held (a first step's buffers released, an allocator trimmed): the move from
+    # the first point to the level the tail starts at, negative; 0.0 when there is no such fall.
+    fall: float = 0.0
+    # One step up the tail starts at, after a flat stretch (from the warmup's end), memory holding
+    # after it: its size (GiB); 0.0 when there is none. Not warmup and not growth.
+    step_change: float = 0.0
 
     @property
     def has_warmup(self) -> bool:
@@ -110,6 +118,14 @@ class Shape:
     @property
     def onset_step(self) -> int | None:
         return self.tail_steps[0] if self.onset is not None else None
+
+    @property
+    def fall_step(self) -> int | None:  # where a fall before the tail ends, when memory fell then held
+        return self.tail_steps[0] if self.fall < 0 else None
+
+    @property
+    def step_change_step(self) -> int | None:
+        return self.tail_steps[0] if self.step_change > 0 else None
 
     @property
     def jump_step(self) -> int | None:
@@ -232,7 +248,7 @@ class _Tails:
     def saturation(self, start: int) -> tuple[float, float, list[float], list[float], list[int]] | None:
         """_saturation of the tail from `start` (the warmup search and the shape ask for the same one)."""
         if start not in self._saturations:
-            self._saturations[start] = _saturation(self.steps[start:], self.values[start:])
+            self._saturations[start] = stats.saturation_gain(self.steps[start:], self.values[start:])
         return self._saturations[start]
 
     def fit(self, start: int) -> stats.SlopeFit | None:
@@ -285,20 +301,29 @@ def _tail_start_level(tails: _Tails, start: int) -> float:
     return fit.intercept + fit.slope * tails.steps[start]
 
 
-def _warmup_end(tails: _Tails) -> int:
+def _warmup_end(tails: _Tails) -> tuple[int, int | None]:
+    """Where the warmup ends (the tail's first index), and, when its last rise was one step up after a
+    flat stretch and memory then held (stats.step_change), where that flat stretch began (else None)."""
     start = 0
     for _ in range(MAX_WARMUP_SPLITS):
         more = _knee(tails, start)
         if not more:
             break
+        # A hinge's knee may land a few points off a step: the step is looked for around it.
+        at = stats.step_index(tails.values, start, start + more, max(MIN_TAIL_POINTS, more // 4), ONSET_MIN_BEFORE, MIN_TAIL_POINTS)
+        if at is not None:
+            # The stretch before the step may hold a warmup of its own (a rise in the first points, then flat).
+            flat_from = start + _knee(_Tails(tails.steps[start:at], tails.values[start:at]), 0)
+            if stats.step_change(tails.steps, tails.values, flat_from, at, min_before=ONSET_MIN_BEFORE, flat_share=ONSET_FLAT_SHARE, sigmas=WARMUP_RISE_SIGMAS):
+                return at, flat_from
         start += more
         if not _still_rising(tails, start):
-            return start
+            return start, None
     if not _still_rising(tails, start):
-        return start
+        return start, None
     # Still rising after the knees: caches filling towards a cap since the first step (judged on the
     # whole series, where the curve shows), or since the last knee.
-    return max(_saturated(tails, start), _saturated(tails, 0) if start else 0)
+    return max(_saturated(tails, start), _saturated(tails, 0) if start else 0), None
 
 
 def _still_rising(tails: _Tails, start: int) -> bool:
@@ -373,28 +398,6 @@ def _approaching_cap(tails: _Tails) -> bool:
     return cap - fitted[0] > 0 and (cap - fitted[-1]) / (cap - fitted[0]) <= SATURATION_SLOWDOWN
 
 
-def _saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
-    """How much better a curve approaching a cap explains the points than a straight line: (BIC
-    gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
-    None when neither can be fitted."""
-    n = len(ys)
-    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
-    bins = min(n, stats.MAX_PAIRWISE_POINTS)
-    edges = stats.index_bins(n, bins)
-    if bins < n:
-        xs, ys = stats.medians_between(xs, edges), stats.medians_between(ys, edges)
-    line = stats.ols(xs, ys)
-    if line is None:
-        return None
-    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
-    best = stats.best_saturation(xs, ys)
-    if best is None or sse_line <= 0:
-        return None
-    sse, cap, fitted = best
-    m = len(ys)
-    return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
-
-
 def _onset(tails: _Tails, start: int) -> int | None:
     """Index where growth starts after a flat stretch of the tail from `start` on (stats.find_onset),
     when it is clear: a strong hinge, a flat stretch before it."""
@@ -438,17 +441,6 @@ def _settled_running_max(values: list[float]) -> int:
     return 0
 
 
-def _late_rate_ratio(steps: tuple[float, ...], values: tuple[float, ...]) -> float | None:
-    """Growth rate over the last third of the points relative to the whole stretch (1 = steady)."""
-    if len(values) < 4 or steps[-1] <= steps[0]:
-        return None
-    whole = (values[-1] - values[0]) / (steps[-1] - steps[0])
-    k = len(values) * 2 // 3
-    if whole <= 0 or steps[-1] <= steps[k]:
-        return None
-    return (values[-1] - values[k]) / (steps[-1] - steps[k]) / whole
-
-
 # --------------------------------------------------------------------------------------------
 # the shape
 # --------------------------------------------------------------------------------------------
@@ -464,16 +456,20 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
     if sawtooth:
         return _sawtooth_shape(tails, sawtooth)
 
-    warmup = 0
+    warmup, flat_from = 0, None
     if len(steps) >= MIN_TAIL_POINTS + 1:
         warmup = _settled_running_max(list(values)) if running_max else 0
-        warmup = warmup or _warmup_end(tails)
+        if not warmup:
+            warmup, flat_from = _warmup_end(tails)
     jump = _jump(tails, warmup) if not running_max else None
     onset = _onset(tails, warmup if jump is None else jump.index)
-    start = onset if onset is not None else jump.index if jump is not None else warmup
+    fall = _fall_end(steps, values, labels) if not (warmup or running_max) and jump is None and onset is None else 0
+    start = onset if onset is not None else jump.index if jump is not None else warmup or fall
     stairs = None
     if not running_max and len(steps) - start >= MIN_PATTERN_POINTS:
         stairs = stats.find_stairs(steps[start:], values[start:])
+        if stairs and stats.print_ticks(values[start:], PRINT_TICKS):
+            stairs = None
     if stairs and onset is not None and stairs.jumps[0] > 1:
         # A hinge fitted to stairs falls inside the flat run before their first jump: the growth starts
         # there, so the onset is that run's last point (where a hinge's onset is too: the level held).
@@ -488,20 +484,38 @@ def _shape(steps: tuple[float, ...], values: tuple[float, ...], running_max: boo
             saturating = _saturates_whole(tails, warmup)
     elif not (warmup or stairs or running_max) and onset is None and jump is None:
         saturating = _approaching_cap(tails)
+    step_change, rise = 0.0, {}
+    if flat_from is not None and start == warmup:
+        # One step up after a flat stretch: the warmup (if any) ended where that stretch began, at its level.
+        held = stats.median(values[flat_from:warmup])
+        step_change, rise = _tail_start_level(tails, warmup) - held, {"rise": held - values[0] if flat_from else 0.0}
+        warmup = flat_from
     return _split_shape(
         tails,
         start,
         warmup_end=warmup,
         onset=onset,
-        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None) and warmup else None,
+        warmup_step=tails.labels[warmup] if (onset is not None or jump is not None or step_change) and warmup else None,
+        step_change=step_change,
+        **rise,
         jump=jump.size if jump is not None and onset is None else None,
         saturation_gain=bend,
         saturating=saturating,
         pattern="stairs" if stairs else "line",
         stairs=stairs,
         running_max=running_max,
-        late_rate_ratio=_late_rate_ratio(steps[start:], values[start:]) if running_max else None,
+        late_rate_ratio=stats.late_rate_ratio(steps[start:], values[start:]) if running_max else None,
+        fall=_tail_start_level(tails, fall) - values[0] if fall and start == fall else 0.0,
     )
+
+
+def _fall_end(steps: tuple[float, ...], values: tuple[float, ...], labels: tuple[int, ...] | None) -> int:
+    """Index where a fall from the first points ends and memory holds (a warmup upside down, judged
+    by the same knee on the mirrored series: the fall stands out of the tail's noise and the tail's
+    slope is bounded well below the fall's rate), else 0. The tail after it is what memory does."""
+    if len(steps) < MIN_TAIL_POINTS + 1:
+        return 0
+    return _knee(_Tails(steps, tuple(-v for v in values), labels), 0)
 
 
 def _sawtooth_shape(tails: _Tails, period: stats.Period) -> Shape:
@@ -560,12 +574,14 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         judged["residual_noise"] = stats.mad_sigma(residuals) if len(residuals) >= 3 else 0.0
         judged["autocorrelation"] = stats.autocorrelation(xs[at:], residuals) if len(residuals) >= AUTOCORRELATION_MIN_POINTS else 0.0
     warmup = judged.get("warmup_end", 0)
+    if "rise" not in judged:  # with a jump, the whole move to the level the tail starts from (warmup and jump)
+        judged["rise"] = (
+            _tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0] if warmup or judged.get("jump") is not None else 0.0
+        )
     return Shape(
         n=len(xs),
         tail_start=start,
         first_value=values[0],
-        # With a jump, the rise is the whole move to the level the tail starts from (warmup and jump).
-        rise=_tail_start_level(tails, start if judged.get("jump") is not None else warmup) - values[0] if warmup or judged.get("jump") is not None else 0.0,
         tail_steps=tail_s,
         tail_values=tail_v,
         tail_x=xs[start:],

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["best_saturation", "cap_curve_sse"]
+from memlog.judge.stats.estimators import MAX_PAIRWISE_POINTS, index_bins, medians_between, ols
+
+__all__ = ["best_saturation", "cap_curve_sse", "late_rate_ratio", "saturation_gain"]
 
 
 def cap_curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float | None:
@@ -90,3 +92,36 @@ def best_saturation(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, fl
         if best is None or sse < best[0]:
             best = (sse, cap, fitted)
     return best
+
+
+def saturation_gain(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[float], list[float], list[int]] | None:
+    """How much better a curve approaching a cap explains the points than a straight line: (BIC
+    gain, cap, fitted values, the points fitted, bin edges) on index-bin medians of long series;
+    None when neither can be fitted."""
+    n = len(ys)
+    # Long tails: fit bin medians (the curve's shape survives, the cost stays bounded).
+    bins = min(n, MAX_PAIRWISE_POINTS)
+    edges = index_bins(n, bins)
+    if bins < n:
+        xs, ys = medians_between(xs, edges), medians_between(ys, edges)
+    line = ols(xs, ys)
+    if line is None:
+        return None
+    sse_line = sum((y - line[1] - line[0] * x) ** 2 for x, y in zip(xs, ys))
+    best = best_saturation(xs, ys)
+    if best is None or sse_line <= 0:
+        return None
+    sse, cap, fitted = best
+    m = len(ys)
+    return -(m * math.log(max(sse, 1e-300) / sse_line) + math.log(m)), cap, fitted, list(ys), edges
+
+
+def late_rate_ratio(steps: Sequence[float], values: Sequence[float]) -> float | None:
+    """Growth rate over the last third of the points relative to the whole stretch (1 = steady)."""
+    if len(values) < 4 or steps[-1] <= steps[0]:
+        return None
+    whole = (values[-1] - values[0]) / (steps[-1] - steps[0])
+    k = len(values) * 2 // 3
+    if whole <= 0 or steps[-1] <= steps[k]:
+        return None
+    return (values[-1] - values[k]) / (steps[-1] - steps[k]) / whole
