@@ -115,8 +115,8 @@ def _died(events) -> list:
 
 
 def check(ctx, t) -> list[Finding]:
-    if any(f.rule == "oom" and f.severity == "error" for f in ctx.findings):
-        return []  # the out-of-memory error is the failure (not one the run went on from); exits that follow it are its consequence
+    if any(e.kind in ("oom", "oom_summary", "oom_hint") for e in ctx.tables.events):
+        return []  # the out-of-memory error is the failure; exits that follow it are its consequence
     died = _died(ctx.tables.events)
     if not died:
         return []
@@ -171,7 +171,6 @@ def check(ctx, t) -> list[Finding]:
 RULE = Rule(
     id="crash",
     severity="error",
-    after=("oom",),
     verdict=Verdict("crash", 70, "CRASH: a process died; no out-of-memory error in the log (see the crash finding)"),
     summary="A process died of something else than a proven out-of-memory error: an uncaught exception, a signal, a timeout, an exit code.",
     explanation=(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, gib, ray_death_cause, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Verdict, gib, ray_death_cause, workers_phrase
 
 FRAGMENTATION_HINT = (
     "Memory reserved by PyTorch but unallocated was large when the allocation failed: the caching allocator's "
@@ -32,11 +32,6 @@ MORE_LINES_HINT = (
     "(torchtitan `memory:` at log_freq=1, DeepSpeed see_memory_usage, verl/EasyR1 perf/max_memory_* and "
     "perf/cpu_memory_used_gb) so a leak can be told from one large allocation."
 )
-RECOVERED_HINT = (
-    "The process caught the error and went on (a batch-size finder retrying with a smaller batch, a step that "
-    "skips the batch): memory is near the device's capacity for some inputs. Check the batch size it settled on, "
-    "and that the retries did not leave memory behind."
-)
 STEP_HINT = (
     "When memory-leak or fragmentation fired on the same worker, that growth explains this OOM; when memory was "
     "flat, one large allocation did it (a long sequence, a checkpoint save, an evaluation batch)."
@@ -58,46 +53,6 @@ def check(ctx, t) -> list[Finding]:
     if not ooms:
         return []
     ooms = [e for e in ooms if not _continued(e, ooms)]
-    # An error the process caught and went on from (accelerate's find_executable_batch_size retrying
-    # with a smaller batch, a loop that skips the batch) did not end the run: said, not the verdict.
-    # Several records, not one: lines a buffered stdout flushes after a fatal traceback follow it too.
-    recovered = []
-    for event in ooms:
-        count, last = ctx.went_on(event)
-        if count >= t["recovered_after_records"]:
-            recovered.append((event, count, last))
-    fatal = [e for e in ooms if all(e is not r for r, _, _ in recovered)]
-    findings = [_recovered(ctx, t, recovered)] if recovered else []
-    return findings + _fatal(ctx, t, fatal) if fatal else findings
-
-
-def _recovered(ctx, t, recovered) -> Finding:
-    event, count, last = recovered[0]
-    msg = (
-        f"An out-of-memory error at line {event.line_no} was recovered from: the run went on for {count} logged "
-        f"step{'s' if count != 1 else ''} after it (to step {last}) on {workers_phrase([e.worker for e, _, _ in recovered])}"
-    )
-    msg += f": {_facts(event)}" if _facts(event) else ""
-    msg += f" ({_quoted(event.text)})."
-    if len(recovered) > 1:
-        msg += f" {len(recovered) - 1} more out-of-memory error(s) were recovered from the same way."
-    finding = RULE.finding(
-        t,
-        msg,
-        subject="run",
-        series=[e.worker for e, _, _ in recovered],
-        ranks=[e.rank for e, _, _ in recovered],
-        observed={"recovered": len(recovered), "records_after": count, "last_step": last},
-        evidence={"events": [e.to_json() for e, _, _ in recovered[:8]]},
-        hints=[RECOVERED_HINT],
-        lines=[(e.source, e.line_no) for e, _, _ in recovered[:8]],
-        severity="warning",
-    )
-    finding.verdict = None  # the run went on: the headline is what its memory and its end say
-    return finding
-
-
-def _fatal(ctx, t, ooms) -> list[Finding]:
     # One entry per worker: its most telling message (the one that says most), the earliest among
     # equals. Launchers and drivers repeat a process's error in their own summaries (torchrun's
     # ChildFailedError block, the traceback Ray re-raises on the driver): an identical message counts
@@ -237,15 +192,7 @@ RULE = Rule(
         "what to paste next."
     ),
     not_meaning="Does not by itself say why: a leak, a warmup that peaks above capacity, or one oversized batch all end this way.",
-    thresholds=(
-        Threshold(
-            "recovered_after_records",
-            5,
-            "records",
-            "training records the same worker must log after an out-of-memory error, its steps going on, for the error "
-            "to count as recovered from (a warning) rather than the run's end",
-        ),
-    ),
+    thresholds=(),
     examples=(
         Example(
             "`[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ...` after step 6.",

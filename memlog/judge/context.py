@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from memlog.base.columns import MEMORY_COLUMNS
-from memlog.base.events import EVENT_KINDS
 from memlog.judge.rulekit import Finding
 from memlog.tables.capacity import Capacities
 from memlog.tables.records import with_seconds
@@ -136,39 +135,6 @@ class Context:
             None,
         )  # fmt: skip
         return f"during step {step}" if not interval or interval <= 1 else f"during steps {step}-{step + interval - 1}"
-
-    def went_on(self, event) -> tuple[int, int | None]:
-        """How far the event's own process went on after it: (training records its worker logged
-        after the event's line, the last step among them). (0, None) when none follow, when the step
-        counter went back (a restart: a new process, even if the launcher printed nothing), or when
-        another process's death lies between (a launcher that restarted the job). Lines of other
-        workers never count: a rank that died while others went on did not recover."""
-        records = self.tables.records
-        if records.is_empty():
-            return 0, None
-        after = (
-            records.lazy()
-            .filter(
-                (pl.col("source").cast(pl.String) == event.source)
-                & (pl.col("worker").cast(pl.String) == event.worker)
-                & (pl.col("kind").cast(pl.String) == "train")
-                & (pl.col("line_no") > event.line_no)
-            )
-            .select("line_no", "step")
-            .sort("line_no")  # in line order; the last step is the furthest the process went
-            .collect()
-        )
-        if after.is_empty():
-            return 0, None
-        first_line, first_step = after.row(0)
-        if event.after_step is not None and first_step <= event.after_step:
-            return 0, None
-        died = [
-            e for e in self.tables.events
-            if e.source == event.source and event.line_no < e.line_no < first_line
-            and e.kind in EVENT_KINDS and EVENT_KINDS[e.kind].fatal and not EVENT_KINDS[e.kind].memory
-        ]  # fmt: skip
-        return (0, None) if died else (after.height, int(after["step"][-1]) if after.height else None)
 
     def log_interval(self, series: Series) -> int | None:
         """The usual distance between logged steps (torchtitan's log_freq, DeepSpeed's steps_per_print).
