@@ -236,7 +236,7 @@ def analyze(
     `plugins_dirs`: format folders whose Python block parsers may run (trusted; catalog.load_specs).
     `condense`: keep long runs of steps as bins while reading (memlog/tables/condense.py); off, every
     step is held (tests compare both). `chunk_bytes`: how much is read at a time (the report does not
-    depend on it). `processes`: many series may be shaped on worker processes (trend.shapes_of; the
+    depend on it). `processes`: many series may be shaped on worker processes (shapes.shapes_of; the
     commands' choice: a worker process imports the caller's main module, as multiprocessing does,
     so a script calling this must guard its main code with `if __name__ == "__main__":`)."""
     if options is None:
@@ -269,7 +269,7 @@ def judge(
     processes: bool = False,
 ) -> Report:
     """Run every rule over the tables read from `sources`: the Report (`command`: the command line
-    it answers; `processes`: many series may be shaped on worker processes, trend.shapes_of)."""
+    it answers; `processes`: many series may be shaped on worker processes, shapes.shapes_of)."""
     config = config or Config()
     if processes:  # the pool's server starts while the series are built
         warm_for_shapes(tables.records.height)

@@ -32,7 +32,7 @@ from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
 from memlog.judge.known_issues import known_issues
 from memlog.judge.projection import project
-from memlog.judge.trend import shape_of
+from memlog.judge.shapes import shape_of
 from memlog.tables.series import SeriesKey, envelope_of
 
 SEVERITIES = ("info", "warning", "error")

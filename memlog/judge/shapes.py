@@ -1,13 +1,27 @@
-"""Shapes of many series at once (trend.shape_of for each): on worker processes when asked and
-they are many, else on this process's threads."""
+"""A series' shape, computed once (shape_of), and the shapes of many series at once: on worker
+processes when asked and they are many, else on this process's threads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memlog.base.columns import Window
 from memlog.base.parallel import default_workers, ordered_map, process_map, warm_processes
-from memlog.judge.trend import Shape, _shape, _shape_args, shape_of
+from memlog.judge.trend import Shape, _shape
 from memlog.tables.series import Series
+
+
+def shape_of(series: Series) -> Shape:
+    """The series' shape, computed once per Series object (every memory rule asks for it)."""
+    shape = series.__dict__.get("_shape")
+    if shape is None:
+        shape = series.__dict__["_shape"] = _shape(*_shape_args(series))
+    return shape
+
+
+def _shape_args(series: Series) -> tuple:
+    running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
+    return tuple(series.x), tuple(series.values), running_max, tuple(series.steps)
 
 
 def _shape_of_args(args: tuple) -> Shape:

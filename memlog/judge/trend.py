@@ -20,9 +20,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from memlog.base.columns import Window
 from memlog.judge import stats
-from memlog.tables.series import Series
 
 # A split counts as warmup when the tail's slope, at the upper end of its 95 % confidence
 # interval, is at most this fraction of the warmup's rate: the rise has demonstrably slowed down.
@@ -588,16 +586,3 @@ def _split_shape(tails: _Tails, start: int, **judged) -> Shape:
         level=stats.median(tail_v),
         **judged,
     )
-
-
-def shape_of(series: Series) -> Shape:
-    """The series' shape, computed once per Series object (every memory rule asks for it)."""
-    shape = series.__dict__.get("_shape")
-    if shape is None:
-        shape = series.__dict__["_shape"] = _shape(*_shape_args(series))
-    return shape
-
-
-def _shape_args(series: Series) -> tuple:
-    running_max = bool(series.memory and series.memory.window is Window.RUNNING_MAX)
-    return tuple(series.x), tuple(series.values), running_max, tuple(series.steps)

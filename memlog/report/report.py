@@ -173,7 +173,7 @@ def series_views(ctx, metric: str | None = None) -> list[SeriesView]:
     each with the knee and tail fit of the shared shape (memlog.judge.trend), plus `metric` when asked."""
     from memlog.base.columns import MEMORY_COLUMNS
     from memlog.judge.context import series_order
-    from memlog.judge.trend import shape_of
+    from memlog.judge.shapes import shape_of
 
     def view(subject: str, s) -> SeriesView:
         knee = fit = None
