@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memlog.engine.api import analyze
+from memlog.engine.plan import ReadingPlan
 from memlog.read import hardwrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,15 @@ PREFIXES = {
 }
 
 
+# Whether a sample is a hard-wrapped paste, as the reader decides it: by lengths, then by which
+# would-be continuations a format reads on their own (hardwrap.wrap_of).
+READS_ALONE = ReadingPlan.of().parser().reads_alone
+
+
+def wrap_of(log: Path) -> hardwrap.Wrap | hardwrap.RichRecords | None:
+    return hardwrap.wrap_of(log.read_bytes(), READS_ALONE)
+
+
 def judged(path: Path) -> tuple[str, int, set[str], list[str]]:
     """What must not change: the verdict, the records, the rules that spoke, and the columns a guess
     read (a record read in part, its memory on a line not joined to it, keeps its count)."""
@@ -70,7 +80,7 @@ def _params(logs: list[Path]) -> list:
 @pytest.mark.parametrize("log", _params(LOGS))
 def test_a_launcher_prefix_changes_nothing(tmp_path, bare, log):
     # (rich's RichHandler lays its records out over several lines itself: a launcher labels each)
-    if isinstance(hardwrap.wrap_of(log.read_bytes()), hardwrap.Wrap):
+    if isinstance(wrap_of(log), hardwrap.Wrap):
         pytest.skip(
             "a hard-wrapped paste: a launcher's prefix comes before the terminal wraps a line, so "
             "prefixing every wrapped piece makes a log no launcher writes (wrapping: the test below)"
@@ -102,7 +112,7 @@ def test_hard_wrapping_changes_nothing(tmp_path, bare, log):
     60th and 80th percentiles, at least 60 columns) so that many of its lines are cut; a width that
     is some line's own length is skipped (that line would look cut, and whether it is cannot be told
     when what follows it only ever follows it)."""
-    wrap = hardwrap.wrap_of(log.read_bytes())
+    wrap = wrap_of(log)
     if isinstance(wrap, hardwrap.RichRecords):
         pytest.skip("rich lays its records out at the console's width: a narrower terminal would have had rich wrap them narrower")
     if wrap is not None:
