@@ -10,10 +10,10 @@ from memlog.judge.rulekit import (
     Finding,
     Measure,
     Rule,
+    SeriesKey,
     Threshold,
     Verdict,
     duration,
-    envelope_of,
     gib,
     known_issues,
     project,
@@ -134,11 +134,11 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     labels = [ctx.label(s) for s, *_ in all_leaking]
     # A worker's step floor and peak both leaking: its figures are those of the one its line fits best
     # (a median of the two would be a level no reading had; a peak's first reading may be a spike).
-    best: dict[tuple[str, str], float] = {}
+    best: dict[SeriesKey, float] = {}  # by the series the views were made from
     for s, sh, _, _ in leaking:
-        if (env := envelope_of(s)) is not None:
-            best[(s.key.source, env[0])] = max(best.get((s.key.source, env[0]), -math.inf), sh.r_squared)
-    shapes = [sh for s, sh, _, _ in leaking if (env := envelope_of(s)) is None or sh.r_squared >= best[(s.key.source, env[0])]]
+        if s.envelope is not None:
+            best[s.envelope[0]] = max(best.get(s.envelope[0], -math.inf), sh.r_squared)
+    shapes = [sh for s, sh, _, _ in leaking if s.envelope is None or sh.r_squared >= best[s.envelope[0]]]
     slope = statistics.median(sh.fit.slope for sh in shapes)
     first = min(sh.tail_steps[0] for sh in shapes)
     last = max(sh.tail_steps[-1] for sh in shapes)

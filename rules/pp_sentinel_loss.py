@@ -5,16 +5,15 @@ from __future__ import annotations
 from memlog.judge.rulekit import Example, Finding, Rule, Threshold, Verdict, workers_phrase
 
 
+def is_placeholder(value: float, t) -> bool:
+    """A negative whole number: -1 per micro-batch/DP rank (so -1, -2, -4, -8 ...)."""
+    # (is_integer is False for -inf and nan: a corrupt reading is no placeholder)
+    return value <= -1 and float(value).is_integer() and abs(value) <= t["max_abs_sentinel"]
+
+
 def is_sentinel(values: list[float], t) -> bool:
-    """All readings the same negative whole number: -1 per micro-batch/DP rank (so -1, -2, -4, -8 ...)."""
-    first = values[0]
-    return (
-        len(values) >= t["min_points"]
-        and first <= -1
-        and float(first).is_integer()  # False for -inf and nan: a corrupt reading is no placeholder
-        and abs(first) <= t["max_abs_sentinel"]
-        and all(v == first for v in values)
-    )
+    """All readings the same placeholder."""
+    return len(values) >= t["min_points"] and is_placeholder(values[0], t) and all(v == values[0] for v in values)
 
 
 def placeholder_among_copies(copies: list, t) -> float | None:
@@ -28,7 +27,7 @@ def placeholder_among_copies(copies: list, t) -> float | None:
     if len(copies) < 2 or len(by_step) < t["min_points"]:
         return None
     every = set.intersection(*(set(vs) for vs in by_step.values()))
-    placeholders = sorted(v for v in every if is_sentinel([v] * t["min_points"], t))
+    placeholders = sorted(v for v in every if is_placeholder(v, t))
     if not placeholders or all(v == placeholders[0] for vs in by_step.values() for v in vs):
         return None
     return placeholders[0]

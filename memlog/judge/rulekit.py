@@ -33,7 +33,7 @@ from memlog.base.phrases import duration, gib, rounded, step_word, workers_phras
 from memlog.judge.known_issues import known_issues
 from memlog.judge.projection import project
 from memlog.judge.shapes import shape_of
-from memlog.tables.series import SeriesKey, envelope_of
+from memlog.tables.series import SeriesKey
 
 SEVERITIES = ("info", "warning", "error")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -54,7 +54,6 @@ __all__ = [
     "Measure",
     "SeriesKey",
     "duration",
-    "envelope_of",
     "gib",
     "keyboard_interrupt",
     "known_issues",

@@ -119,6 +119,8 @@ class Series:
     readings: bool = False  # some steps hold several readings
     collided: bool = False  # a copy of a worker the log does not tell apart from another (records.py)
     x_origin: int = 0  # the step x counts from: 0, or the first step when steps pass 2**53
+    # A step_envelopes view: the series it was made from (its key) and which view ("floor", "peak").
+    envelope: tuple[SeriesKey, str] | None = None
 
     def __post_init__(self) -> None:
         if not self.x:
@@ -504,15 +506,6 @@ CYCLE_SHARE = 0.6  # the phases explain at least this share of the variance
 CYCLE_STEPS = 0.75  # ... on at least this share of the steps, which hold the same number of readings
 
 
-ENVELOPES = ("floor", "peak")
-
-
-def envelope_of(series: Series) -> tuple[str, str] | None:
-    """(the worker, "floor" or "peak") of a step_envelopes view, else None."""
-    worker, _, name = series.key.worker.rpartition(" [")
-    return (worker, name[:-1]) if worker and name[:-1] in ENVELOPES and name.endswith("]") else None
-
-
 def step_envelopes(series: Series) -> list[Series] | None:
     """A series whose readings repeat the same cycle at every step, as two series with one point per
     step: the lowest reading of each step (`[floor]`) and the highest (`[peak]`); None when its
@@ -536,7 +529,7 @@ def step_envelopes(series: Series) -> list[Series] | None:
     if total <= 0 or 1 - within / total < CYCLE_SHARE:
         return None
     views = []
-    for name, pick in zip(ENVELOPES, (min, max)):
+    for name, pick in (("floor", min), ("peak", max)):
         chosen = [pick(idx, key=values.__getitem__) for idx in by_step.values()]
         key = SeriesKey(series.key.source, f"{series.key.worker} [{name}]", series.key.segment)
         views.append(
@@ -555,6 +548,7 @@ def step_envelopes(series: Series) -> list[Series] | None:
                 machine=series.machine,
                 limit=series.limit,
                 conflict=series.conflict if name == "floor" else None,
+                envelope=(series.key, name),
             )
         )
     return views
