@@ -476,9 +476,35 @@ def step_rows(frame: pl.DataFrame, of_step: tuple[str, ...] = KEYS_OF_STEP) -> p
     and a warmup starts there). Rows stay in line order per worker. Rows already merged (counted by
     `readings`) merge again as their lines would: lowest of the lowest, highest of the highest."""
     keys = [k for k in of_step if k in frame.columns]
-    count = pl.col("readings").fill_null(1) if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
     if frame.is_empty() or not frame.select(group_key(frame, keys).is_duplicated().any()).item():
         return frame  # (no `readings`: one line a row)
+    # In slices no step's lines straddle, so that the merge's copies are of one slice at a time (Ray
+    # 256 MiB: 394,245 lines, peak RSS 637 -> 452 MiB): rows and their order are the same either way.
+    return pl.concat([_merged_steps(frame.slice(start, end - start), keys) for start, end in _slices(frame, keys)])
+
+
+# Rows of `frame` whose steps step_rows merges at once: bounds the merge's copies, not its result.
+ROWS_PER_MERGE = 65_536
+
+
+def _slices(frame: pl.DataFrame, keys: list[str]) -> list[tuple[int, int]]:
+    """(start, end) row ranges covering `frame`, each about ROWS_PER_MERGE long, none cutting a
+    group of `keys`: a cut after row i is allowed where no group holding a row up to i has a later one."""
+    if frame.height <= ROWS_PER_MERGE:
+        return [(0, frame.height)]
+    pos = frame.with_columns(_pos=pl.int_range(pl.len(), dtype=pl.Int64))
+    cuts = pos.select(pl.col("_pos").max().over(group_key(frame, keys)).cum_max() == pl.col("_pos")).to_series().arg_true() + 1
+    bounds, start = [], 0
+    while start < frame.height:
+        end = cuts[min(cuts.search_sorted(start + ROWS_PER_MERGE), cuts.len() - 1)]
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def _merged_steps(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """step_rows of rows holding whole steps, merged whether or not some step has several lines."""
+    count = pl.col("readings").fill_null(1) if "readings" in frame.columns else pl.lit(1, dtype=pl.Int64)
     memory = [c for c in MEMORY_COLUMNS if c in frame.columns]
     others = [c for c in ALL_VALUE_COLUMNS if c in frame.columns and c not in MEMORY_COLUMNS]
     odd = [~pl.col(c).is_finite() | (pl.col(c) < 0) for c in memory] + [~pl.col(c).is_finite() for c in others]

@@ -8,12 +8,15 @@ import math
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memlog.base.limits import MAX_SERIES_POINTS
 from memlog.cli import app
 from memlog.engine.api import parse_sources
 from memlog.parse.catalog import load_specs
+from memlog.tables import records
 from memlog.tables.condense import Condenser
 from memlog.tables.records import Keep, build_records, compact_records
 from tests.logwriters import deepspeed as ds
@@ -144,3 +147,33 @@ def test_the_condenser_holds_a_steps_memory_lines_as_its_floor_and_peak():
     assert sum(f.height for f in held) <= 2 + 2 * 2  # two step lines, a floor and a peak per batch at most
     whole = build_records([_chunk(lines)], per_step=True)
     assert build_records(held, per_step=True).drop("_seconds").equals(whole.drop("_seconds"), null_equal=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.one_of(st.none(), st.floats(0, 80)), st.one_of(st.none(), st.floats(0, 80))),
+        min_size=1,
+        max_size=120,
+    ),
+    rows_per_merge=st.integers(1, 40),
+)
+def test_a_step_merge_in_slices_gives_the_rows_of_one_merge(lines, rows_per_merge):
+    # step_rows merges long tables slice by slice (its copies then are one slice's); a slice never
+    # cuts a step, so the rows, their values and their order are those of one merge. Workers
+    # interleave line by line and each advances its own step, so a step's lines are far apart.
+    steps = {w: 1 for w in range(4)}
+    rows = []
+    for line_no, (worker, next_step, allocated, reserved) in enumerate(lines, start=1):
+        steps[worker] += next_step
+        rows.append((line_no, f"rank{worker}", steps[worker], allocated, reserved))
+    frame = pl.DataFrame(
+        rows,
+        schema={"line_no": pl.Int64, "worker": pl.String, "step": pl.Int64, "mem_allocated_gib": pl.Float64, "mem_reserved_gib": pl.Float64},
+        orient="row",
+    ).with_columns(source=pl.lit("run.log"), kind=pl.lit("train"), segment=pl.lit(0, dtype=pl.Int64))
+    whole = records.step_rows(frame)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(records, "ROWS_PER_MERGE", rows_per_merge)
+        sliced = records.step_rows(frame)
+    assert sliced.equals(whole, null_equal=True)
