@@ -162,7 +162,7 @@ def test_a_step_merge_in_slices_gives_the_rows_of_one_merge(lines, rows_per_merg
     # step_rows merges long tables slice by slice (its copies then are one slice's); a slice never
     # cuts a step, so the rows, their values and their order are those of one merge. Workers
     # interleave line by line and each advances its own step, so a step's lines are far apart.
-    steps = {w: 1 for w in range(4)}
+    steps = dict.fromkeys(range(4), 1)
     rows = []
     for line_no, (worker, next_step, allocated, reserved) in enumerate(lines, start=1):
         steps[worker] += next_step
