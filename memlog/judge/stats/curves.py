@@ -4,6 +4,7 @@ settling), with or without a steady rise on top. Same conventions as estimators.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 from memlog.judge.stats.estimators import MAX_PAIRWISE_POINTS, index_bins, medians_between, ols
@@ -25,18 +26,21 @@ def cap_curve_sse(xs: Sequence[float], ys: Sequence[float], line: bool) -> float
     sxx = sum(v * v for v in dx)
     sxy = sum(a * b for a, b in zip(dx, dy))
     syy = sum(v * v for v in dy)
+    from_first = [-(x - xs[0]) for x in xs]
 
+    # Called ~54 times a series: its sums run as map() over the lists (the same products, added in
+    # the same order as generator sums would: the same floats, in half the time).
     def sse(log_tau: float) -> float:
         tau = math.exp(log_tau)
-        u = [math.exp(-(x - xs[0]) / tau) for x in xs]
+        u = [math.exp(d / tau) for d in from_first]
         mu = sum(u) / m
         du = [v - mu for v in u]
-        suu = sum(v * v for v in du)
-        suy = sum(a * b for a, b in zip(du, dy))
+        suu = sum(map(operator.mul, du, du))
+        suy = sum(map(operator.mul, du, dy))
         if not line:
             c = suy / suu if suu > 0 else 0.0
             return syy - c * suy if c < 0 else math.inf
-        sxu = sum(a * b for a, b in zip(dx, du))
+        sxu = sum(map(operator.mul, dx, du))
         det = sxx * suu - sxu * sxu
         if not det > 1e-12 * sxx * suu:
             return math.inf
