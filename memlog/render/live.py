@@ -53,7 +53,11 @@ def _short_warning(w: dict) -> str:
 
 def _when(w: dict) -> str:
     """When an early warning's capacity is reached, by the clock, where that is known."""
-    return f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})" if w.get("capacity_at") else ""
+    if not w.get("capacity_at"):
+        return ""
+    if w.get("capacity_in_seconds") is None:  # an old log replayed: its own clock, nothing counted down
+        return f", ~{w['capacity_at']} (log's clock)"
+    return f", ~{w['capacity_at']} (in {_duration(w['capacity_in_seconds'])})"
 
 
 def status_lines(report: Report, width: int = 100) -> list[str]:

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from memlog.base.config import Config
@@ -287,23 +288,37 @@ def should_exit(report: Report, exit_on: str) -> bool:
     return False
 
 
+# Further apart than any two time zones (UTC-12 .. UTC+14) and a minute's rounding: the log's last
+# timestamp and when its last line reached watch are then not the same moment in two zones, and
+# the log is an old one replayed (a paste piped in, a finished run's file).
+LIVE_CLOCK_SLACK_SECONDS = 27 * 3600
+
+
 def early_warning(report: Report) -> list[dict]:
     """Per leaking series: when it reaches its capacity, in steps and in clock time. The time left
     after the last logged step is the log's own (its timestamps) when it has them, else the pace at
     which watching saw the steps arrive (Progress), else unknown; it runs from when the last line
-    was written (the file's modification time, or when the pipe delivered it)."""
+    was written (the file's modification time, or when the pipe delivered it). A log whose own
+    clock shows it was written long before that is not live: the time is given by its own clock,
+    as the leak finding gives it, and nothing is counted down (`capacity_clock`: "log")."""
     state = report.extra.get("watch") or {}
     pace = state.get("steps_per_second")
     written = state.get("last_written") or time.time()
     last_step = (report.coverage.get("steps") or [None, None])[1]
+    logged_last = _last_logged_moment(report)
+    replayed = logged_last is not None and abs(written - logged_last) > LIVE_CLOCK_SLACK_SECONDS
     warnings = []
     for p in capacity_projections(report):
-        step, at, in_seconds = p["capacity_step"], None, p["capacity_seconds"]
-        if in_seconds is None and pace and last_step is not None:
-            in_seconds = max(0.0, (step - last_step) / pace)
-        if in_seconds is not None:
-            at = time.strftime("%Y-%m-%d %H:%M", time.localtime(written + in_seconds))
-            in_seconds = max(0.0, written + in_seconds - time.time())
+        step, at, in_seconds, clock = p["capacity_step"], None, p["capacity_seconds"], None
+        if replayed and in_seconds is not None:
+            assert logged_last is not None  # (replayed)
+            at, in_seconds, clock = _log_clock(logged_last + in_seconds), None, "log"
+        else:
+            if in_seconds is None and pace and last_step is not None:
+                in_seconds = max(0.0, (step - last_step) / pace)
+            if in_seconds is not None:
+                at = time.strftime("%Y-%m-%d %H:%M", time.localtime(written + in_seconds))
+                in_seconds, clock = max(0.0, written + in_seconds - time.time()), "watch"
         warnings.append(
             {
                 "series": p["series"],
@@ -311,10 +326,26 @@ def early_warning(report: Report) -> list[dict]:
                 "capacity_step": step,
                 "capacity_in_seconds": None if in_seconds is None else round(in_seconds),
                 "capacity_at": at,
+                "capacity_clock": clock,
                 "capacity_gib": p["capacity_gib"],
             }
         )
     return warnings
+
+
+def _last_logged_moment(report: Report) -> float | None:
+    """The moment of the log's last timestamped step, by its own clock (read as UTC, as projection.py
+    reads it): the leak finding's projected time less the time left it projects."""
+    for f in report.findings:
+        at, seconds = f.evidence.get("projected_capacity_at"), f.evidence.get("projected_capacity_seconds")
+        if at and seconds is not None:
+            moment = datetime.strptime(at, "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc)
+            return moment.timestamp() - seconds
+    return None
+
+
+def _log_clock(moment: float) -> str:
+    return datetime.fromtimestamp(moment, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 class StopRequest:
