@@ -8,7 +8,7 @@ py-spy samples the Python stack of every thread (idle frames included, so time s
 polars call counts against the Python line that made it). Chunks are scanned on a thread pool
 (memlog/base/parallel.py), so stage figures are thread-seconds and can add up to more than the wall
 time; a pool thread waiting for work or the main thread waiting for a scan counts as `waiting`,
-shown apart and left out of the shares. Each sample goes to the stage of its innermost memlog frame: read / decode / split / pre-filter / unwrap / extract / tables / rules / report /
+shown apart and left out of the shares. Each sample goes to the stage of its innermost memlog frame: read / decode / split / pre-filter / unwrap / extract / blocks (multi-line) / tables / rules / report /
 startup (imports and format-spec loading) / other. The top lines show the detail. --keep saves the
 collapsed stacks, which speedscope (https://www.speedscope.app) and flamegraph.pl open as they are.
 """
@@ -32,8 +32,7 @@ from benchmarks.run import default_memlog
 
 REPO = Path(__file__).resolve().parents[1]
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*):(?P<line>\d+)\)$")
-STAGES = ("read", "decode", "split", "pre-filter", "unwrap", "extract", "tables", "rules", "report", "startup", "other")
-RULE_MODULES = ("context.py", "series.py", "trend.py", "stats.py", "rulekit.py")
+STAGES = ("read", "decode", "split", "pre-filter", "unwrap", "extract", "blocks", "tables", "rules", "report", "startup", "other")
 
 
 def _source(file: str, line: int) -> str:
@@ -42,39 +41,38 @@ def _source(file: str, line: int) -> str:
 
 
 def stage_of(func: str, file: str, line: int) -> str | None:
-    """The stage of one memlog frame, or None for a frame outside memlog."""
+    """The stage of one memlog frame, or None for a frame outside memlog: by the folder it is in
+    (memlog/read, parse, tables, judge and rules/, report and render), and within parse by module."""
     name = file.rsplit("/", 1)[-1]
     func = func.rsplit(".", 1)[-1]  # py-spy writes methods as Class.method
     if func == "<module>" and ("memlog/" in file or "/rules/" in file or file.startswith("rules/")):
         return "startup"
-    if "/rules/" in file or file.startswith("rules/") or ("memlog/" in file and name in RULE_MODULES):
+    if "/rules/" in file or file.startswith("rules/") or "memlog/judge/" in file:
         return "rules"
     if "memlog/" not in file:
         return None
     text = _source(file, line)
-    if name == "reading.py":
+    if "memlog/read/" in file:
         if func in ("to_frame", "_split_utf8"):
             return "decode" if ("decode" in text or "\\ufffd" in text) else "split"
         return "read"
     if name == "parallel.py":
         return "waiting"
-    if name == "parse.py":
-        return "pre-filter" if "any_literal" in text or "contains_any" in text else "extract"
-    if name == "unwrap.py":
-        return "unwrap"
-    if name == "formats.py":
-        return "extract" if func in ("extract", "_value", "to_number") else "startup"
-    if name in ("tables.py",):
+    if "memlog/parse/" in file:
+        if name == "chunks.py":
+            return "pre-filter" if func in ("_flagged", "first", "rest", "present", "found", "_alternation") else "extract"
+        if name == "unwrap.py":
+            return "unwrap"
+        if name == "multiline.py":
+            return "blocks"
+        if name == "formats.py":
+            return "extract" if func in ("extract", "_value", "to_number") else "startup"
+        return "extract"
+    if "memlog/tables/" in file:
         return "tables"
-    if name == "api.py":
-        if func in ("parse_sources", "coverage", "_restart_events"):
-            return "tables"
-        if "rule" in text or "Context(" in text or "find_capacity" in text:
-            return "rules"
-        return "other"
-    if name == "report.py" or "/render/" in file:
+    if "/report/" in file or "/render/" in file:
         return "report"
-    if name in ("content.py", "config.py"):
+    if "memlog/base/" in file and name in ("content.py", "config.py", "yamlfile.py"):
         return "startup"
     return "other"
 
