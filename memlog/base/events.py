@@ -278,8 +278,17 @@ def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFram
             .collect()
         )
         ends = pl.col("_next_step").is_null() | (pl.col("_own").is_null() & (pl.col("_next_step") >= pl.col("_last_step")))
+    # One last word a line, the one begun first: a traceback's header and each of its frames (which
+    # read a traceback whose header a paste cut off) end on its exception. Then those said to end
+    # nothing (parse/multiline.py Continuation.not_after: Python's `Exception ignored in`) go.
+    last_word = pl.col("kind").is_in(last_words)
+    begun = pl.col("detail").str.json_path_match("$.from_line").cast(pl.Int64, strict=False)
+    events = events.with_columns(_begun=begun, _i=pl.int_range(pl.len())).sort("_begun", "_i", nulls_last=True)
+    first = pl.int_range(pl.len()).over("source", "worker", "kind", "line_no") == 0
+    nothing = pl.col("detail").str.json_path_match("$.ends_nothing").fill_null("") == "true"
+    events = events.filter(~last_word | (first & ~nothing)).sort("_i").drop("_begun", "_i")
     is_last = pl.col("line_no") == pl.col("line_no").max().over("source", "worker", "kind")
-    return events.filter(~pl.col("kind").is_in(last_words) | (ends & is_last)).drop("_s", "_w", "_own", "_last_step", strict=False)
+    return events.filter(~last_word | (ends & is_last)).drop("_s", "_w", "_own", "_last_step", strict=False)
 
 
 def _workers_by_pid(records: pl.DataFrame, events: pl.DataFrame) -> dict[tuple[str, int], str]:

@@ -318,3 +318,56 @@ def test_no_reading_is_taken_from_a_line_the_crash_vocabulary_read(tmp_path_fact
     assert crash_lines, "the vocabulary read none of its own samples"
     assert not set(tables.records["line_no"].to_list()) & crash_lines
     assert tables.records.height == steps
+
+
+# -- a traceback whose header the paste cut off ----------------------------------------------------
+
+FRAMES = [
+    '  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1553, in _call_impl',
+    "    return forward_call(*args, **kwargs)",
+    '  File "/workspace/train.py", line 210, in forward',
+    "    loss = F.cross_entropy(logits, labels)",
+]
+RAISED = "ValueError: Expected input batch_size (16) to match target batch_size (8)."
+HEALTHY = [step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) for step in range(1, 40)]
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank0]: ", "    "])
+def test_the_last_lines_of_a_traceback_pasted_alone_are_a_crash(tmp_path, prefix):
+    # "here is the error": the last frames and the exception, copied without the header above them
+    code, report = judge(tmp_path, "\n".join(prefix + line for line in [*FRAMES, RAISED]) + "\n")
+    assert code == 1 and report["verdict"] == "crash"
+    assert f"`{RAISED}`" in errors(report)["crash"]
+
+
+def test_a_healthy_log_ending_in_a_headless_traceback_is_a_crash(tmp_path):
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, *FRAMES[2:], RAISED]) + "\n")
+    assert code == 1 and report["verdict"] == "crash" and f"`{RAISED}`" in errors(report)["crash"]
+
+
+def test_a_traceback_with_its_header_is_one_exception(tmp_path):
+    # its header and each frame begin a block ending on the exception: said once
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, "Traceback (most recent call last):", *FRAMES, RAISED]) + "\n")
+    assert code == 1 and report["coverage"]["event_counts"]["exception"] == 1
+    assert "line 45" in errors(report)["crash"]  # the exception's line, not a frame's
+
+
+def test_a_stack_printed_without_an_exception_ends_nothing(tmp_path):
+    # traceback.print_stack() in a healthy run: frames, then the run's next log line
+    code, report = judge(tmp_path, "\n".join([*HEALTHY[:20], *FRAMES, *HEALTHY[20:]]) + "\n")
+    assert code == 0 and "crash" not in errors(report), report["verdict"]
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, *FRAMES, "INFO: saving the final checkpoint"]) + "\n")
+    assert code == 0 and "crash" not in errors(report), report["verdict"]
+
+
+def test_an_exception_ignored_at_exit_does_not_hide_the_one_that_ended_the_run(tmp_path):
+    fatal = ["Traceback (most recent call last):", *FRAMES, RAISED]
+    ignored = [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
+        "Traceback (most recent call last):",
+        '  File "dataloader.py", line 1479, in __del__',
+        "    self._shutdown_workers()",
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+    ]
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, *fatal, *ignored]) + "\n")
+    assert code == 1 and f"`{RAISED}`" in errors(report)["crash"]

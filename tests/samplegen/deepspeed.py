@@ -490,10 +490,10 @@ def build_fr4_orz_offload_leak() -> Sample:
             repr_="orz.ppo.actors.PolicyRayActorBase object at 0x7f3c2c1e5f90",
         ),
     )
-    run.line(t, raised, events=ev("exception", exception=raised))  # the traceback's final line
+    run.line(t, raised)  # the local traceback's final line; the remote one Ray chains below it (headless) ends the process
     for line in frame_lines(remote):
         run.line(t, line)
-    run.line(t, oom, events=ev("oom", tried="4.63 GiB", capacity=f"{H100_CAPACITY_GIB:.2f} GiB", free="2.85 GiB"))
+    run.line(t, oom, events=ev("exception", exception=oom) + ev("oom", tried="4.63 GiB", capacity=f"{H100_CAPACITY_GIB:.2f} GiB", free="2.85 GiB"))
     return run.sample(
         "deepspeed/fr4_orz_offload_leak.log",
         "Open-Reasoner-Zero (Qwen2.5-7B PPO, colocate_all) on DeepSpeed 0.16.0 ZeRO-3 with CPU Adam inside Ray "

@@ -733,11 +733,11 @@ def easyr1_oom_traceback(log: RayLog, t: float, kill: Kill, runner: Proc, method
     )
     lines += frame_lines([("/root/EasyR1/verl/single_controller/ray/base.py", 432, "func", "return getattr(self.worker_dict[key], name)(*args, **kwargs)")])
     lines.append(ray.OOM_ERROR)
-    # The traceback's final line is its first unindented one (the re-raised task error); the OOM
-    # error the driver prints at the end, and the report's closing lines, are OOM words of their own.
+    # The traceback's first unindented line (the re-raised task error) is followed by the remote
+    # tracebacks Ray chains below it, without their headers: the process's last word is the last
+    # of them, the OOM error the killed worker raised (OOM words of their own too).
     events: list[list[dict]] = [[] for _ in lines]
-    events[1 + len(frame_lines(DRIVER_FRAMES + [("", 0, "", "")] * 2 + RAY_GET_FRAMES))] = [ev("exception", "main")]
-    events[-1] = [ev("oom", "main", scope="host")]
+    events[-1] = [ev("exception", "main"), ev("oom", "main", scope="host")]
     for i, line in enumerate(lines):
         log.driver(t + i * 1e-5, line, events[i])
     t += len(lines) * 1e-5
