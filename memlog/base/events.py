@@ -223,7 +223,7 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
         "source", "line_no", "kind", maintain_order=True
     )  # (kind: events of one line in one order, however the chunks fell)
     frame = frame.with_columns(_after_step=_steps_beside(frame, records, "backward"), _next_step=_steps_beside(frame, records, "forward"))
-    frame = _last_words_only(frame, records)
+    frame = _last_words_only(_news_it_went_on_from(frame, records), records)
     by_pid = _workers_by_pid(records, frame)
     events: list[Event] = []
     dropped: dict[str, int] = {}
@@ -255,6 +255,39 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
             )
         )
     return events, dropped
+
+
+# Levels at which a logger reports news, not an end (parse/chunks.py reads them off event lines).
+NEWS_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARNING", "WARN")
+
+
+def _news_it_went_on_from(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    """Without the fatal words a logger printed as news where the worker that printed them logged
+    training steps after them: `WARNING - eval batch 17 skipped: CUDA out of memory`, a generated
+    sample quoting a segfault, a library warning that a kernel may crash. The process was alive to
+    log them and went on. A traceback's last line (no logger's) and a kill are never news, and a
+    run whose output a buffer flushed after its error keeps the error (no level on that line)."""
+    if "logged_at" not in events.columns or records.is_empty():
+        return events.drop("logged_at", strict=False)
+    fatal = [name for name, kind in EVENT_KINDS.items() if kind.fatal and not kind.last_word]
+    # A supervisor's report of other processes' end (a launcher killing its subprocesses, the OOM
+    # killer's victim) names them: never news of its printer, whatever its level.
+    about_others = pl.any_horizontal(pl.col("detail").str.json_path_match(f"$.{key}").is_not_null() for key in ("pids", "worker_pid", "victim_pid"))
+    news = pl.col("kind").is_in(fatal) & pl.col("logged_at").is_in(NEWS_LEVELS) & ~about_others.fill_null(False)
+    if not events.select(news.any()).item():
+        return events.drop("logged_at")
+    train = records.lazy().filter(pl.col("kind") == "train")
+    last = train.group_by(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String)).agg(_last_train=pl.col("line_no").max())
+    went_on = (
+        events.lazy()
+        .with_columns(_s=pl.col("source").cast(pl.String), _w=pl.col("worker").cast(pl.String))
+        .join(last, on=["_s", "_w"], how="left", maintain_order="left")
+        .select(pl.col("_last_train") > pl.col("line_no"))
+        .collect()
+        .to_series()
+        .fill_null(False)
+    )
+    return events.filter(~(news & went_on)).drop("logged_at")
 
 
 def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:

@@ -231,7 +231,7 @@ class ChunkParser:
                     if hits.is_empty():
                         continue
                     if pattern.continuation is None:
-                        scan.events.append(_event_rows(hits, spec, pattern))
+                        scan.events.append(_event_rows(hits, spec, pattern).with_columns(logged_at=_logged_at(hits, scan.lines["text"])))
                     else:
                         scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"], hits["indent"]), pattern.continuation))
 
@@ -394,6 +394,22 @@ def _event_rows(hits: pl.DataFrame, spec: FormatSpec, pattern: LinePattern) -> p
         format=pl.lit(spec.name),
         kind=pl.lit(pattern.event),
     )
+
+
+# The level a logger printed a line at, in its prefix or as the line's first word (`WARNING:`):
+# a name, or glog's letter before its date (`I1104 10:21:33.102931`).
+_LEVEL = r"(?:^|[\s\[|(])(DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:[\s\]|:)]|$)|^([IWEF])\d{4} \d\d:\d\d:\d\d"
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+
+
+def _logged_at(hits: pl.DataFrame, raw: pl.Series) -> pl.Series:
+    """Per hit, the level its line was logged at (base/events.py: fatal words a logger printed as
+    news), read in what stood before the unwrapped text on the raw line and the start of the text."""
+    line = raw.gather(hits["_row"])
+    head = line.str.head(line.str.len_chars() - hits["text"].str.len_chars() + 24)
+    found = head.str.extract_groups(_LEVEL)
+    named, letter = found.struct.field("1"), found.struct.field("2").replace_strict(_GLOG_LEVELS, default=None, return_dtype=pl.String)
+    return named.fill_null(letter).alias("logged_at")
 
 
 # A memory field as people print it: a memory word, then a number and whatever unit follows it.

@@ -371,3 +371,47 @@ def test_an_exception_ignored_at_exit_does_not_hide_the_one_that_ended_the_run(t
     ]
     code, report = judge(tmp_path, "\n".join([*HEALTHY, *fatal, *ignored]) + "\n")
     assert code == 1 and f"`{RAISED}`" in errors(report)["crash"]
+
+
+# -- fatal words a logger printed as news ----------------------------------------------------------
+
+CAUGHT_OOM = "eval batch 17 skipped: CUDA out of memory. Tried to allocate 1.20 GiB. GPU 0 has a total capacity of 79.11 GiB of which 712.00 MiB is free."
+
+
+def ranked_steps(rank: int, steps: range) -> list[str]:
+    return [
+        log_line(
+            step_line_2025_03(step=s, loss=9 - s / 100, mem_gib=40.0, mem_pct=50.6, tps=7000 + s, tflops=300.0, mfu=30.0),
+            ts=f"2025-03-04 17:{s // 60:02d}:{s % 60:02d},931",
+            rank=rank,
+        )
+        for s in steps
+    ]
+
+
+@pytest.mark.parametrize(
+    "news",
+    [
+        log_line(CAUGHT_OOM, ts="2025-03-04 17:00:30,001", level="WARNING"),  # caught, logged, went on
+        log_line("sample 3: 'Segmentation fault (core dumped)' when the user ran ./a.out", ts="2025-03-04 17:00:30,001"),  # a quoted sample
+        "WARNING: fused_adam kernel may cause a Segmentation fault on driver < 525; falling back to foreach",  # a library's warning
+        "W1104 10:21:33.102931 140234 eval.py:88] eval batch 17 skipped: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2G",
+    ],
+)
+def test_fatal_words_logged_as_news_by_a_worker_that_went_on_end_nothing(tmp_path, news):
+    code, report = judge(tmp_path, "\n".join([*HEALTHY[:30], news, *HEALTHY[30:]]) + "\n")
+    assert code == 0 and not errors(report), (report["verdict"], errors(report))
+
+
+def test_fatal_words_logged_as_news_still_end_a_worker_that_logged_no_step_after_them(tmp_path):
+    # the rank that warned stops; another rank's steps go on (until the collective times out)
+    warned = log_line(CAUGHT_OOM, ts="2025-03-04 17:00:30,001", level="WARNING", rank=0)
+    log = [*ranked_steps(0, range(1, 30)), *ranked_steps(1, range(1, 30)), warned, *ranked_steps(1, range(30, 60))]
+    code, report = judge(tmp_path, "\n".join(log) + "\n")
+    assert code == 1 and "oom" in errors(report)
+
+
+def test_a_launcher_logging_a_kill_at_info_is_still_a_kill(tmp_path):
+    exits = "[2024-10-02 14:17:04,701] [INFO] [launch.py:351:main] Process 5123 exits with return code = -9"
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, exits]) + "\n")
+    assert code == 1 and report["verdict"] == "crash"
