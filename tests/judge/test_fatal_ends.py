@@ -415,3 +415,11 @@ def test_a_launcher_logging_a_kill_at_info_is_still_a_kill(tmp_path):
     exits = "[2024-10-02 14:17:04,701] [INFO] [launch.py:351:main] Process 5123 exits with return code = -9"
     code, report = judge(tmp_path, "\n".join([*HEALTHY, exits]) + "\n")
     assert code == 1 and report["verdict"] == "crash"
+
+
+def test_a_traceback_after_the_ctrl_c_a_terminal_echoed_is_read_from_its_header():
+    from memlog.parse.chunks import parse_line
+
+    _, events = parse_line(SPECS.values(), "^CTraceback (most recent call last):\n" + "\n".join(FRAMES) + "\nKeyboardInterrupt")
+    (event,) = [e for e in events if e["kind"] == "exception" and e.get("from_line") == 1]
+    assert event["exception"] == "KeyboardInterrupt"

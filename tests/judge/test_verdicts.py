@@ -244,6 +244,22 @@ def test_a_log_without_memory_says_only_the_loss_was_judged(tmp_path):
     assert finding.severity == "info" and "only the loss was judged" in finding.message
 
 
+def test_the_steps_a_memory_not_read_finding_counts_are_the_coverages(tmp_path):
+    # Keras prints a progress bar a few times an epoch: 11 lines, 5 steps (an independent tester's
+    # paste read "11 step records were read" above a footer of "5 step records")
+    epochs = [
+        f"{n}/1563 [{'=' * (30 * n // 1563):<30}] - ETA: 1s - loss: {1.5 - e / 10:.4f} - accuracy: 0.6{e}00"
+        for e in range(1, 6)
+        for n in ((500, 1000, 1563) if e < 3 else (1563,))
+    ]
+    path = tmp_path / "keras.log"
+    path.write_text("\n".join(epochs) + "\n")
+    report = analyze([str(path)])
+    (finding,) = findings_of(report, "memory-not-read")
+    assert finding.evidence["observed"]["step_records"] == report.coverage["records"]
+    assert f"{report.coverage['records']:,} step records were read" in finding.message
+
+
 _SIZE = r"(\d+(?:\.\d+)?) ([KMG]iB)"
 _STABLE_NUMBERS = re.compile(rf"moving by at most {_SIZE} \(within the {_SIZE} a flat run may move\)")
 
