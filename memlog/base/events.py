@@ -261,6 +261,13 @@ def build_events(frames: list[pl.DataFrame], records: pl.DataFrame) -> tuple[lis
 NEWS_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARNING", "WARN")
 
 
+def ends_a_run_unless_news(kind: str | None) -> bool:
+    """Whether an event of `kind` ends a run unless a logger printed it as news (_news_it_went_on_from):
+    the fatal kinds but a process's last word (a traceback's exception is never a logger's line)."""
+    found = EVENT_KINDS.get(kind or "")
+    return found is not None and found.fatal and not found.last_word
+
+
 def _news_it_went_on_from(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     """Without the fatal words a logger printed as news where the worker that printed them logged
     training steps after them: `WARNING - eval batch 17 skipped: CUDA out of memory`, a generated
@@ -269,7 +276,7 @@ def _news_it_went_on_from(events: pl.DataFrame, records: pl.DataFrame) -> pl.Dat
     run whose output a buffer flushed after its error keeps the error (no level on that line)."""
     if "logged_at" not in events.columns or records.is_empty():
         return events.drop("logged_at", strict=False)
-    fatal = [name for name, kind in EVENT_KINDS.items() if kind.fatal and not kind.last_word]
+    fatal = [name for name in EVENT_KINDS if ends_a_run_unless_news(name)]
     # A supervisor's report of other processes' end (a launcher killing its subprocesses, the OOM
     # killer's victim) names them: never news of its printer, whatever its level.
     about_others = pl.any_horizontal(pl.col("detail").str.json_path_match(f"$.{key}").is_not_null() for key in ("pids", "worker_pid", "victim_pid"))
@@ -311,9 +318,9 @@ def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFram
             .collect()
         )
         ends = pl.col("_next_step").is_null() | (pl.col("_own").is_null() & (pl.col("_next_step") >= pl.col("_last_step")))
-    # One last word a line, the one begun first: a traceback's header and each of its frames (which
-    # read a traceback whose header a paste cut off) end on its exception. Then those said to end
-    # nothing (parse/multiline.py Continuation.not_after: Python's `Exception ignored in`) go.
+    # One last word a line, the one begun first: a traceback's header's event ends on its exception,
+    # which is read on its own too (a traceback whose header a paste cut off). Then those said to
+    # end nothing (parse/multiline.py Continuation.not_after: Python's `Exception ignored in`) go.
     last_word = pl.col("kind").is_in(last_words)
     begun = pl.col("detail").str.json_path_match("$.from_line").cast(pl.Int64, strict=False)
     events = events.with_columns(_begun=begun, _i=pl.int_range(pl.len())).sort("_begun", "_i", nulls_last=True)

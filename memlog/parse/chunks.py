@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
-from memlog.base.events import EVENT_KINDS
+from memlog.base.events import EVENT_KINDS, ends_a_run_unless_news
 from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
 from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
 from memlog.parse.regexes import group_names
@@ -225,15 +225,40 @@ class ChunkParser:
                         )
             for pattern in spec.events:
                 found = pattern.extract(unwrapped) if pattern.literal in present else None
+                if found is not None and pattern.after_deeper and found.height:
+                    found = self._under_deeper(found, {i: scans[i].lines["text"] for i in chunk_of}, together)
                 for i, hits in _by_chunk(found, chunk_of, together, scans).items():
                     scan = scans[i]
                     scan.observed.append((spec, pattern, hits))
                     if hits.is_empty():
                         continue
                     if pattern.continuation is None:
-                        scan.events.append(_event_rows(hits, spec, pattern).with_columns(logged_at=_logged_at(hits, scan.lines["text"])))
+                        level = _logged_at(hits, scan.lines["text"]) if ends_a_run_unless_news(pattern.event) else pl.lit(None, dtype=pl.String)
+                        scan.events.append(_event_rows(hits, spec, pattern).with_columns(logged_at=level))
                     else:
                         scan.events.append((_event_rows(hits, spec, pattern).with_columns(hits["_row"], hits["indent"]), pattern.continuation))
+
+    def _under_deeper(self, hits: pl.DataFrame, raws: dict[int, pl.Series], together: bool) -> pl.DataFrame:
+        """The hits whose line right above, printed by the same worker, sits deeper than they do: a
+        traceback's last frame or code line above its exception, whether or not its header was kept
+        (LinePattern.after_deeper). The lines above are unwrapped in one call for the chunks scanned
+        together. A chunk's first line has none above it here (a header above it has its own pattern)."""
+        hits = hits.with_row_index("_k")
+        parts = hits.partition_by("_chunk", as_dict=True) if together else {(next(iter(raws)),): hits}
+        above = pl.concat(
+            part.select(pl.col("_k").cast(pl.Int64).alias("line_no"), text=raws[key[0]].gather((part["_row"].cast(pl.Int64) - 1).clip(lower_bound=0)))
+            for key, part in parts.items()
+        )
+        above = self.unwrap(above).unique("line_no", keep="first", maintain_order=True)  # (a glued line: its first part)
+        labels = ["node", "actor", "pid", "ip", "rank"]
+        joined = hits.select(pl.col("_k").cast(pl.Int64), "_row", "indent", *labels).join(
+            above.select(pl.col("line_no").alias("_k"), "indent", *labels), on="_k", how="left", suffix="_above", maintain_order="left"
+        )
+        same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(f"{c}_above")) for c in labels)
+        keep = joined.select((pl.col("_row") > 0) & same & (pl.col("indent_above") > pl.col("indent"))).to_series().fill_null(False)
+        # A process's last word is its last exception: of a worker's in one chunk, only the last counts.
+        last = [*(["_chunk"] if together else []), *labels]
+        return hits.filter(keep).unique(last, keep="last", maintain_order=True).drop("_k")
 
     def absorb(self, scan: Scan) -> Matches:
         """A scanned chunk's matches, with the multi-line records and events it completes."""

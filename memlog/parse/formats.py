@@ -96,6 +96,9 @@ class LinePattern:
     inherit_step: bool = False
     # Event patterns: lines below the matched one that belong to its message (memlog/parse/multiline.py).
     continuation: Continuation | None = None
+    # Event patterns: a line is read only where the line right above it, its worker's, sits deeper
+    # (a traceback's last frame or code line above the exception: chunks._under_deeper).
+    after_deeper: bool = False
     # Step-less record lines of a worker that prints no step-bearing line at all (HF Trainer's
     # loss dicts while DeepSpeed's step lines are silent) are numbered 1, 2, 3... in file order:
     # a log index, not an optimizer step.
@@ -270,6 +273,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
             ("kind", lambda v: isinstance(v, str), "`kind` must be a string"),
             ("event", lambda v: isinstance(v, str), "`event` must be a string"),
             ("inherit_step", lambda v: isinstance(v, bool), "`inherit_step` must be true or false"),
+            ("after_deeper", lambda v: isinstance(v, bool) and section == "events", "`after_deeper` (events) must be true or false"),
             ("refreshes", lambda v: isinstance(v, bool), "`refreshes` must be true or false"),
             ("first_epoch", lambda v: v in (0, 1) and not isinstance(v, bool), "`first_epoch` is 0 or 1"),
             ("detail", lambda v: isinstance(v, dict) and all(isinstance(x, (str, int, float)) for x in v.values()), "`detail` maps detail keys to values"),
@@ -290,6 +294,7 @@ def _pattern(spec_path: Path, raw: dict[str, Any], section: str) -> LinePattern:
         field_units={i: dict(f["units"]) for i, f in enumerate(raw.get("fields") or ()) if isinstance(f, dict)},
         inherit_step=bool(raw.get("inherit_step", False)),
         continuation=Continuation.load(where, raw["continuation"]) if section == "events" and raw.get("continuation") else None,
+        after_deeper=bool(raw.get("after_deeper", False)),
         ordinal_step=bool(raw.get("ordinal_step", False)),
         detail=tuple((str(k), str(v)) for k, v in (raw.get("detail") or {}).items()),
         interleaved=raw.get("interleaved"),

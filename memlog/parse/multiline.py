@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,13 +247,10 @@ class Continuation:
     last_per_worker: bool = False
     # A literal that, on the line right above the event, says its block ends nothing (Python's
     # `Exception ignored in: ...` above a traceback it printed and went on from). Such an event is
-    # read all the same and marked (`ends_nothing` in its detail): another pattern's event may end on
-    # its last line (a traceback's frames), and the mark says that line ended nothing either
+    # read all the same and marked (`ends_nothing` in its detail): another pattern may read its last
+    # line (crashes.yaml's exception after frames), and the mark says that line ended nothing either
     # (base/events.py keeps one event a line, the one begun first, then drops the marked).
     not_after: str | None = None
-    # A regex the line ending an outdented block must match, else the block ended nothing and is no
-    # event (a stack printed without an exception, ended by the next log line).
-    ending: str | None = None
 
     @staticmethod
     def load(where: str, raw: Any) -> Continuation:
@@ -273,15 +269,7 @@ class Continuation:
             raise FormatSpecError(f"{where}: continuation: `last_per_worker` must be true or false")
         if raw.get("not_after") is not None and not (isinstance(raw["not_after"], str) and raw["not_after"]):
             raise FormatSpecError(f"{where}: continuation: `not_after` is a literal")
-        ending = raw.get("ending")
-        if ending is not None:
-            try:
-                if ends is None or not isinstance(ending, str):
-                    raise ValueError("`ending` is a regex, for `ends: outdented`")
-                re.compile(ending)
-            except (ValueError, re.error) as exc:
-                raise FormatSpecError(f"{where}: continuation: invalid `ending` ({exc})") from None
-        return Continuation(raw["detail"], raw.get("regex"), max(1, max_lines), ends, bool(raw.get("last_per_worker", False)), raw.get("not_after"), ending)
+        return Continuation(raw["detail"], raw.get("regex"), max(1, max_lines), ends, bool(raw.get("last_per_worker", False)), raw.get("not_after"))
 
 
 @dataclass
@@ -294,8 +282,7 @@ class _Pending:
     rows: list[dict[str, str]] = field(default_factory=list)
     done: bool = False
     ending: dict[str, Any] | None = None  # the line that ended an outdented block
-    prefix: str = ""  # what stood before the event's text on its raw line, blanks after it apart (an outdented block's rows are found by it)
-    depth: int = 0  # the blanks between that prefix and the event's text: lines no deeper after it end the block
+    prefix: str = ""  # what stood before the event's text on its raw line (an outdented block's rows are found by it)
     ends_nothing: bool = False  # below Continuation.not_after's literal
     start: int = 0  # the row of the current chunk to read on from
 
@@ -334,15 +321,12 @@ class _Pending:
         if ends.height:
             self.ending, self.done = ends.row(0, named=True), True
 
-    def finished_event(self) -> dict[str, Any] | None:
-        """The event its lines make, or None where Continuation.ending refuses how it ended."""
+    def finished_event(self) -> dict[str, Any]:
         detail = json.loads(self.event["detail"]) if self.event["detail"] else {}
         if self.ends_nothing:
             detail["ends_nothing"] = True
         if self.rows:
             detail[self.continuation.detail] = self.rows
-        if self.continuation.ending is not None and (self.ending is None or not re.search(self.continuation.ending, self.ending["text"])):
-            return None
         if self.ending is None:
             return {**self.event, "detail": json.dumps(detail)}
         # The line that ended the block is the event; where it began is kept.
@@ -367,15 +351,10 @@ def _last_of_each_worker(hits: pl.DataFrame, records: Sequence[pl.DataFrame]) ->
     return hits.filter(joined["_last_record"].is_null() | (joined["_last_record"] < joined["line_no"]))
 
 
-def _raw_prefix(raw: str, text: str) -> tuple[str, int]:
-    """What stood before a line's unwrapped text in the raw line (its wrappers, blanks before them
-    included), and how many blanks stood between that and the text (the line's depth within its
-    worker's lines: a traceback's frame is two deep, its header none past the wrapper's space)."""
+def _raw_prefix(raw: str, text: str) -> str:
+    """What stood before a line's unwrapped text in the raw line: its wrappers and indentation."""
     at = raw.rfind(text) if text else -1
-    if at <= 0:
-        return "", 0
-    prefix = raw[:at].rstrip(BLANKS)
-    return prefix, at - len(prefix)
+    return raw[:at] if at > 0 else ""
 
 
 # Rows after an event read at first; more, a window at a time, only for the few that need them (a
@@ -402,9 +381,9 @@ class Continuations:
             hits = _last_of_each_worker(hits, records)
         pending = []
         for event in hits.iter_rows(named=True):
-            prefix, depth = _raw_prefix(raw[event["_row"]], event["text"]) if continuation.ends else ("", 0)
+            prefix = _raw_prefix(raw[event["_row"]], event["text"]) if continuation.ends else ""
             nothing = bool(event.pop("_ends_nothing"))
-            pending.append(_Pending(event, continuation, prefix=prefix, depth=depth, ends_nothing=nothing, start=event["_row"] + 1))
+            pending.append(_Pending(event, continuation, prefix=prefix, ends_nothing=nothing, start=event["_row"] + 1))
         return self._read(pending, lines, unwrap)
 
     def resume(self, lines: pl.DataFrame, unwrap) -> list[dict[str, Any]]:
@@ -445,7 +424,7 @@ class Continuations:
                     p.scanned += part.height
                     p.done = p.done or p.scanned >= p.continuation.max_lines
             window *= 4
-        finished = [event for p in pending if p.done and (event := p.finished_event()) is not None]
+        finished = [p.finished_event() for p in pending if p.done]
         self.pending += [p for p in pending if not p.done]
         return finished
 
@@ -453,18 +432,15 @@ class Continuations:
     def _by_prefix(open_: list[_Pending], rows: pl.DataFrame, window: int) -> list[int]:
         """Read the outdented blocks whose rows their raw prefix finds (all at once: one query per
         round); return the events (their `_hit`) whose rows must be unwrapped instead."""
-        prefixes = {i: p for i, p in enumerate(open_) if p.prefix}
+        prefixes = {i: p.prefix for i, p in enumerate(open_) if p.prefix}
         unwrapping = [i for i, p in enumerate(open_) if not p.prefix]
         if not prefixes:
             return unwrapping
-        keyed = pl.DataFrame(
-            {"_hit": list(prefixes), "_prefix": [p.prefix for p in prefixes.values()], "_depth": [p.depth for p in prefixes.values()]},
-            schema={"_hit": pl.UInt32, "_prefix": pl.String, "_depth": pl.UInt32},
-        )
+        keyed = pl.DataFrame({"_hit": list(prefixes), "_prefix": list(prefixes.values())}, schema={"_hit": pl.UInt32, "_prefix": pl.String})
         own = pl.col("text").str.starts_with(pl.col("_prefix"))
         text = pl.col("text").str.slice(pl.col("_prefix").str.len_chars())
         body = text.str.strip_chars_start(BLANKS)
-        ends = own & (body != "") & (text.str.len_chars() - body.str.len_chars() <= pl.col("_depth"))
+        ends = own & (body != "") & (text.str.len_chars() - body.str.len_chars() <= 0)
         # One query for them all (the scanning threads keep polars busy: every call waits its turn).
         found = (
             rows.lazy()
@@ -491,6 +467,6 @@ class Continuations:
         return min((int(p.event["line_no"]) for p in self.pending), default=None)
 
     def finish(self) -> list[dict[str, Any]]:
-        finished = [event for p in self.pending if (event := p.finished_event()) is not None]
+        finished = [p.finished_event() for p in self.pending]
         self.pending = []
         return finished

@@ -423,3 +423,9 @@ def test_a_traceback_after_the_ctrl_c_a_terminal_echoed_is_read_from_its_header(
     _, events = parse_line(SPECS.values(), "^CTraceback (most recent call last):\n" + "\n".join(FRAMES) + "\nKeyboardInterrupt")
     (event,) = [e for e in events if e["kind"] == "exception" and e.get("from_line") == 1]
     assert event["exception"] == "KeyboardInterrupt"
+
+
+def test_an_exception_line_under_no_frame_is_not_read_as_a_traceback(tmp_path):
+    # a message shaped like an exception, printed flat after the last step: no frame sits above it
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, "ValueError: tokenizer has no pad token, using eos"]) + "\n")
+    assert code == 0 and "crash" not in errors(report), report["verdict"]
