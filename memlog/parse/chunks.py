@@ -16,7 +16,7 @@ import polars as pl
 from memlog.base.columns import ALL_VALUE_COLUMNS, MEMORY_COLUMNS
 from memlog.base.events import EVENT_KINDS, ends_a_run_unless_news
 from memlog.parse.formats import FormatSpec, LinePattern, all_logger_prefixes
-from memlog.parse.multiline import BlockFeeder, Continuation, Continuations
+from memlog.parse.multiline import WORKER_KEYS, BlockFeeder, Continuation, Continuations
 from memlog.parse.regexes import group_names
 from memlog.parse.unwrap import Unwrapper
 from memlog.parse.wrappers import MARKED_FIELDS, WRAPPER_FIELDS, WrapperSpec, builtin_wrappers, by_priority, markers
@@ -250,7 +250,7 @@ class ChunkParser:
             for key, part in parts.items()
         )
         above = self.unwrap(above).unique("line_no", keep="first", maintain_order=True)  # (a glued line: its first part)
-        labels = ["node", "actor", "pid", "ip", "rank"]
+        labels = list(WORKER_KEYS)
         joined = hits.select(pl.col("_k").cast(pl.Int64), "_row", "indent", *labels).join(
             above.select(pl.col("line_no").alias("_k"), "indent", *labels), on="_k", how="left", suffix="_above", maintain_order="left"
         )

@@ -49,6 +49,15 @@ def errors(report: dict) -> dict[str, str]:
     return {f["rule"]: f["message"] for f in report["findings"] if f["severity"] == "error"}
 
 
+# A traceback Python printed at exit and went on from (a DataLoader's __del__ after the run).
+IGNORED_AT_EXIT = [
+    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
+    "Traceback (most recent call last):",
+    '  File "dataloader.py", line 1479, in __del__',
+    "    self._shutdown_workers()",
+    "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+]
+
 # -- the cases users pasted ------------------------------------------------------------------------
 
 JAX = """I1104 10:21:33.102931 140234 train.py:88] step 0: loss=10.8812
@@ -147,14 +156,7 @@ def test_a_traceback_the_run_went_on_from_is_no_crash(tmp_path):
     """A logger's traceback mid-run (training went on) and Python's `Exception ignored in` at exit."""
     steps = [step_line(step, loss=9 - step / 10, reserved_gib=40.0, allocated_gib=30.0) for step in range(1, 40)]
     handled = ["Traceback (most recent call last):", '  File "data.py", line 3, in load', "    open(p)", "FileNotFoundError: shard 3"]
-    ignored = [
-        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
-        "Traceback (most recent call last):",
-        '  File "dataloader.py", line 1479, in __del__',
-        "    self._shutdown_workers()",
-        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
-    ]
-    code, report = judge(tmp_path, "\n".join(steps[:20] + handled + steps[20:] + ignored) + "\n")
+    code, report = judge(tmp_path, "\n".join(steps[:20] + handled + steps[20:] + IGNORED_AT_EXIT) + "\n")
     assert code == 0 and "crash" not in errors(report), report["verdict"]
 
 
@@ -362,14 +364,7 @@ def test_a_stack_printed_without_an_exception_ends_nothing(tmp_path):
 
 def test_an_exception_ignored_at_exit_does_not_hide_the_one_that_ended_the_run(tmp_path):
     fatal = ["Traceback (most recent call last):", *FRAMES, RAISED]
-    ignored = [
-        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1e0ca0>",
-        "Traceback (most recent call last):",
-        '  File "dataloader.py", line 1479, in __del__',
-        "    self._shutdown_workers()",
-        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
-    ]
-    code, report = judge(tmp_path, "\n".join([*HEALTHY, *fatal, *ignored]) + "\n")
+    code, report = judge(tmp_path, "\n".join([*HEALTHY, *fatal, *IGNORED_AT_EXIT]) + "\n")
     assert code == 1 and f"`{RAISED}`" in errors(report)["crash"]
 
 
