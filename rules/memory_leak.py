@@ -156,9 +156,7 @@ def _finding(ctx, subject, all_leaking, candidates, t) -> Finding:
     rate = f"{gib(slope * 1000)} per 1k {word}s" if slope * 1024 < 0.1 else f"{gib(slope)}/{word}"
     if slope < 0.1 and slope * 1024 >= 0.1:
         rate += f" ({gib(slope * 1000)} per 1k {word}s)"
-    msg = (
-        f"{where} memory leak on {workers_phrase(labels)}: {column.measure.value} memory rises {rate} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
-    )
+    msg = f"{where} memory leak on {workers_phrase([ctx.label(s) for s, *_ in leaking])}: {column.measure.value} memory rises {rate} from {word} {first} to {last}, {gib(start)} -> {gib(end)}"
     msg += _pattern_text(typical, slope, word)
     if typical.running_max:
         msg += (

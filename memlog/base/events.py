@@ -90,7 +90,10 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind("child_failed", "torchrun reports a failed worker process", fatal=True),
         _kind("memory_unread", "a step line prints memory that its format did not read (a unit or a layout it does not know)",
               fragment=TEXT, pattern=TEXT),
-        _kind("restart", "the step counter went back: a resume from a checkpoint or a restarted job"),
+        _kind("restart", "the step counter went back (a resume from a checkpoint, a restarted job), or a run started "
+              "again after steps of its own (memlog/tables/segments.py)"),
+        _kind("run_start", "a process says it starts training (read to tell a restarted run from the one before it; "
+              "never reported itself)", step=INT),
     )
 }  # fmt: skip
 

@@ -37,6 +37,7 @@ from memlog.read.inputs import expand, is_url
 from memlog.read.source import Piece, Source, read_pieces, to_frame
 from memlog.tables.condense import Condenser, Summarised
 from memlog.tables.records import KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
+from memlog.tables.segments import run_starts
 from memlog.tables.streams import repeated_sources
 from memlog.tables.tables import Tables
 
@@ -323,7 +324,8 @@ def tables_from(
     """The tables of record frames (each one source's compact records, emptied as they are copied
     out: records.build_records) and event frames. `summarised`: what the condensers summarised;
     `per_step`: one record per step, as the rules judge them (records.step_rows)."""
-    records = build_records(record_frames, per_step=per_step)
+    event_frames, starts = run_starts(event_frames)
+    records = build_records(record_frames, per_step=per_step, run_starts=starts)
     # A console beside the per-rank files it tees is read once, from those (tables/streams.py).
     repeated = repeated_sources(records)
     if repeated:
@@ -337,18 +339,26 @@ def tables_from(
 
 
 def _restart_events(records: pl.DataFrame) -> tuple[list[Event], int]:
-    """A step counter going back (resume from checkpoint) is an event of its own; beyond
-    MAX_EVENTS_PER_KIND (a restart loop) they are only counted, as other events are. Returns the
-    events and how many more there were."""
+    """A new segment (a step counter going back, or a run started again: tables/segments.py) is an
+    event of its own; beyond MAX_EVENTS_PER_KIND (a restart loop) they are only counted, as other
+    events are. Returns the events and how many more there were."""
     if records.is_empty():
         return [], 0
-    starts = (
-        records.filter(pl.col("segment") > 0)
-        .group_by("source", "worker", "kind", "segment")
-        .agg(pl.col("line_no").min(), pl.col("step").min(), pl.col("rank").first(), pl.col("format").first())
+    group = ["source", "worker", "kind"]
+    segments = (
+        records.group_by(*group, "segment")
+        .agg(pl.col("line_no").min(), pl.col("step").min(), pl.col("step").max().alias("_last"), pl.col("rank").first(), pl.col("format").first())
+        .sort(*group, "segment")
     )
+    starts = segments.with_columns(_before=pl.col("_last").shift(1).over(group)).filter(pl.col("segment") > 0)
+
+    def said(step: int, before: int | None) -> str:
+        if before is not None and step > before:  # a run started again whose steps go on
+            return f"a new run starts at step {step}, after step {before}"
+        return f"step counter restarts at {step}"
+
     events = [
-        Event("restart", r["source"], r["line_no"], r["worker"], r["rank"], r["format"], f"step counter restarts at {r['step']}")
+        Event("restart", r["source"], r["line_no"], r["worker"], r["rank"], r["format"], said(r["step"], r["_before"]))
         for r in starts.sort("source", "line_no").head(MAX_EVENTS_PER_KIND).iter_rows(named=True)
     ]
     return events, starts.height - len(events)

@@ -6,8 +6,9 @@ the file itself. Its lines become records in four moves (build_records):
 1. every line gets a step: its own, or the worker's nearest earlier one (memory lines printed
    between step lines), or the source's (a Ray WorkerDict whose steps the driver prints); a worker
    that never prints one numbers its readings 1, 2, 3... (`ordinal`: a reading index, said as such);
-2. a step counter that goes back (a resume, a restarted job appending to the file) starts a new
-   `segment`, so a series never joins two runs;
+2. a step counter that goes back (a resume, a restarted job appending to the file), or a worker
+   saying it starts training after steps of its own, starts a new `segment`, so a series never
+   joins two runs (memlog/tables/segments.py);
 3. the same step line printed twice with different values is two processes the log does not tell
    apart (two nodes' `[rank2]:`, or ranks with no prefix at all): when most steps are printed that
    way, the worker is split into copies `#1`, `#2`... numbered by their reading (lowest first), and
@@ -33,6 +34,7 @@ import polars as pl
 
 from memlog.base.columns import ALL_VALUE_COLUMNS, JUDGED_COLUMNS, MEMORY_COLUMNS
 from memlog.base.keys import group_key
+from memlog.tables.segments import with_segments
 
 # Text columns with a few distinct values repeated on every record: categorical while building.
 LABEL_COLUMNS = ("source", "worker", "kind", "format", "pattern", "node", "actor", "ip", "device")
@@ -203,10 +205,11 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.concat_str(pl.col(c), pl.lit("")).alias(c) for c in text) if text else frame
 
 
-def build_records(frames: list[pl.DataFrame], per_step: bool = False) -> pl.DataFrame:
+def build_records(frames: list[pl.DataFrame], per_step: bool = False, run_starts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Steps, segments, copies and readings (module docstring), then one row per reading, or, with
     `per_step` (what `analyze` judges: Keep.per_step), one row per step (step_rows). Each frame
-    holds one source's rows (compact_records or a sink's); `frames` is emptied (_in_line_order)."""
+    holds one source's rows (compact_records or a sink's); `frames` is emptied (_in_line_order).
+    `run_starts`: where workers said they started training (memlog/tables/segments.py)."""
     if not frames:
         return pl.DataFrame()
     frame = _in_line_order(frames)
@@ -216,12 +219,7 @@ def build_records(frames: list[pl.DataFrame], per_step: bool = False) -> pl.Data
         if column not in frame.columns:
             frame = frame.with_columns(default.alias(column))
     frame = frame.with_columns(pl.col("steps").fill_null(1))
-    frame = _fill_steps(frame)
-    keys = ["source", "worker", "kind"]
-    segment = (pl.col("step") < pl.col("step").shift(1)).fill_null(False).cum_sum().over(group_key(frame, keys)).cast(pl.Int64)
-    if "segment_base" in frame.columns:  # segments before it were summarised while reading (memlog/tables/condense.py)
-        segment = segment + pl.col("segment_base").max().over(group_key(frame, keys)).fill_null(0)
-    frame = frame.with_columns(segment=segment).drop("segment_base", strict=False)
+    frame = with_segments(_fill_steps(frame), run_starts)
     frame = _split_collided(frame)
     several = None
     if per_step:

@@ -157,6 +157,12 @@ def model_size(name: str, flavor: str, count: int, color: Palette = NO_COLOR) ->
     return f"{c.blue}Model {name} {flavor} {c.red}size: {count:,} total parameters{c.reset}"
 
 
+def training_starts(step: int, local_batch_size: int | None = None) -> str:
+    """train.py as a process starts to train, from step 1 or a checkpoint's next step (2024: with the
+    local batch size after it)."""
+    return f"Training starts at step {step}" + (f", with local batch size {local_batch_size}" if local_batch_size else ".")
+
+
 def alloc_retries(n: int) -> str:
     """DeviceMemoryMonitor's warning; the count is cumulative over the run."""
     return f"{n} CUDA memory allocation retries."
