@@ -35,7 +35,8 @@ def _finding(ctx, subject, plateaus, t) -> Finding:
     knee = max(sh.knee_step for _, sh in plateaus)
     levels = [sh.level for _, sh in plateaus]
     where = "Host" if subject == "host" else "Device"
-    level_text = gib(levels[0]) if max(levels) - min(levels) < 0.5 else f"{gib(min(levels))} to {gib(max(levels))} depending on the worker"
+    by = "the worker and restart segment" if any(s.key.segment for s, _ in plateaus) else "the worker"
+    level_text = gib(levels[0]) if max(levels) - min(levels) < 0.5 else f"{gib(min(levels))} to {gib(max(levels))} depending on {by}"
     points = min(len(sh.tail_values) for _, sh in plateaus)
     word = step_word(s for s, _ in plateaus)
     rise = gib(statistics.median(sh.rise for _, sh in plateaus))

@@ -4,6 +4,7 @@ and the x axis. One place, so that a finding and a chart say "ranks 0-3" and "9.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 
@@ -14,8 +15,33 @@ def step_word(series: Iterable) -> str:
     return "reading" if series and all(getattr(s, "ordinal", False) for s in series) else "step"
 
 
+# A series after a restart is labelled `rank0 (segment 2)` (memlog/judge/context.py).
+_SEGMENT = re.compile(r"^(?P<worker>.*) \(segment (?P<segment>\d+)\)$")
+
+
 def workers_phrase(labels: list[str]) -> str:
-    """'rank0-3, rank6' style: compact runs of consecutive ranks, other workers listed."""
+    """'rank0-3, rank6' style: compact runs of consecutive ranks, other workers listed. Series of
+    the same restart segments of each worker are said once: 'ranks 0-3 (segments 1 and 2)'."""
+    segments: dict[str, set[int]] = {}
+    for label in labels:
+        found = _SEGMENT.match(label)
+        worker, segment = (found["worker"], int(found["segment"])) if found else (label, 1)
+        segments.setdefault(worker, set()).add(segment)
+    alike: dict[tuple[int, ...], list[str]] = {}
+    for worker, numbers in segments.items():
+        alike.setdefault(tuple(sorted(numbers)), []).append(worker)
+    return ", ".join(_workers(workers) + ("" if numbers == (1,) else f" ({_segments(list(numbers))})") for numbers, workers in alike.items())
+
+
+def _segments(numbers: list[int]) -> str:
+    if len(numbers) == 1:
+        return f"segment {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"segments {numbers[0]}-{numbers[-1]}"
+    return f"segments {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+def _workers(labels: list[str]) -> str:
     ranks, others = [], []
     for label in labels:
         if label.startswith("rank") and label[4:].isdigit():

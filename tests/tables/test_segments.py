@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from memlog.base.phrases import workers_phrase
 from tests.hostile import analyze, report_of, write
 from tests.logwriters import hf_trainer as hf
 from tests.logwriters import torchtitan as tt
@@ -122,3 +123,23 @@ def test_a_long_run_started_again_is_split_where_it_is_condensed(tmp_path):
     observed = _leak(report)["evidence"]["observed"]
     # The second process's own climb (40 -> 43 GiB), not one line from the first one's 46 GiB.
     assert observed["from_step"] > 6001 and 40.0 <= observed["start_gib"] < 41.0 and observed["end_gib"] == 43.0
+
+
+def test_a_worker_judged_in_several_segments_is_named_once():
+    assert workers_phrase(["rank0", "rank0 (segment 2)"]) == "rank 0 (segments 1 and 2)"
+    assert workers_phrase(["rank0 (segment 2)", "rank1 (segment 2)"]) == "ranks 0-1 (segment 2)"
+    assert workers_phrase(["rank0", "rank1", "rank0 (segment 2)"]) == "rank 0 (segments 1 and 2), rank 1"
+    assert workers_phrase(["Runner pid=5", "Runner pid=5 (segment 2)", "Runner pid=5 (segment 3)"]) == "Runner pid=5 (segments 1-3)"
+    assert workers_phrase(["rank0", "rank1", "rank3"]) == "ranks 0-1, rank 3"
+
+
+def test_a_plateau_across_a_restart_is_said_per_segment(tmp_path):
+    """The second process settles higher (a bigger batch after the resume): two levels of one worker."""
+    lines = [tt.log_line(tt.training_starts(1), ts=_ts(0), rank=0)]
+    lines += [_step(0, s, 30 + min(s, 20) * 0.7, 10 + s) for s in range(1, 201)]
+    lines.append(tt.log_line(tt.training_starts(201), ts=_ts(700), rank=0))
+    lines += [_step(0, s, 30 + min(s - 200, 20) * 1.1, 710 + s) for s in range(201, 401)]
+    report = report_of(analyze(write(tmp_path / "train.log", lines), "-o", "json"))
+    (plateau,) = [f for f in report["findings"] if f["rule"] == "warmup-plateau"]
+    assert "rank 0 (segments 1 and 2)" in plateau["message"] and "depending on the worker and restart segment" in plateau["message"]
+    assert "one-off jump" not in plateau["message"]
