@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.judge.rulekit import Example, Finding, Rule, Verdict, keyboard_interrupt, memory_words, ray_death_cause, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Verdict, keyboard_interrupt, memory_words, ray_death_cause, restarted_after, workers_phrase
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
 # Signal names as strsignal, systemd and zsh print them (srun's `task 12: Killed`, `status=9/KILL`), to their numbers.
@@ -120,6 +120,17 @@ def check(ctx, t) -> list[Finding]:
     died = _died(ctx.tables.events)
     if not died:
         return []
+    # Deaths the job was restarted after (a preemption, a node failure, then a resume) ended an
+    # attempt, not the run: said as a warning that decides nothing, unless another death ended it.
+    restarts = {id(e): restarted_after(e, ctx.tables.events) for e in died}
+    if all(restarts.values()):
+        return [_finding(ctx, t, died, restarts)]
+    return [_finding(ctx, t, died)]
+
+
+def _finding(ctx, t, died: list, restarts: dict | None = None) -> Finding:
+    """The deaths said, the most telling first; `restarts`: each death's restart after it, when the
+    run went on after every one."""
     causes = [(e, *_cause(e)) for e in died]
     # The most telling cause first: a named one (timeout, signal, exception) over a bare exit code,
     # the launcher's summary last; among equals, the one that says memory, then the earliest.
@@ -153,25 +164,36 @@ def check(ctx, t) -> list[Finding]:
         )
     if first.kind == "exception":
         hints.append("The exception is the process's last word: its traceback above the quoted line says where it was raised.")
-    return [
-        RULE.finding(
-            t,
-            msg,
-            subject="run",
-            series=sorted({e.worker for e in died}),
-            ranks=[e.rank for e in died],
-            observed={"events": len(died), "during_step": steps[0] if steps else None, "memory_involved": memory},
-            evidence={"events": [e.to_json() for e in died[:8]]},
-            hints=hints,
-            lines=[(e.source, e.line_no) for e in died[:8]],
-        )
-    ]
+    resumed = None
+    if restarts:
+        resumed = restarts[id(first)]
+        after = "it" if len(died) == 1 else "each of them, the first time"
+        ended = "this ended an earlier attempt" if len(died) == 1 else "they ended earlier attempts"
+        msg += f" The run was restarted after {after} ({resumed.text}, line {resumed.line_no}) and went on: {ended}, not the run, and memory is judged per attempt."
+    return RULE.finding(
+        t,
+        msg,
+        subject="run",
+        series=sorted({e.worker for e in died}),
+        ranks=[e.rank for e in died],
+        observed={
+            "events": len(died),
+            "during_step": steps[0] if steps else None,
+            "memory_involved": memory,
+            **({"restarted_at_line": resumed.line_no} if resumed is not None else {}),
+        },
+        evidence={"events": [e.to_json() for e in died[:8]]},
+        hints=hints,
+        lines=[(e.source, e.line_no) for e in died[:8]],
+        severity="warning" if restarts else None,
+        implies_verdict=not restarts,
+    )
 
 
 RULE = Rule(
     id="crash",
     severity="error",
-    verdict=Verdict("crash", 70, "CRASH: a process died; no out-of-memory error in the log (see the crash finding)"),
+    verdict=Verdict("crash", 70, "CRASH: a process died, and no out-of-memory error proves memory did it (see the crash finding)"),
     summary="A process died of something else than a proven out-of-memory error: an uncaught exception, a signal, a timeout, an exit code.",
     explanation=(
         "Fires on every fatal end a log shows when it holds no out-of-memory event: a Python traceback whose final "
@@ -180,7 +202,9 @@ RULE = Rule(
         "worker killed by a signal, torchrun's failure summary, launchers', schedulers' and container runtimes' exit "
         "codes, Ray worker deaths (parsers/crashes.yaml lists what is read). It quotes the line and says whether "
         "memory is likely involved: SIGKILL (-9, 137, `Killed`) is the Linux OOM killer's mark, and an exception "
-        "whose words say memory (`out of memory`, `RESOURCE_EXHAUSTED`, `allocation failed`) is named by them."
+        "whose words say memory (`out of memory`, `RESOURCE_EXHAUSTED`, `allocation failed`) is named by them. "
+        "Where the job was restarted after every death (a step counter going back, a run started again: a "
+        "preemption, then a resume), they ended attempts, not the run: the finding is a warning that sets no verdict."
     ),
     not_meaning="A crash with no memory involved is still a failed run; a kill by signal 9 may also come from a scheduler or a user.",
     thresholds=(),

@@ -129,6 +129,13 @@ def keyboard_interrupt(event: Event) -> bool:
     return bool(_INTERRUPT.search(str(event.detail.get("exception") or event.text)))
 
 
+def restarted_after(event: Event, events: list[Event]) -> Event | None:
+    """The first restart of the event's source after it (a step counter going back, a run started
+    again: memlog/tables/segments.py), or None. A death followed by one ended an attempt of the
+    run, not the run: the job was resumed and went on."""
+    return min((e for e in events if e.kind == "restart" and e.source == event.source and e.line_no > event.line_no), key=lambda e: e.line_no, default=None)
+
+
 def ray_death_cause(event: Event) -> str | None:
     """What a Ray worker death's exit detail says about memory: "killed" when Ray's memory monitor
     killed it ("Task was killed due to the node running low on memory"), "possible" when the process

@@ -27,7 +27,7 @@ from typing import Any
 from memlog.base.columns import MEMORY_COLUMNS, Measure
 from memlog.base.content import content_dir
 from memlog.base.errors import ConfigError, MemlogError
-from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause
+from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause, restarted_after
 from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
 from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
 from memlog.judge.known_issues import known_issues
@@ -60,6 +60,7 @@ __all__ = [
     "memory_words",
     "project",
     "ray_death_cause",
+    "restarted_after",
     "rounded",
     "shape_of",
     "step_word",
@@ -227,10 +228,12 @@ class Rule:
         hints: Iterable[str] = (),
         lines: Iterable[tuple[str, int]] = (),
         severity: str | None = None,
+        implies_verdict: bool = True,
     ) -> Finding:
         """A finding of this rule, with what every finding carries: the rule's id, severity, verdict
         and marks, its thresholds and the ranks it is about in the evidence. `observed` comes first
-        in the evidence (the numbers renderers summarise), the rule's own `evidence` keys after."""
+        in the evidence (the numbers renderers summarise), the rule's own `evidence` keys after.
+        `implies_verdict`: False for a finding that implies none (what it saw did not end the run)."""
         body: dict[str, Any] = {}
         extra = dict(evidence or {})
         for key in ("metric", "measures", "compared_with", "pattern"):  # what is measured, before the numbers
@@ -254,7 +257,7 @@ class Rule:
             subject=subject,
             series=list(series),
             lines=list(lines),
-            verdict=self.verdict,
+            verdict=self.verdict if implies_verdict else None,
             decides=self.decides,
             marks=self.marks,
         )

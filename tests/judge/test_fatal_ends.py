@@ -107,11 +107,46 @@ RAY_DRIVER = """Traceback (most recent call last):
 ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
 """
 
+# torch_xla on a TPU (pytorch/xla#3470's shape): the runtime's reserve failure, then the exception.
+TORCH_XLA = """| Training Device=xla:0/1 Epoch=1 Step=300 Loss=6.50000 Rate=412.58 GlobalRate=419.21 Time=00:08:12
+2022-04-04 00:27:49.642414: E tensorflow/compiler/xla/xla_client/xla_util.cc:88]   OP_REQUIRES failed at tpu_execute_op.cc:266 : RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable.
+Exception in device=TPU:4: RESOURCE_EXHAUSTED: From /job:localservice/replica:0/task:0:
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.8/dist-packages/torch_xla/distributed/xla_multiprocessing.py", line 329, in _mp_start_fn
+    _start_fn(index, pf_cfg, fn, args)
+RuntimeError: Resource exhausted: From /job:localservice/replica:0/task:0:
+"""
+CUPY = """epoch 3 iter 1200 loss 0.412
+Traceback (most recent call last):
+  File "train_cupy.py", line 77, in <module>
+    buf = cp.empty((n, n), dtype=cp.float32)
+cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 bytes (allocated so far: 22,548,578,304 bytes).
+"""
+# A tune run's tail, then the job's accounting pasted below it (sacct cuts State to 10 characters).
+SACCT = """1|5|Loss: 1.2213
+1|6|Loss: 1.2101
+$ sacct -j 88121
+JobID           JobName  Partition    Account  AllocCPUS      State ExitCode
+------------ ---------- ---------- ---------- ---------- ---------- --------
+88121             tune        gpu    project         32 OUT_OF_ME+    0:125
+88121.batch       batch               project         32 OUT_OF_ME+    0:125
+"""
+
 
 @pytest.mark.parametrize(
     ("paste", "scope"),
-    [(JAX, "device"), (TPU, "device"), (TF, "device"), (ALLOCATOR_ABORT, "host"), (RAY_TAIL, "host"), (RAY_DRIVER, "host")],
-    ids=["jax", "tpu-hbm", "tensorflow", "allocator-abort", "ray-report-tail", "ray-driver-traceback"],
+    [
+        (JAX, "device"),
+        (TPU, "device"),
+        (TORCH_XLA, "device"),
+        (TF, "device"),
+        (CUPY, "device"),
+        (ALLOCATOR_ABORT, "host"),
+        (RAY_TAIL, "host"),
+        (RAY_DRIVER, "host"),
+        (SACCT, "host"),
+    ],
+    ids=["jax", "tpu-hbm", "torch-xla-reserve", "tensorflow", "cupy", "allocator-abort", "ray-report-tail", "ray-driver-traceback", "sacct-truncated"],
 )
 def test_a_run_that_died_of_memory_is_an_oom_in_any_framework(tmp_path, paste, scope):
     code, report = judge(tmp_path, paste)
@@ -424,3 +459,31 @@ def test_an_exception_line_under_no_frame_is_not_read_as_a_traceback(tmp_path):
     # a message shaped like an exception, printed flat after the last step: no frame sits above it
     code, report = judge(tmp_path, "\n".join([*HEALTHY, "ValueError: tokenizer has no pad token, using eos"]) + "\n")
     assert code == 0 and "crash" not in errors(report), report["verdict"]
+
+
+PREEMPTED = "slurmstepd: error: *** STEP 88121.0 ON gpu-a07 CANCELLED AT 2026-03-10T11:00:03 DUE TO PREEMPTION ***"
+
+
+def _attempt(first: int, last: int, *, start: bool = True) -> list[str]:
+    head = [log_line(f"Training starts at step {first}", ts="2026-03-10 08:00:00,000")] if start else []
+    return head + [step_line(s, loss=3.0 - s * 1e-3, reserved_gib=30 + min(s - first, 10)) for s in range(first, last + 1)]
+
+
+@pytest.mark.parametrize("start_line", [True, False], ids=["training-starts", "step-counter-back"])
+def test_a_death_the_job_was_restarted_after_ended_an_attempt_not_the_run(tmp_path, start_line):
+    """Preempted twice, resumed from the checkpoint each time (its steps going on, or counted again
+    without the start line), then finished: calm, with the deaths said as a warning."""
+    second = (41, 80) if start_line else (1, 40)
+    lines = _attempt(1, 40) + [PREEMPTED] + _attempt(*second, start=start_line) + [PREEMPTED]
+    lines += _attempt(second[1] + 1, second[1] + 40, start=start_line) if start_line else _attempt(1, 40, start=False)
+    code, report = judge(tmp_path, "\n".join(lines + [log_line("Training completed", ts="2026-03-12 11:30:00,000")]) + "\n")
+    assert (code, report["verdict"]) == (0, "warmup-plateau")
+    (crash,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert crash["severity"] == "warning" and "not the run" in crash["message"]
+
+
+def test_a_death_after_the_last_restart_still_ends_the_run(tmp_path):
+    lines = _attempt(1, 40) + [PREEMPTED] + _attempt(41, 80) + [PREEMPTED.replace("PREEMPTION", "TIME LIMIT")]
+    code, report = judge(tmp_path, "\n".join(lines) + "\n")
+    assert (code, report["verdict"]) == (1, "crash")
+    assert "TIME LIMIT" in errors(report)["crash"]
