@@ -63,6 +63,7 @@ RECORD_SCHEMA: dict[str, type[pl.DataType]] = {
     "ts": pl.String,
     "step": pl.Int64,
     "kind": pl.String,
+    "device": pl.String,  # the device a record of one process per device reads (`GPU0`)
 }
 
 
@@ -218,7 +219,9 @@ class BlockFeeder:
         else:
             frame = pl.DataFrame([{k: r.get(k) for k in columns} for r in rows], schema=columns)
         return frame.with_columns(
-            pl.col("kind").fill_null("train"), format=pl.lit(self.format_name), pattern=pl.lit(f"{self.format_name}/block"), inherited=pl.lit(False)
+            pl.col("kind").fill_null("train"), format=pl.lit(self.format_name), pattern=pl.lit(f"{self.format_name}/block"),
+            # A block that prints no step takes the one its worker (or the source) printed last.
+            inherited=pl.col("step").is_null(),
         )
 
 

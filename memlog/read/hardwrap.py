@@ -10,7 +10,9 @@ line), nor is a source where nearly every line would continue another (lines all
 length), nor a terminal's padding (every line W long, the shorter ones filled with blanks, which joining drops;
 there a line cut just where a blank was printed cannot be told from a padded one and is not
 joined). A source is taken as wrapped when at least MIN_CUTS of its first lines continue. A
-joined line keeps the number of its first physical line.
+joined line keeps the number of its first physical line. A row of a box-drawn table (nvidia-smi's:
+`| N/A  41C  P0  312W / 400W |  31211MiB / 81920MiB | ... |`) is printed whole, its border last, and
+all its rows share one length: none of them is a cut piece (`_TABLE_ROW`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ PADDED_SHARE = 0.9  # lines of length W in a terminal's padded output
 MAX_CONTINUED = 0.8  # a wrap leaves lines that start anew (after each wrapped line's last piece)
 ENOUGH_BYTES = 256 * 1024  # a first piece this long (or of SAMPLE_LINES lines) decides for the source
 _DIGITS = re.compile(r"\d")
+# A line ending in a border (`|` or `+`) with two more before it: a table's row, never cut.
+_TABLE_ROW = r"[|+].*[|+].*[|+]\s*$"
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,8 @@ class Wrap:
         cut after it (whether it does go on is decided with the next line at hand, in `join`)."""
         if len(line) < self.width:  # a character is at least one byte
             return False
-        return len(line.decode("utf-8", errors="replace").rstrip("\r")) == self.width
+        text = line.decode("utf-8", errors="replace").rstrip("\r")
+        return len(text) == self.width and re.search(_TABLE_ROW, text) is None
 
     def settle(self, data: bytes, cut: int, limit: int) -> int:
         """The newline to cut a piece at: before, not after, a line the next line continues (cut
@@ -66,7 +71,7 @@ class Wrap:
         """(line_no, text) with each cut line joined to the lines it continues on."""
         text = pl.col("text").str.strip_chars_end("\r")
         next_start = text.str.slice(0, START_CHARS).str.replace_all(r"\d", "0").shift(-1)
-        cut = (text.str.len_chars() == self.width) & ~next_start.is_in(list(self.starts)).fill_null(True)
+        cut = (text.str.len_chars() == self.width) & ~next_start.is_in(list(self.starts)).fill_null(True) & ~text.str.contains(_TABLE_ROW)
         if self.padded:  # a blank at the end is the terminal's padding (a cut on a blank is lost)
             cut = cut & ~text.str.contains(r"\s$")
         starts = ~cut.shift(1, fill_value=False)
@@ -98,7 +103,7 @@ def wrap_of(data: bytes, own_lines: OwnLines | None = None) -> Wrap | RichRecord
     width = max(len(line) for line in lines)
     if width < MIN_WIDTH:
         return None
-    full = [i for i, line in enumerate(lines[:-1]) if len(line) == width]
+    full = [i for i, line in enumerate(lines[:-1]) if len(line) == width and re.search(_TABLE_ROW, line) is None]
     padded = len(full) + 1 >= PADDED_SHARE * len(lines)
     # A terminal's cut piles lines up at exactly W; a format's longest lines spread just below their
     # longest (a step line one digit shorter): lines that reach W no more often than they stop short
