@@ -84,6 +84,8 @@ class SourceReader:
         self.guessed_any = False
         self.guessed: Guessed | None = None
         self.finished = False
+        # Formats whose readings leave the source to the guess all the same (FormatSpec.claims_source).
+        self.aside = frozenset(spec.name for spec in plan.specs if not spec.claims_source)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -91,7 +93,7 @@ class SourceReader:
         """One scanned piece, in file order (its stats were counted by the caller)."""
         matches = self.parser.absorb(scanned)  # multi-line state runs across chunks: in file order
         self._take(matches)
-        if read_values(matches.records):
+        if read_values(self._claiming(matches.records)):
             self.guesser, self.guessed_records = None, []  # a spec reads this source: the guess steps aside
         if self.guesser is not None:
             skip = {n for frame in matches.events for n in frame["line_no"].to_list()}
@@ -126,7 +128,7 @@ class SourceReader:
         last = self.parser.finish_source()
         if last.records:
             self.kept.append(compact_records(self.source.name, last.records, self.plan.keep, self.source.identity))
-            if read_values(last.records):
+            if read_values(self._claiming(last.records)):
                 self.guesser = None
         self.events += last.events
         if self.guesser is not None:
@@ -138,6 +140,12 @@ class SourceReader:
             self.guessed_records = []
             self.guesser = None
         self.finished = True
+
+    def _claiming(self, frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+        """The record frames of formats that claim the source (a frame holds one format's rows)."""
+        if not self.aside:
+            return frames
+        return [f for f in frames if "format" not in f.columns or f.is_empty() or f["format"][0] not in self.aside]
 
     def _take(self, matches: Matches) -> None:
         rows = compact_records(self.source.name, matches.records, self.plan.keep, self.source.identity) if matches.records else None

@@ -225,6 +225,9 @@ class FormatSpec:
     samples: tuple[dict[str, Any], ...]
     block_parser: BlockParserSpec | None = None  # Python escape hatch for multi-line blocks
     replaces: str | None = None  # the built-in format a user spec takes the place of, said explicitly
+    # False: what the spec reads does not make the generic reader step aside (a tool's output pasted
+    # into any log, such as nvidia-smi's table: the log's own lines are still to be read).
+    claims_source: bool = True
 
     @property
     def patterns(self) -> tuple[LinePattern, ...]:
@@ -360,6 +363,8 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
         raise FormatSpecError(f"{path.name}: unknown keys {sorted(map(str, unknown))} (known: {', '.join(sorted(SPEC_KEYS))})")
     if raw.get("replaces") is not None and not isinstance(raw["replaces"], str):
         raise FormatSpecError(f"{path.name}: `replaces` names the format this spec replaces")
+    if not isinstance(raw.get("claims_source", True), bool):
+        raise FormatSpecError(f"{path.name}: `claims_source` must be true or false")
     for key in ("logger_prefixes", "records", "events", "samples"):
         if raw.get(key) is not None and not isinstance(raw[key], list):
             raise FormatSpecError(f"{path}: `{key}` must be a list")
@@ -394,6 +399,7 @@ def spec_from_mapping(raw: Any, path: Path, plugins: bool = False) -> FormatSpec
         samples=tuple(raw.get("samples") or ()),
         block_parser=load_block_parser(path, raw["block_parser"], plugins) if raw.get("block_parser") else None,
         replaces=raw.get("replaces"),
+        claims_source=bool(raw.get("claims_source", True)),
     )
     return spec
 
@@ -432,7 +438,7 @@ def _check_logger_prefix(path: Path, prefix: str) -> None:
         raise FormatSpecError(f"{path.name}: logger prefix {prefix!r:.80}: named groups {list(named)} are not allowed here")
 
 
-SPEC_KEYS = {"name", "title", "description", "logger_prefixes", "records", "events", "samples", "block_parser", "replaces"}
+SPEC_KEYS = {"name", "title", "description", "logger_prefixes", "records", "events", "samples", "block_parser", "replaces", "claims_source"}
 
 
 def builtin_dir() -> Path:

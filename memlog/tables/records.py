@@ -312,6 +312,11 @@ def _fill_steps(frame: pl.DataFrame) -> pl.DataFrame:
     logs_steps = pl.col("step").is_not_null().any().over(worker)
     early = pl.col("step").forward_fill().over(worker).is_null() & (logs_steps | pl.col("step").forward_fill().over("source").is_null())
     frame = frame.with_columns(pl.coalesce(own, shared).alias("step"), _early=early)
+    if "device" in frame.columns:
+        # A device read only before its source's first step (a job script's nvidia-smi at start) is
+        # the machine before the run, not a worker of it.
+        before_run = pl.col("device").is_not_null() & pl.col("_early").all().over(worker) & pl.col("step").is_not_null().any().over("source")
+        frame = frame.filter(~before_run)
     # Nothing in the source has a step: each worker's readings are numbered, a pattern's k-th line
     # being reading k (a see_memory_usage block's lines form one reading).
     nth = pl.int_range(1, pl.len() + 1).over(group_key(frame, ["source", "worker", "pattern"]))
