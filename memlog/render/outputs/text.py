@@ -67,7 +67,7 @@ def render_text(report: Report, colour: bool = False, chart: bool = True, ascii_
     )
     for guessed in cov.get("guessed", ()):
         said = f"guessed {guessed['mapping']}" if guessed.get("mapping") else f"not read: {guessed.get('weak')}"
-        out.append(_wrap(f"{guessed['source']}: no format spec matched; read by the {guessed['reader']} reader, {said}", ""))
+        out.append(_wrap(f"{guessed['source']}: no format spec claims its lines; read by the {guessed['reader']} reader, {said}", ""))
     for source in cov["sources"]:
         damage = source_damage(source)
         if damage:
