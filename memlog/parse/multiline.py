@@ -33,7 +33,9 @@ A block parser module defines `create(options) -> parser`, and the parser has:
   open_since()    optional: the first line of a block it holds back (may still end in a record),
                   or None; without it, every line since the first it was fed counts as open.
 A record dict has `step`, optionally `kind` ("train"), line_no/actor/pid/ip/rank/ts of its first
-line, and canonical column values.
+line, optionally `device` (the device it reads, where a process prints one per device), and
+canonical column values. A record whose `step` is None takes the step its worker (else its source)
+printed last, as a line pattern's `inherit_step` lines do.
 """
 
 from __future__ import annotations

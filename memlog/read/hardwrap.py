@@ -34,8 +34,9 @@ PADDED_SHARE = 0.9  # lines of length W in a terminal's padded output
 MAX_CONTINUED = 0.8  # a wrap leaves lines that start anew (after each wrapped line's last piece)
 ENOUGH_BYTES = 256 * 1024  # a first piece this long (or of SAMPLE_LINES lines) decides for the source
 _DIGITS = re.compile(r"\d")
-# A line ending in a border (`|` or `+`) with two more before it: a table's row, never cut.
-_TABLE_ROW = r"[|+].*[|+].*[|+]\s*$"
+# A line that starts with a border (`|` or `+`, behind at most a launcher's label such as `0: ` or
+# `[rank0]:`) and ends with one: a table's row, never cut. (Megatron's `| key: v |` lines start with text.)
+_TABLE_ROW = r"^\S{0,24}\s?[|+][-=+ ].*[|+]\s*$"
 
 
 @dataclass(frozen=True)

@@ -142,3 +142,12 @@ def test_a_snapshot_before_the_first_step_adds_no_worker(tmp_path):
     assert with_snapshot.verdict == plain.verdict
     assert with_snapshot.coverage["workers"] == plain.coverage["workers"]
     assert [f.rule for f in with_snapshot.findings] == [f.rule for f in plain.findings]
+
+
+def test_tables_whose_rows_are_the_longest_lines_are_no_hard_wrap(tmp_path):
+    # Every row of a table is one length, the log's longest: lengths alone would take them for a
+    # terminal's cut; a row printed between borders is whole (memlog/read/hardwrap.py).
+    from memlog.read import hardwrap
+
+    path = _write(tmp_path, _script_log(lambda k, g: 21400 + 600 * k, driver=535))
+    assert hardwrap.wrap_of(Path(path).read_bytes()) is None
