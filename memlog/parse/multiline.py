@@ -221,7 +221,9 @@ class BlockFeeder:
         else:
             frame = pl.DataFrame([{k: r.get(k) for k in columns} for r in rows], schema=columns)
         return frame.with_columns(
-            pl.col("kind").fill_null("train"), format=pl.lit(self.format_name), pattern=pl.lit(f"{self.format_name}/block"),
+            pl.col("kind").fill_null("train"),
+            format=pl.lit(self.format_name),
+            pattern=pl.lit(f"{self.format_name}/block"),
             # A block that prints no step takes the one its worker (or the source) printed last.
             inherited=pl.col("step").is_null(),
         )

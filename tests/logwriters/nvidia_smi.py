@@ -100,7 +100,13 @@ def table(used_mib: Sequence[int], total_mib: int, *, driver: int = 550, name: s
 
 def query_csv(used_mib: Sequence[int], total_mib: int, *, fields: Sequence[str] = ("index", "memory.used", "memory.total"), units: bool = True) -> list[str]:
     """`nvidia-smi --query-gpu=<fields> --format=csv[,nounits]`: the header, then a row per GPU."""
-    header = {"index": "index", "name": "name", "memory.used": "memory.used [MiB]", "memory.total": "memory.total [MiB]", "utilization.gpu": "utilization.gpu [%]"}
+    header = {
+        "index": "index",
+        "name": "name",
+        "memory.used": "memory.used [MiB]",
+        "memory.total": "memory.total [MiB]",
+        "utilization.gpu": "utilization.gpu [%]",
+    }
     mib = " MiB" if units else ""
     cell = {
         "index": lambda i, u: str(i),

@@ -75,7 +75,11 @@ def test_the_processes_and_mig_tables_are_not_devices(tmp_path):
 
 @pytest.mark.parametrize(
     ("fields", "units"),
-    [(("index", "memory.used", "memory.total"), True), (("index", "name", "utilization.gpu", "memory.used", "memory.total"), False), (("memory.total", "memory.used"), True)],
+    [
+        (("index", "memory.used", "memory.total"), True),
+        (("index", "name", "utilization.gpu", "memory.used", "memory.total"), False),
+        (("memory.total", "memory.used"), True),
+    ],
 )
 def test_query_gpu_csv_in_the_order_asked(fields, units, tmp_path):
     path = _write(tmp_path, [*_steps(1, 10), *smi.query_csv([61440, 1024], 81559, fields=fields, units=units), *_steps(11, 20)])
@@ -85,7 +89,11 @@ def test_query_gpu_csv_in_the_order_asked(fields, units, tmp_path):
 def test_a_rising_series_of_tables_is_a_leak_at_the_scripts_steps(tmp_path):
     path = _write(tmp_path, _script_log(lambda k, g: 21400 + 600 * k + (7 * g + 3 * k) % 5))
     readings = _readings(path)
-    assert [r for r in readings if r[0] == "GPU2"][:3] == [("GPU2", 100, (21400 + 4) * MIB, 81559 * MIB), ("GPU2", 200, (21400 + 600 + 2) * MIB, 81559 * MIB), ("GPU2", 300, (21400 + 1200 + 0) * MIB, 81559 * MIB)]
+    assert [r for r in readings if r[0] == "GPU2"][:3] == [
+        ("GPU2", 100, (21400 + 4) * MIB, 81559 * MIB),
+        ("GPU2", 200, (21400 + 600 + 2) * MIB, 81559 * MIB),
+        ("GPU2", 300, (21400 + 1200 + 0) * MIB, 81559 * MIB),
+    ]
     report = analyze([path])
     assert report.verdict == "leak"
     leak = next(f for f in report.findings if f.rule == "memory-leak")
