@@ -39,6 +39,12 @@ import polars as pl
 
 HEADER = "Pwr:Usage/Cap"
 CSV_HEADER = "memory.used ["
+# A CSV row with units: not a block's start, but a line near which rows are fed to the parser, so
+# that the rows of `nvidia-smi -l` (one header, then a row per GPU every interval) are read however
+# long the loop ran, not only within max_lines of its header.
+CSV_ROW = " MiB, "
+# Fields that name a GPU in a CSV without `index`, in the order they are trusted.
+GPU_NAMES = ("pci.bus_id", "uuid", "serial")
 WORKER = ("node", "actor", "pid", "ip", "rank")
 # The first row of a GPU: its index, a name, then the bus id (`00000000:07:00.0`; drivers before
 # 2018 printed `0000:07:00.0`).
@@ -59,7 +65,7 @@ def _number(cell: str) -> float | None:
 
 class SmiBlocks:
     def __init__(self, options: dict[str, Any]):
-        self.start_literals = (HEADER, CSV_HEADER)
+        self.start_literals = (HEADER, CSV_HEADER, CSV_ROW)
         self.columns = ("device_mem_used_gib", "mem_capacity_gib")
         # A table of 16 GPUs (three or four rows each) with the lines above them, or a CSV of as many.
         self.max_lines = int(options.get("max_lines", 120))
@@ -114,8 +120,9 @@ class SmiBlocks:
         if row["smi_start"] == "table":
             return {"kind": "table", "gpu": None}
         names = [name.strip() for name in row["smi_text"].split(",")]
-        where = {key: next((i for i, n in enumerate(names) if n.split(" [")[0] == key), None) for key in ("index", "memory.used", "memory.total")}
-        return {"kind": "csv", "fields": len(names), "where": where, "nth": 0}
+        keys = ("index", "memory.used", "memory.total", "timestamp", *GPU_NAMES)
+        where = {key: next((i for i, n in enumerate(names) if n.split(" [")[0] == key), None) for key in keys}
+        return {"kind": "csv", "fields": len(names), "where": where, "nth": 0, "named": {}, "sample": None}
 
     @staticmethod
     def _table_row(block: dict[str, Any], row: dict[str, Any], records: list[dict[str, Any]]) -> bool:
@@ -136,11 +143,26 @@ class SmiBlocks:
         where = block["where"]
         used = _number(cells[where["memory.used"]]) if where["memory.used"] is not None else None
         total = _number(cells[where["memory.total"]]) if where["memory.total"] is not None else None
-        index = _number(cells[where["index"]]) if where["index"] is not None else block["nth"]
-        block["nth"] += 1
+        index = _number(cells[where["index"]]) if where["index"] is not None else _csv_gpu(block, cells)
         if used is not None and index is not None:
             records.append(_record(row, int(index), used, total))
         return False
+
+
+def _csv_gpu(block: dict[str, Any], cells: list[str]) -> int:
+    """A CSV row's GPU where no `index` was queried: the order in which its bus id (uuid, serial)
+    first came; else its place among the rows of one query, which `-l`'s loop repeats every interval
+    (a new `timestamp`, to the second, starts a new query); else its place under the header."""
+    where = block["where"]
+    name = next((where[key] for key in GPU_NAMES if where[key] is not None), None)
+    if name is not None:
+        return block["named"].setdefault(cells[name].strip(), len(block["named"]))
+    if where["timestamp"] is not None:
+        second = cells[where["timestamp"]].strip().split(".")[0]
+        if second != block["sample"]:
+            block["sample"], block["nth"] = second, 0
+    block["nth"] += 1
+    return block["nth"] - 1
 
 
 def _record(row: dict[str, Any], gpu: int, used_mib: float, total_mib: float | None) -> dict[str, Any]:

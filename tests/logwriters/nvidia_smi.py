@@ -116,3 +116,21 @@ def query_csv(used_mib: Sequence[int], total_mib: int, *, fields: Sequence[str] 
         "utilization.gpu": lambda i, u: "97 %" if units else "97",
     }
     return [", ".join(header[f] for f in fields)] + [", ".join(cell[f](i, u) for f in fields) for i, u in enumerate(used_mib)]
+
+
+def query_csv_loop(used_mib_per_query: Sequence[Sequence[int]], total_mib: int, *, fields: Sequence[str], every_s: int = 30) -> list[str]:
+    """`nvidia-smi --query-gpu=<fields> --format=csv -l <every_s>`: the header once, then a row per GPU
+    at every interval (`timestamp` as nvidia-smi prints it, `pci.bus_id` per GPU)."""
+    header = {"timestamp": "timestamp", "name": "name", "pci.bus_id": "pci.bus_id", "memory.used": "memory.used [MiB]", "memory.total": "memory.total [MiB]"}
+    rows = [", ".join(header[f] for f in fields)]
+    for n, query in enumerate(used_mib_per_query):
+        for gpu, used in enumerate(query):
+            cell = {
+                "timestamp": f"2025/06/01 10:{(n * every_s) // 60 % 60:02d}:{(n * every_s) % 60:02d}.{412 + 3 * gpu:03d}",
+                "name": "NVIDIA A100-SXM4-80GB",
+                "pci.bus_id": f"00000000:{0x07 + 8 * gpu:02X}:00.0",
+                "memory.used": f"{used} MiB",
+                "memory.total": f"{total_mib} MiB",
+            }
+            rows.append(", ".join(cell[f] for f in fields))
+    return rows

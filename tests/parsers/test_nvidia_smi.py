@@ -159,3 +159,25 @@ def test_tables_whose_rows_are_the_longest_lines_are_no_hard_wrap(tmp_path):
 
     path = _write(tmp_path, _script_log(lambda k, g: 21400 + 600 * k, driver=535))
     assert hardwrap.wrap_of(Path(path).read_bytes()) is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ("timestamp", "name", "memory.used", "memory.total"),
+        ("pci.bus_id", "memory.used", "memory.total"),
+        ("timestamp", "pci.bus_id", "memory.used", "memory.total"),
+    ],
+    ids=["by-timestamp", "by-bus-id", "both"],
+)
+def test_a_query_loop_without_index_is_each_gpu_over_time(fields, tmp_path):
+    """`nvidia-smi --query-gpu=... --format=csv -l 30` for 100 intervals (one header, 200 rows): two
+    GPUs followed over all of them, however far the rows run past the header."""
+    queries = [(31_000 + 400 * n, 20_000) for n in range(100)]
+    path = _write(tmp_path, smi.query_csv_loop(queries, 81_920, fields=fields))
+    readings = _readings(path)
+    gpu0 = [used for worker, _, used, _ in readings if worker == "GPU0"]
+    assert {worker for worker, *_ in readings} == {"GPU0", "GPU1"} and len(gpu0) == 100
+    assert gpu0[0] == 31_000 * MIB and gpu0[-1] == (31_000 + 400 * 99) * MIB
+    report = analyze([path])
+    assert report.verdict == "leak" and "GPU0" in report.findings[0].message and "GPU1" not in report.findings[0].message
