@@ -137,6 +137,23 @@ def test_a_step_counted_within_each_epoch_runs_on_across_epochs(tmp_path, line):
     assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(1.5 / n, rel=0.1)
 
 
+@pytest.mark.parametrize("head", ["Eval epoch {e}", "[eval] epoch {e}", "Validation epoch {e}", "test: epoch {e}"])
+def test_an_evaluation_line_with_its_own_counter_is_no_restart_of_the_training_steps(tmp_path, head):
+    """A custom loop's evaluation after each epoch, counted by the epoch, its memory the eval batch's:
+    kept apart from the training steps (a validate record, as the formats' are), so the training
+    steps read as one run and its flat memory is judged flat."""
+    n, lines = 500, []
+    for e in range(1, 6):
+        lines += [f"Epoch {e} | iter {i}/{n} | loss {1.4 - 0.01 * e:.3f} | max_mem {10_233 + i % 7} MB" for i in range(50, n + 1, 50)]
+        lines.append(head.format(e=e) + f" | acc {0.6 + 0.05 * e:.3f} | max_mem 15889 MB")
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    rows = json.loads(runner.invoke(app, ["series", str(log), "-o", "json"]).stdout)
+    assert {(r["kind"], r["segment"]) for r in rows} == {("train", 0), ("validate", 0)}
+    report = analyze([str(log)])
+    assert report.verdict == "stable" and not report.coverage["restarts"]
+
+
 def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
     """Lightning's CSVLogger writes each log call as a row of its own, the other cells empty:
     DeviceStatsMonitor's rows (at batch start and end) and the loss's row share a step. Each shape

@@ -298,6 +298,16 @@ def _field_regex(col: Column) -> str:
     return f"(?:^|[^\\w-]|\\d_){key}\\s*[:=]?\\s*{value}{unit}"
 
 
+# A shape whose text starts by saying it is an evaluation (`Eval epoch 3 | acc ...`, `val: ...`,
+# `Test iter 40 ...`): its own counter and its own memory (eval batches), kept apart from the training
+# steps as the formats' `validate` records are, so that its epoch is no restart of the training steps.
+_EVALUATION = re.compile(r"^\W*(?:eval(?:uation|uating)?|val(?:id|idation|idating)?|test(?:ing)?)\b", re.IGNORECASE)
+
+
+def _kind(pattern: Pattern) -> str:
+    return "validate" if _EVALUATION.match(pattern.head or "") else "train"
+
+
 def to_spec(result: Guess, name: str) -> dict[str, Any]:
     """The guess as a format spec mapping (what `memlog formats guess` prints, samples aside)."""
     records = []
@@ -305,7 +315,7 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
         units = {c.column: _spec_unit(c.unit) for c in p.columns if c.unit and not c.printed_unit}
         if p.table is not None:
             regex, _ = table_regex(p)
-            entry: dict[str, Any] = {"name": p.name, "kind": "train", "literal": table_literal(p), "regex": regex}
+            entry: dict[str, Any] = {"name": p.name, "kind": _kind(p), "literal": table_literal(p), "regex": regex}
             if p.counter is None:
                 entry["regex"] = regex.replace("(?P<step>", "(?:")
                 entry["inherit_step"] = entry["ordinal_step"] = True
@@ -317,7 +327,7 @@ def to_spec(result: Guess, name: str) -> dict[str, Any]:
                 entry["fields"] = trailing
         else:
             head = _loose(p.head)
-            entry = {"name": p.name, "kind": "train", "literal": _literal(p)}
+            entry = {"name": p.name, "kind": _kind(p), "literal": _literal(p)}
             if p.counter is not None:
                 counter = COUNTERS[p.counter].regex
                 entry["regex"] = f"^\\s*{head}" + (f".*?{counter.lstrip('^')}" if not counter.startswith("^") else "")
