@@ -4,7 +4,9 @@ A worker's records start a new `segment` where
 - its step counter goes back: a resume from an earlier checkpoint, a restarted job appending to the
   same file;
 - it said it started training (a `run_start` event: torchtitan's `Training starts at step N`, the HF
-  Trainer's `***** Running training *****`) after records of its own. A job resumed from the
+  Trainer's `***** Running training *****`, Megatron's `[before the start of training step]`) after
+  records of its own; a start no process is named on (Megatron's rank 0 prints it for the job)
+  concerns every worker of the source. A job resumed from the
   checkpoint of its last step goes on counting, so only that line tells the two runs apart, and the
   new process's memory starts afresh: judged as one series, the drop at the restart hid a leak's
   rate and put its capacity far off.
@@ -54,6 +56,20 @@ def with_segments(frame: pl.DataFrame, starts: pl.DataFrame | None = None) -> pl
     return frame.with_columns(segment=segment).drop("segment_base", "_started", strict=False)
 
 
+def _per_worker(starts: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """The run starts, one per worker they concern: a start printed by a process the line does not
+    name (`main`, `node/main`: Megatron's rank 0 through print_rank_0, a job script) is the job's,
+    and concerns every worker of its source (of its node, when a launcher named one)."""
+    job = (pl.col("worker") == "main") | pl.col("worker").str.ends_with("/main")
+    if not starts.select(job.any()).item():
+        return starts
+    node = pl.col("worker").str.strip_suffix("main")  # "" or "node/"
+    jobs = starts.filter(job).with_columns(_node=node).drop("worker")
+    workers = rows.select(WORKER).unique()
+    concerned = jobs.join(workers, on="source").filter(pl.col("worker").str.starts_with(pl.col("_node"))).drop("_node")
+    return pl.concat([starts.filter(~job), concerned.select(starts.columns)])
+
+
 def _started_since(frame: pl.DataFrame, starts: pl.DataFrame | None) -> pl.Series | None:
     """Per row, the line of the last run start of its worker before it that came after a training
     step of the worker; None when there is none (the usual log: one start, at its top)."""
@@ -65,7 +81,7 @@ def _started_since(frame: pl.DataFrame, starts: pl.DataFrame | None) -> pl.Serie
     # Trainer says it starts training.
     stepped = (pl.col("step") > 0) & (~pl.col("_early") if "_early" in frame.columns else pl.lit(True))
     first = rows.filter(frame.select(stepped.fill_null(False)).to_series()).group_by(WORKER).agg(pl.col("line_no").min().alias("_first"))
-    late = starts.join(first, on=WORKER).filter(pl.col("line_no") > pl.col("_first"))
+    late = _per_worker(starts, rows).join(first, on=WORKER).filter(pl.col("line_no") > pl.col("_first"))
     if late.is_empty():
         return None
     # Rows are in line order within each source (records._in_line_order), so within each worker too.

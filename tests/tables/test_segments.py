@@ -9,6 +9,7 @@ from pathlib import Path
 from memlog.base.phrases import workers_phrase
 from tests.hostile import analyze, report_of, write
 from tests.logwriters import hf_trainer as hf
+from tests.logwriters import megatron as mg
 from tests.logwriters import torchtitan as tt
 
 CAPACITY = 79.11
@@ -143,3 +144,34 @@ def test_a_plateau_across_a_restart_is_said_per_segment(tmp_path):
     (plateau,) = [f for f in report["findings"] if f["rule"] == "warmup-plateau"]
     assert "rank 0 (segments 1 and 2)" in plateau["message"] and "depending on the worker and restart segment" in plateau["message"]
     assert "one-off jump" not in plateau["message"]
+
+
+def test_a_start_the_job_printed_splits_every_worker_of_the_source(tmp_path):
+    """Megatron's rank 0 says `[before the start of training step]` for the job (print_rank_0, no
+    rank named), and each rank reports its memory as `[Rank N]`: a resume from the checkpoint saved
+    at exit goes on counting iterations, and every rank's memory starts afresh."""
+    t0 = datetime(2026, 3, 2, 10, 0, 0)
+
+    def attempt(first: int, last: int) -> list[str]:
+        lines = [mg.print_datetime("before the start of training step", t0, micro=True)]
+        for it in range(first, last + 1, 10):
+            lines.append(
+                mg.iteration_line(
+                    iteration=it, train_iters=1000, elapsed_ms=1234.5, lr=3e-4, global_batch_size=512, consumed_samples=512 * it,
+                    losses={"lm loss": 3.0}, loss_scale=1.0, skipped=0, nan=0, grad_norm=0.9,
+                )
+            )  # fmt: skip
+            k = it - first
+            for rank in (0, 1):
+                mib = 20_000 + min(k, 50) * 100 + 10.0 * k
+                lines.append(
+                    mg.report_memory(
+                        f"(after {it} iterations)", allocated=mib, max_allocated=mib + 9000, reserved=mib + 12000, max_reserved=mib + 12000, rank=rank
+                    )
+                )
+        return lines
+
+    report = report_of(analyze(write(tmp_path / "train.log", attempt(10, 600) + attempt(610, 1000)), "-o", "json"))
+    assert report["coverage"]["restarts"] == [610]
+    series = {s["series"] for s in _leak(report)["evidence"]["series"]}
+    assert {"rank0 (segment 2)", "rank1 (segment 2)"} <= series
