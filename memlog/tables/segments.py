@@ -6,10 +6,9 @@ A worker's records start a new `segment` where
 - it said it started training (a `run_start` event: torchtitan's `Training starts at step N`, the HF
   Trainer's `***** Running training *****`, Megatron's `[before the start of training step]`) after
   records of its own; a start no process is named on (Megatron's rank 0 prints it for the job)
-  concerns every worker of the source. A job resumed from the
-  checkpoint of its last step goes on counting, so only that line tells the two runs apart, and the
-  new process's memory starts afresh: judged as one series, the drop at the restart hid a leak's
-  rate and put its capacity far off.
+  concerns every worker of the source. A job resumed from the checkpoint of its last step goes on
+  counting, so only that line tells the two runs apart, and the new process's memory starts afresh:
+  judged as one series, the drop at the restart hid a leak's rate and put its capacity far off.
 
 A run start before a worker's first record is every log's own start and changes nothing. The
 events themselves are not reported: the restart they mark is (reader._restart_events).
