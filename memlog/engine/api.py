@@ -30,6 +30,7 @@ from memlog.report.report import Report, ordered, series_views
 from memlog.tables.capacity import find_capacities
 from memlog.tables.condense import Summarised
 from memlog.tables.records import Keep, device_hosts
+from memlog.tables.segments import training
 from memlog.tables.series import worker_names
 from memlog.tables.tables import Tables
 
@@ -96,7 +97,7 @@ def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) 
     `summarised`: what the condensers summarised (their segments' restarts count too)."""
     found = {s for summary in summarised for s in summary.restart_steps}
     if records.height and "segment" in records.columns:
-        starts = records.filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
+        starts = training(records).filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
         found |= set(starts["step"].unique().to_list())
     if records.height and "source" in records.columns:
         # A torchrun restart writes a new attempt folder: its files start where the run resumed.

@@ -37,7 +37,7 @@ from memlog.read.inputs import expand, is_url
 from memlog.read.source import Piece, Source, read_pieces, to_frame
 from memlog.tables.condense import Condenser, Summarised
 from memlog.tables.records import KeepEvery, RecordSink, build_records, compact_records, read_values, source_frame
-from memlog.tables.segments import run_starts
+from memlog.tables.segments import run_starts, training
 from memlog.tables.streams import repeated_sources
 from memlog.tables.tables import Tables
 
@@ -354,7 +354,8 @@ def _restart_events(records: pl.DataFrame) -> tuple[list[Event], int]:
         return [], 0
     group = ["source", "worker", "kind"]
     segments = (
-        records.group_by(*group, "segment")
+        training(records)
+        .group_by(*group, "segment")
         .agg(pl.col("line_no").min(), pl.col("step").min(), pl.col("step").max().alias("_last"), pl.col("rank").first(), pl.col("format").first())
         .sort(*group, "segment")
     )

@@ -55,6 +55,12 @@ def with_segments(frame: pl.DataFrame, starts: pl.DataFrame | None = None) -> pl
     return frame.with_columns(segment=segment).drop("segment_base", "_started", strict=False)
 
 
+def training(records: pl.DataFrame) -> pl.DataFrame:
+    """The records whose new segments are restarts of the run: not an evaluation's, whose counter
+    starts again at each evaluation (`eval step 1/40`)."""
+    return records.filter(pl.col("kind") != "validate") if "kind" in records.columns else records
+
+
 def _per_worker(starts: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """The run starts, one per worker they concern: a start printed by a process the line does not
     name (`main`, `node/main`: Megatron's rank 0 through print_rank_0, a job script) is the job's,

@@ -154,6 +154,24 @@ def test_an_evaluation_line_with_its_own_counter_is_no_restart_of_the_training_s
     assert report.verdict == "stable" and not report.coverage["restarts"]
 
 
+def test_a_wandb_panel_export_quoted_with_run_names_and_bands_is_read(tmp_path):
+    """W&B's "Export panel data" CSV: every cell quoted, each column `<run> - <key>`, its band beside
+    it as `<key>__MIN` and `<key>__MAX`: read as the plain export is, the bands left out."""
+    run = "llama8b-run3"
+    keys = ["train/loss", "train/mem_reserved_gb"]
+    header = ",".join(f'"{c}"' for c in ["Step", *(f"{run} - {k}{band}" for k in keys for band in ("", "__MIN", "__MAX"))])
+    rows = []
+    for step in range(10, 1010, 10):
+        loss, mem = 2.0 - step / 5000, 30.0 + 0.004 * step
+        rows.append(",".join(f'"{v}"' for v in [step, loss, loss - 0.01, loss + 0.01, mem, mem - 2.5, mem + 2.5]))
+    log = tmp_path / "wandb_export.csv"
+    log.write_text("\n".join([header, *rows]) + "\n")
+    report = analyze([str(log)])
+    leak = next(f for f in report.findings if f.rule == "memory-leak")
+    assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(0.004, rel=0.05)
+    assert leak.evidence["observed"]["start_gib"] < 32.6  # the key's values, not its band's __MAX
+
+
 def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
     """Lightning's CSVLogger writes each log call as a row of its own, the other cells empty:
     DeviceStatsMonitor's rows (at batch start and end) and the loss's row share a step. Each shape

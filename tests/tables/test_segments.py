@@ -10,6 +10,7 @@ from memlog.base.phrases import workers_phrase
 from tests.hostile import analyze, report_of, write
 from tests.logwriters import hf_trainer as hf
 from tests.logwriters import megatron as mg
+from tests.logwriters import nemo
 from tests.logwriters import torchtitan as tt
 
 CAPACITY = 79.11
@@ -175,3 +176,46 @@ def test_a_start_the_job_printed_splits_every_worker_of_the_source(tmp_path):
     assert report["coverage"]["restarts"] == [610]
     series = {s["series"] for s in _leak(report)["evidence"]["series"]}
     assert {"rank0 (segment 2)", "rank1 (segment 2)"} <= series
+
+
+def test_a_nemo_job_preempted_and_resumed_is_calm_with_the_preemption_said(tmp_path):
+    """NeMo 2 resumes from its last checkpoint (Lightning's `Restoring states from the checkpoint
+    path at ...`) and goes on counting global steps after Slurm preempted it: the run is judged
+    calm, and the preemption is a warning that ended an attempt."""
+
+    def steps(first: int, last: int) -> list[str]:
+        return [
+            nemo.progress_line(
+                epoch=0,
+                iteration=i,
+                total=1999,
+                metrics={"global_step": float(i), "max_memory_allocated": float(50 * 2**30 + (i % 7) * 2**20), "reduced_train_loss": 2.5},
+            )
+            for i in range(first, last + 1)
+        ]
+
+    t = datetime(2026, 11, 29, 11, 20, 30)
+    lines = steps(0, 199) + ["slurmstepd: error: *** STEP 88121.0 ON gpu-a-17 CANCELLED AT 2026-11-29T11:00:01 DUE TO PREEMPTION ***"]
+    lines += [nemo.log_header(t, "I", "nemo_logging:393") + "Restoring states from the checkpoint path at /results/checkpoints/step=199-last"]
+    lines += steps(200, 399)
+    report = report_of(analyze(write(tmp_path / "train.log", lines), "-o", "json"))
+    assert report["verdict"] == "stable" and report["coverage"]["restarts"] == [200]
+    (crash,) = [f for f in report["findings"] if f["rule"] == "crash"]
+    assert crash["severity"] == "warning"
+
+
+def test_an_evaluations_own_counter_is_no_restart(tmp_path):
+    """accelerate's loop: `eval step i/40: eval_loss=..., mem=...` after every 500 training steps, its
+    counter starting again at each evaluation: no restart of the run, and the eval batch's memory
+    is not the training steps'."""
+    prefix = "11/29/2026 10:00:00 - INFO - __main__ - "
+    lines = []
+    for phase in range(3):
+        lines += [
+            prefix + f"step {s}: loss={3.2 - s / 5000:.4f}, lr=3e-05, mem={31.2 + (s % 3) * 0.01:.2f}GB" for s in range(phase * 500 + 10, phase * 500 + 510, 10)
+        ]
+        lines += [prefix + f"eval step {i}/40: eval_loss={2.9 - i / 1000:.4f}, mem={44.5 + (i % 2) * 0.1:.2f}GB" for i in range(1, 41)]
+    report = report_of(analyze(write(tmp_path / "train.log", lines), "-o", "json"))
+    assert report["verdict"] == "stable" and not report["coverage"]["restarts"]
+    (stable,) = [f for f in report["findings"] if f["rule"] == "stable-memory"]
+    assert stable["evidence"]["observed"]["level_gib_max"] < 32

@@ -92,8 +92,8 @@ class SourceGuesser:
         if not trial.ok:
             return [], self._said(trial)
         parser = self._parser(trial)
-        frames = [frame for chunk in self.held for frame in parser(chunk).records]
-        return frames + parser.finish_source().records, self._said(trial)
+        frames = [frame for chunk in self.held for frame in evaluations_apart(parser(chunk).records)]
+        return frames + evaluations_apart(parser.finish_source().records), self._said(trial)
 
     def _decide(self) -> list[pl.DataFrame]:
         self.guess = guess(self.sample)
@@ -110,7 +110,7 @@ class SourceGuesser:
     def _read(self, lines: pl.DataFrame) -> list[pl.DataFrame]:
         assert self.parser is not None
         matches: Matches = self.parser(lines)
-        return matches.records
+        return evaluations_apart(matches.records)
 
     def finish(self) -> tuple[list[pl.DataFrame], Guessed | None]:
         if self.structured is not None:
@@ -118,7 +118,7 @@ class SourceGuesser:
             return frames, described
         frames = self._decide() if self.guess is None else []
         if self.parser is not None:
-            frames += self.parser.finish_source().records
+            frames += evaluations_apart(self.parser.finish_source().records)
         if self.guess is not None and not self.guess.ok:
             frames = []
         return frames, self.described()
@@ -132,6 +132,17 @@ class SourceGuesser:
         if not result.ok:
             return Guessed(self.source, GENERIC, "", weak=result.weak, keys=sorted(set(result.keys_seen))[:12]) if result.weak else None
         return Guessed(self.source, GENERIC, result.describe(), result.mapping())
+
+
+def evaluations_apart(frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """The frames (one pattern's rows each) without training rows read from a line an evaluation
+    pattern read too: `eval step 3/40: eval_loss=2.9, mem=44.6GB` has the step and the loss a
+    training shape's pattern looks for anywhere in a line, and it is the evaluation's."""
+    evaluated = [f["line_no"] for f in frames if f.height and f["kind"][0] == "validate"]
+    if not evaluated:
+        return frames
+    lines = pl.concat(evaluated).implode()
+    return [f if not f.height or f["kind"][0] == "validate" else f.filter(~pl.col("line_no").is_in(lines)) for f in frames]
 
 
 def guess_spec_text(log: str, specs: list[FormatSpec], wrappers, name: str | None = None) -> str:

@@ -17,11 +17,23 @@ BAR_COUNT = re.compile(rf"{BAR}[1-9]\d*/\d+")
 SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
 
 
+# W&B's panel export names a column `<run name> - <key>`, with `<key>__MIN` and `<key>__MAX` (the band
+# around it) beside it.
+_RUN_PREFIX = re.compile(r"^.+ - (?=[A-Za-z_])")
+BAND = ("__MIN", "__MAX")
+
+
+def _unquoted(cell: str) -> str:
+    """A CSV cell without blanks and the double quotes a writer quoting every cell puts around it."""
+    cell = cell.strip()
+    return cell[1:-1].strip() if len(cell) >= 2 and cell[0] == cell[-1] == '"' else cell
+
+
 def find_table(sample: list[str]) -> tuple[int, str, list[str]] | None:
     """A header line followed by rows of numbers under it (CSV, tqdm tables): (index, sep, words)."""
     for i, text in enumerate(sample[:-MIN_REPEATS]):
         sep = "," if text.count(",") >= 2 else "\t" if text.count("\t") >= 2 else None
-        cells = [c.strip() for c in (text.split(sep) if sep else text.split())]
+        cells = [_RUN_PREFIX.sub("", _unquoted(c)) for c in (text.split(sep) if sep else text.split())]
         if len(cells) < 3 or not all(re.fullmatch(r"[A-Za-z_][\w./()-]*", c) for c in cells):
             continue
         if row_cells(sample[i + 1], sep, len(cells)) is None:  # a header's first row is right under it
@@ -37,7 +49,7 @@ def find_table(sample: list[str]) -> tuple[int, str, list[str]] | None:
 
 
 def row_cells(text: str, sep: str | None, n: int) -> list[str] | None:
-    cells = [c.strip().rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
+    cells = [_unquoted(c).rstrip(":") for c in (text.split(sep) if sep and sep != " " else text.split())][:n]
     # A CSV row may leave cells empty: Lightning's CSVLogger writes each log call as a row of its own.
     empty_ok = sep == ","
     if len(cells) < n or not any(cells) or not all(re.fullmatch(rf"(?:{NUM})(?:/\d+)?(?:{UNIT})?", c) or (empty_ok and not c) for c in cells):
@@ -57,7 +69,7 @@ def table_patterns(sample: list[str], at: int, sep: str, header: list[str]) -> l
         counter = 0
     columns: dict[str, tuple[tuple, Column]] = {}
     for j, key in enumerate(header):
-        if j == counter:
+        if j == counter or key.endswith(BAND):
             continue
         cells = [cells_of[i][j] for i, _ in rows]
         parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
@@ -129,17 +141,18 @@ def _row_shapes(rows: list[tuple[int, str]], chosen: list[Column], sep: str, n: 
 def table_regex(p: Pattern) -> tuple[str, dict[str, str]]:
     sep, header = p.table  # type: ignore[misc]
     cell_sep = r"\s*,\s*" if sep == "," else r"\t" if sep == "\t" else r"\s+"
+    quote = '"?' if sep == "," else ""  # (a writer quoting every cell)
     by_position = {c.position: c for c in p.columns if c.position is not None}
     cells: list[str] = []
     units: dict[str, str] = {}
     last = max([*by_position, p.counter if p.counter is not None else 0])
     for j in range(last + 1):
         if j == p.counter:
-            cells.append(r"(?P<epoch>\d+)(?:/\d+)?" if p.bar else r"(?P<step>\d+)(?:/\d+)?")
+            cells.append(quote + (r"(?P<epoch>\d+)(?:/\d+)?" if p.bar else r"(?P<step>\d+)(?:/\d+)?") + quote)
         elif j in by_position:
             c = by_position[j]
             unit = f"(?P<{c.column}_unit>{SPEC_UNIT})?" if c.printed_unit else ""
-            cells.append(f"(?P<{c.column}>{SPEC_NUM}){unit}")
+            cells.append(f"{quote}(?P<{c.column}>{SPEC_NUM}){unit}{quote}")
         else:
             cells.append(r"[^\s,]+" if sep != "," else r"[^,]*")
     bar = f".*?{BAR}(?P<step>[1-9]\\d*)/(?P<epoch_len>\\d+)" if p.bar else ""
