@@ -123,23 +123,28 @@ def check(ctx, t) -> list[Finding]:
     # Deaths the job was restarted after (a preemption, a node failure, then a resume) ended an
     # attempt, not the run: said as a warning that decides nothing, unless another death ended it.
     restarts = {id(e): restarted_after(e, ctx.tables.events) for e in died}
-    if all(restarts.values()):
-        return [_finding(ctx, t, died, restarts)]
-    return [_finding(ctx, t, died)]
+    return [_finding(ctx, t, died, restarts)]
 
 
-def _finding(ctx, t, died: list, restarts: dict | None = None) -> Finding:
-    """The deaths said, the most telling first; `restarts`: each death's restart after it, when the
-    run went on after every one."""
+def _finding(ctx, t, died: list, restarts: dict) -> Finding:
+    """The deaths said, the most telling first; `restarts`: each death's restart after it, or None."""
     causes = [(e, *_cause(e)) for e in died]
-    # The most telling cause first: a named one (timeout, signal, exception) over a bare exit code,
-    # the launcher's summary last; among equals, the one that says memory, then the earliest.
-    first, what, memory, words = min(causes, key=lambda c: (c[0].kind == "child_failed", "exited with code" in c[1], c[2] != "likely", c[0].line_no))
-    steps = sorted({e.after_step + 1 for e in died if e.after_step is not None})
-    earliest = min((e for e in died if e.after_step is not None), key=lambda e: e.after_step, default=None)
+    # The most telling cause first: one that ended the run over one an attempt ended with, a named
+    # one (timeout, signal, exception) over a bare exit code, the launcher's summary last; among
+    # equals, the one that says memory, then the earliest.
+    first, what, memory, words = min(
+        causes, key=lambda c: (restarts[id(c[0])] is not None, c[0].kind == "child_failed", "exited with code" in c[1], c[2] != "likely", c[0].line_no)
+    )
+    outlived = all(restarts.values())
+    # Who died and when: of the deaths that ended the run, where some did; the others are "Also".
+    ended = died if outlived else [e for e in died if restarts[id(e)] is None]
+    steps = sorted({e.after_step + 1 for e in ended if e.after_step is not None})
+    earliest = min((e for e in ended if e.after_step is not None), key=lambda e: e.after_step, default=None)
     msg = f"{what[0].upper()}{what[1:]}"
     msg += (
-        f" (on {workers_phrase(sorted({e.worker for e in died}))}" + (f", {ctx.during(earliest)}" if earliest is not None else "") + f", line {first.line_no})."
+        f" (on {workers_phrase(sorted({e.worker for e in ended}))}"
+        + (f", {ctx.during(earliest)}" if earliest is not None else "")
+        + f", line {first.line_no})."
     )
     if memory == "likely":
         msg += (
@@ -165,7 +170,7 @@ def _finding(ctx, t, died: list, restarts: dict | None = None) -> Finding:
     if first.kind == "exception":
         hints.append("The exception is the process's last word: its traceback above the quoted line says where it was raised.")
     resumed = None
-    if restarts:
+    if outlived:
         resumed = restarts[id(first)]
         after = "it" if len(died) == 1 else "each of them, the first time"
         ended = "this ended an earlier attempt" if len(died) == 1 else "they ended earlier attempts"
@@ -185,8 +190,8 @@ def _finding(ctx, t, died: list, restarts: dict | None = None) -> Finding:
         evidence={"events": [e.to_json() for e in died[:8]]},
         hints=hints,
         lines=[(e.source, e.line_no) for e in died[:8]],
-        severity="warning" if restarts else None,
-        implies_verdict=not restarts,
+        severity="warning" if outlived else None,
+        implies_verdict=not outlived,
     )
 
 

@@ -486,4 +486,6 @@ def test_a_death_after_the_last_restart_still_ends_the_run(tmp_path):
     lines = _attempt(1, 40) + [PREEMPTED] + _attempt(41, 80) + [PREEMPTED.replace("PREEMPTION", "TIME LIMIT")]
     code, report = judge(tmp_path, "\n".join(lines) + "\n")
     assert (code, report["verdict"]) == (1, "crash")
-    assert "TIME LIMIT" in errors(report)["crash"]
+    # The death that ended the run leads, at its own step; the preemption the run outlived comes after.
+    message = errors(report)["crash"]
+    assert message.startswith("TIME LIMIT") and "during step 81" in message and "Also: PREEMPTION" in message
