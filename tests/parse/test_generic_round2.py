@@ -172,6 +172,27 @@ def test_a_wandb_panel_export_quoted_with_run_names_and_bands_is_read(tmp_path):
     assert leak.evidence["observed"]["start_gib"] < 32.6  # the key's values, not its band's __MAX
 
 
+def test_lightnings_rich_progress_bar_counts_batches_across_epochs(tmp_path):
+    """RichProgressBar's rows (`Epoch 1/2 ━━━━╸━━ 250/500 0:01:11 • 0:00:53 3.21it/s v_num: 3.000 ...`,
+    colours and cursor moves around them): the step is the batch within the epoch, run on across
+    epochs, not the epoch; memory creeping 2 MiB a batch is a leak on one worker."""
+    lines = []
+    for epoch in range(3):
+        for i in range(25, 501, 25):
+            step = epoch * 500 + i
+            bar = "\x1b[38;2;249;38;114m" + "━" * (i // 25) + "\x1b[0m\x1b[38;5;237m" + "━" * (20 - i // 25) + "\x1b[0m"
+            lines.append(
+                f"\x1b[2K\x1b[1AEpoch {epoch}/2  {bar} {i}/500 \x1b[2m0:00:11 • 0:00:53\x1b[0m \x1b[2;4m3.21it/s\x1b[0m "
+                f"\x1b[3mv_num: 3.000 train_loss: {1.2 - step / 10000:.3f} gpu_mem_gb: {12.0 + step * 2 / 1024:.3f}\x1b[0m"
+            )
+    log = tmp_path / "lightning.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = analyze([str(log)])
+    leak = next(f for f in report.findings if f.rule == "memory-leak")
+    assert leak.evidence["observed"]["to_step"] == 1500 and not report.coverage["restarts"]
+    assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(2 / 1024, rel=0.05)
+
+
 def test_sparse_csv_rows_are_merged_by_their_step_and_guessed():
     """Lightning's CSVLogger writes each log call as a row of its own, the other cells empty:
     DeviceStatsMonitor's rows (at batch start and end) and the loss's row share a step. Each shape

@@ -45,6 +45,9 @@ COUNTERS = (
     # has run no step (Lightning redraws the last epoch's bar at 0 when it resets it): not a reading.
     Counter("a progress bar's `Epoch e: ... i/N`", rf"(?i:epoch)\s*(?P<epoch>\d+)\s*:\s*{BAR}(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
     Counter("a progress bar's `i/N`", rf"{BAR}(?P<step>[1-9]\d*)/\d+(?:\s|$)"),
+    # Lightning's RichProgressBar: `Epoch 0/2 ━━━━━━━╸━━━ 25/500 0:00:11 • 0:00:53 3.21it/s v_num: 3 ...`
+    # (no percentage; the epoch, then its batches).
+    Counter("a rich progress bar's `Epoch e/E ━━ i/N`", r"(?i:epoch)\s*(?P<epoch>\d+)(?:/\d+)?\s*[━─╸╺]+\s*(?P<step>[1-9]\d*)/(?P<epoch_len>\d+)"),
     Counter("`Epoch [e][i/N]`", r"(?i:epoch)\s*(?:\(\w+\))?\s*:?\s*\[\s*(?P<epoch>\d+)\s*(?:/\s*\d+\s*)?\]\s*\[\s*(?P<step>\d+)\s*/\s*(?P<epoch_len>\d+)\s*\]"),
     # The PyTorch tutorials' `Epoch [e/E], Step [i/N]` (N: the loader's length), `epoch e | step i/N`:
     # the step within the epoch, which starts again at each epoch (else each epoch reads as a restart).
@@ -65,7 +68,7 @@ COUNTERS = (
     Counter("the leading integer column", r"^\s*(?P<step>\d+)(?:\s|$)"),
 )
 COMPILED = [re.compile(c.regex) for c in COUNTERS]
-BARS = (0, 1)  # the counters of progress bars, whose lines are redrawn at one step
+BARS = (0, 1, 2)  # the counters of progress bars, whose lines are redrawn at one step
 
 
 def counter_step(index: int, text: str) -> tuple[int, int, int] | None:
