@@ -109,6 +109,20 @@ def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) 
     return sorted(int(s) for s in found)[:MAX_RESTARTS_LISTED]
 
 
+def restart_count(records: pl.DataFrame) -> int:
+    """How many times the run restarted: the restarts of its most restarted worker (its last
+    segment's number: segments summarised while reading keep their numbers), and each later torchrun
+    attempt. Workers that restarted together count once; a job restarted five times from one
+    checkpoint step, five."""
+    count = 0
+    if records.height and "segment" in records.columns:
+        count = int(training(records).select(pl.col("segment").max()).item() or 0)
+    if records.height and "source" in records.columns:
+        attempts = {attempt for source in records["source"].unique().to_list() if (attempt := torchrun_attempt(str(source))) and attempt[1] > 0}
+        count += len({number for _, number in attempts})
+    return count
+
+
 def _steps_span(records: pl.DataFrame, summarised: Sequence[Summarised]) -> list[int] | None:
     """The first and last steps read, the summarised segments' included."""
     ends = [s for summary in summarised for s in (summary.first_step, summary.last_step) if s is not None]
@@ -171,6 +185,7 @@ def coverage(tables: Tables, sources: list[Source]) -> dict:
             "steps": _steps_span(records, tables.summarised),
             "restarts": restart_steps(records, tables.summarised),
         }
+        | ({"restart_count": count} if (count := restart_count(records)) else {})
         | _merged_note(records)
         | _summarised_note(tables.summarised)
         | ({"repeated": tables.repeated} if tables.repeated else {})

@@ -115,11 +115,14 @@ def _restarts(coverage: dict[str, Any]) -> str | None:
     steps = coverage.get("restarts") or []
     if not steps:
         return None
-    times = {1: "once", 2: "twice"}.get(len(steps), f"{len(steps)} times")
-    if len(steps) >= 100:
-        times = f"at least {len(steps)} times"
+    count = max(len(steps), coverage.get("restart_count") or 0)  # (several restarts may resume at one step)
+    times = {1: "once", 2: "twice"}.get(count, f"{count} times")
+    if len(steps) >= 100 and count == len(steps):
+        times = f"at least {count} times"
     shown = [f"{s:,}" for s in steps[:10]] + (["..."] if len(steps) > 10 else [])
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    if len(steps) == 1 and count > 1:
+        listed += " each time"
     said = (
         f"The run restarted {times} (from step{'s' if len(steps) > 1 else ''} {listed}): each worker's memory is judged "
         "per stretch between restarts, labelled (segment 2), (segment 3), ... or by its torchrun attempt_N folder"

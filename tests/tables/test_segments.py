@@ -219,3 +219,16 @@ def test_an_evaluations_own_counter_is_no_restart(tmp_path):
     assert report["verdict"] == "stable" and not report["coverage"]["restarts"]
     (stable,) = [f for f in report["findings"] if f["rule"] == "stable-memory"]
     assert stable["evidence"]["observed"]["level_gib_max"] < 32
+
+
+def test_restarts_are_counted_once_per_restart_however_many_workers_and_steps(tmp_path):
+    """Two ranks resumed together three times, each time from step 1: three restarts, said so, where
+    the steps they resumed at are one."""
+    lines = []
+    for _ in range(4):
+        for rank in (0, 1):
+            lines += _leaking_run(rank, range(1, 61), 10, rate=0.0)
+    report = report_of(analyze(write(tmp_path / "train.log", lines), "-o", "json"))
+    assert report["coverage"]["restarts"] == [1] and report["coverage"]["restart_count"] == 3
+    text = analyze(write(tmp_path / "train.log", lines), "--no-chart").stdout
+    assert "The run restarted 3 times (from step 1 each time)" in " ".join(text.split())
