@@ -304,7 +304,21 @@ def _news_it_went_on_from(events: pl.DataFrame, records: pl.DataFrame) -> pl.Dat
         .to_series()
         .fill_null(False)
     )
-    return events.filter(~(news & went_on)).drop("logged_at")
+    # An out-of-memory error a logger warned of, and went on from (fairseq's `OOM: Ran out of memory
+    # ... attempting to recover`, an eval batch skipped), is memory running short, not an end; at
+    # INFO and below it is a quotation (a generated sample, a dataset record) and says nothing.
+    recovered = news & went_on & (pl.col("kind") == "oom") & pl.col("logged_at").is_in(("WARNING", "WARN"))
+    kept = events.with_columns(
+        kind=pl.when(recovered).then(pl.lit("memory_pressure")).otherwise(pl.col("kind")),
+        detail=pl.when(recovered).then(pl.col("detail").map_elements(_went_on_from, return_dtype=pl.String)).otherwise(pl.col("detail")),
+    )
+    return kept.filter(~(news & went_on) | recovered).drop("logged_at")
+
+
+def _went_on_from(detail: str | None) -> str:
+    """An OOM event's detail as the memory pressure it was: what it tried to allocate, and why."""
+    tried = (json.loads(detail) if detail else {}).get("tried")
+    return json.dumps({"cause": "ran out of memory, and the process logged it as a warning and went on", **({"tried": tried} if tried else {})})
 
 
 def _last_words_only(events: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:

@@ -433,6 +433,23 @@ def test_fatal_words_logged_as_news_by_a_worker_that_went_on_end_nothing(tmp_pat
     assert code == 0 and not errors(report), (report["verdict"], errors(report))
 
 
+@pytest.mark.parametrize(
+    ("level", "pressure"),
+    [("WARNING", True), ("INFO", False)],
+    ids=["warned-and-went-on", "quoted-at-info"],
+)
+def test_an_oom_warned_of_and_gone_on_from_is_memory_pressure(tmp_path, level, pressure):
+    """A caught OOM a logger warned of (fairseq's `OOM: Ran out of memory ...`, an eval batch skipped)
+    is memory running short: a warning that sets no verdict. Quoted at INFO (a generated sample, a
+    dataset record) it says nothing."""
+    news = log_line(CAUGHT_OOM, ts="2025-03-04 17:00:30,001", level=level)
+    code, report = judge(tmp_path, "\n".join([*HEALTHY[:30], news, *HEALTHY[30:]]) + "\n")
+    pressed = [f for f in report["findings"] if f["rule"] == "memory-pressure"]
+    assert code == 0 and report["verdict"] in CALM and bool(pressed) == pressure
+    if pressure:
+        assert pressed[0]["severity"] == "warning" and pressed[0]["evidence"]["observed"]["largest_request_gib"] == 1.2
+
+
 def test_fatal_words_logged_as_news_still_end_a_worker_that_logged_no_step_after_them(tmp_path):
     # the rank that warned stops; another rank's steps go on (until the collective times out)
     warned = log_line(CAUGHT_OOM, ts="2025-03-04 17:00:30,001", level="WARNING", rank=0)
