@@ -506,3 +506,16 @@ def test_a_death_after_the_last_restart_still_ends_the_run(tmp_path):
     # The death that ended the run leads, at its own step; the preemption the run outlived comes after.
     message = errors(report)["crash"]
     assert message.startswith("TIME LIMIT") and "during step 81" in message and "Also: PREEMPTION" in message
+
+
+def test_a_launchers_clean_up_is_no_evidence_of_memory_its_children_exit_is(tmp_path):
+    """DeepSpeed's launcher takes its other processes down (`Killing subprocess N`, its own clean-up),
+    then reports the child's `-9`: the SIGKILL says memory is likely, the clean-up's words do not."""
+    lines = ranked_steps(0, range(1, 40)) + [
+        "[2026-11-29 11:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 40122",
+        "[2026-11-29 11:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 40123",
+        "[2026-11-29 11:00:01,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'main.py', '--local_rank=1'] exits with return code = -9",
+    ]
+    code, report = judge(tmp_path, "\n".join(lines) + "\n")
+    message = errors(report)["crash"]
+    assert code == 1 and message.startswith("A process was killed (SIGKILL") and "`killed` says so" not in message
