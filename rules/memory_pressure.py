@@ -22,8 +22,8 @@ def check(ctx, t) -> list[Finding]:
         f"Memory ran short {times} without ending the run, on {workers_phrase(sorted({e.worker for e in pressed}))}: "
         f"{'; '.join(causes) or 'an allocation failed and was retried'} (first `{quoted}`{when}, line {first.line_no})."
     )
-    if tried:
-        message += f" The largest request that failed was {gib(max(tried))}."
+    if tried:  # (a request that failed, or the size XLA could not fit a program below)
+        message += f" The largest size they name is {gib(max(tried))}."
     message += " A run this close to its limit dies of the next larger batch, sequence or evaluation."
     return [
         RULE.finding(
@@ -32,7 +32,7 @@ def check(ctx, t) -> list[Finding]:
             subject="device",
             series=sorted({e.worker for e in pressed}),
             ranks=[e.rank for e in pressed],
-            observed={"events": len(pressed), "largest_request_gib": round(max(tried), 4) if tried else None},
+            observed={"events": len(pressed), "largest_size_gib": round(max(tried), 4) if tried else None},
             evidence={"events": [e.to_json() for e in pressed[:8]]},
             hints=[
                 "Lower the batch size or sequence length (or the evaluation's), enable activation checkpointing, or set "
@@ -52,7 +52,8 @@ RULE = Rule(
         "out of memory for a request it then retries, a driver allocation retried, a KV-cache pool retracting "
         "requests) and on an out-of-memory error a logger reported as a warning from a process that went on logging "
         "training steps (fairseq's `OOM: Ran out of memory with exception: ...`, an evaluation batch skipped). It says "
-        "how often, where first, and the largest request that failed. It sets no verdict: the run did not end there."
+        "how often, where first, and the largest size the messages name (a request that failed, a program XLA could "
+        "not fit). It sets no verdict: the run did not end there."
     ),
     not_meaning="Not a leak, and not an out-of-memory death: the memory series decide those.",
     thresholds=(Threshold("min_events", 1, "events", "times memory ran short (retries, skipped batches) that trigger the warning"),),

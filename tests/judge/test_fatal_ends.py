@@ -447,7 +447,7 @@ def test_an_oom_warned_of_and_gone_on_from_is_memory_pressure(tmp_path, level, p
     pressed = [f for f in report["findings"] if f["rule"] == "memory-pressure"]
     assert code == 0 and report["verdict"] in CALM and bool(pressed) == pressure
     if pressure:
-        assert pressed[0]["severity"] == "warning" and pressed[0]["evidence"]["observed"]["largest_request_gib"] == 1.2
+        assert pressed[0]["severity"] == "warning" and pressed[0]["evidence"]["observed"]["largest_size_gib"] == 1.2
 
 
 def test_fatal_words_logged_as_news_still_end_a_worker_that_logged_no_step_after_them(tmp_path):
