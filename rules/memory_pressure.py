@@ -9,7 +9,7 @@ QUOTED = 160  # characters of a line quoted in a message
 
 def check(ctx, t) -> list[Finding]:
     pressed = [e for e in ctx.tables.events if e.kind == "memory_pressure"]
-    if len(pressed) < t["min_events"]:
+    if not pressed or len(pressed) < t["min_events"]:
         return []
     first = min(pressed, key=lambda e: (e.source, e.line_no))
     causes = sorted({str(e.detail.get("cause") or "") for e in pressed} - {""})
