@@ -89,6 +89,13 @@ class SmiBlocks:
 
     def feed(self, rows: pl.DataFrame) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
+        if not self.open:
+            # Nothing open: rows before the first start read nothing. A log whose own lines hold the
+            # CSV_ROW literal is fed whole, and must not be walked row by row in Python for it.
+            starts = rows["smi_start"].is_not_null().arg_true()
+            if starts.is_empty():
+                return records
+            rows = rows.slice(int(starts[0]))
         present = [c for c in WORKER if c in rows.columns]
         for row in rows.iter_rows(named=True):
             if row.get("window_start"):
