@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.judge.rulekit import Example, Finding, Rule, Verdict, keyboard_interrupt, memory_words, ray_death_cause, restarted_after, workers_phrase
+from memlog.judge.rulekit import Example, Finding, Rule, Verdict, keyboard_interrupt, memory_words, quote, ray_death_cause, restarted_after, workers_phrase
 
 SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
 # Signal names as strsignal, systemd and zsh print them (srun's `task 12: Killed`, `status=9/KILL`), to their numbers.
@@ -20,12 +20,6 @@ STRSIGNAL = {
     "bus": 7,
     "iot instruction": 6,
 }
-QUOTED = 160  # characters of a line quoted in a message
-
-
-def quote(text: str) -> str:
-    text = " ".join(str(text).split())
-    return f"`{text[:QUOTED]}{'...' if len(text) > QUOTED else ''}`"
 
 
 def _signal(d: dict) -> int | None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from memlog.judge.rulekit import Example, Finding, Rule, Threshold, gib, workers_phrase
-
-QUOTED = 160  # characters of a line quoted in a message
+from memlog.judge.rulekit import Example, Finding, Rule, Threshold, gib, quote, workers_phrase
 
 
 def check(ctx, t) -> list[Finding]:
@@ -14,13 +12,11 @@ def check(ctx, t) -> list[Finding]:
     first = min(pressed, key=lambda e: (e.source, e.line_no))
     causes = sorted({str(e.detail.get("cause") or "") for e in pressed} - {""})
     tried = [e.detail["tried"] for e in pressed if isinstance(e.detail.get("tried"), float)]
-    quoted = " ".join(first.text.split())
-    quoted = quoted[:QUOTED] + ("..." if len(quoted) > QUOTED else "")
     when = f", {ctx.during(first)}" if first.after_step is not None else ""
     times = "once" if len(pressed) == 1 else f"{len(pressed)} times"
     message = (
         f"Memory ran short {times} without ending the run, on {workers_phrase(sorted({e.worker for e in pressed}))}: "
-        f"{'; '.join(causes) or 'an allocation failed and was retried'} (first `{quoted}`{when}, line {first.line_no})."
+        f"{'; '.join(causes) or 'an allocation failed and was retried'} (first {quote(first.text)}{when}, line {first.line_no})."
     )
     if tried:  # (a request that failed, or the size XLA could not fit a program below)
         message += f" The largest size they name is {gib(max(tried))}."

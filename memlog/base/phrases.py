@@ -58,6 +58,16 @@ def _workers(labels: list[str]) -> str:
     return ", ".join(parts + others[:6] + ([f"and {len(others) - 6} more"] if len(others) > 6 else []))
 
 
+# Characters of a log line a message quotes.
+QUOTED = 160
+
+
+def quote(text: str) -> str:
+    """A log line as a message quotes it: blanks collapsed, cut at QUOTED characters, in backticks."""
+    text = " ".join(str(text).split())
+    return f"`{text[:QUOTED]}{'...' if len(text) > QUOTED else ''}`"
+
+
 def gib(value: float) -> str:
     if abs(value) >= 1e9:  # only an absurd reading is this large: say it without 300 digits
         return f"{value:.3g} GiB"

@@ -99,14 +99,21 @@ def restart_steps(records: pl.DataFrame, summarised: Sequence[Summarised] = ()) 
     if records.height and "segment" in records.columns:
         starts = training(records).filter(pl.col("segment") > 0).group_by("source", "worker", "kind", "segment").agg(pl.col("step").min())
         found |= set(starts["step"].unique().to_list())
-    if records.height and "source" in records.columns:
-        # A torchrun restart writes a new attempt folder: its files start where the run resumed.
-        later = [str(source) for source in records["source"].unique().to_list() if (attempt := torchrun_attempt(str(source))) and attempt[1] > 0]
-        if later:
-            first_segment = pl.col("segment") == 0 if "segment" in records.columns else pl.lit(True)
-            starts = records.filter(pl.col("source").cast(pl.String).is_in(later) & first_segment)
-            found |= set(starts.group_by("source", "worker", "kind").agg(pl.col("step").min())["step"].drop_nulls().to_list())
+    later = list(_later_attempts(records))
+    if later:  # their files start where the run resumed
+        first_segment = pl.col("segment") == 0 if "segment" in records.columns else pl.lit(True)
+        starts = records.filter(pl.col("source").cast(pl.String).is_in(later) & first_segment)
+        found |= set(starts.group_by("source", "worker", "kind").agg(pl.col("step").min())["step"].drop_nulls().to_list())
     return sorted(int(s) for s in found)[:MAX_RESTARTS_LISTED]
+
+
+def _later_attempts(records: pl.DataFrame) -> dict[str, int]:
+    """The sources that are files of a later torchrun attempt (a restart of the worker group writes
+    a new attempt folder), with their attempt numbers."""
+    if not records.height or "source" not in records.columns:
+        return {}
+    attempts = {str(source): torchrun_attempt(str(source)) for source in records["source"].unique().to_list()}
+    return {source: attempt[1] for source, attempt in attempts.items() if attempt and attempt[1] > 0}
 
 
 def restart_count(records: pl.DataFrame) -> int:
@@ -117,10 +124,7 @@ def restart_count(records: pl.DataFrame) -> int:
     count = 0
     if records.height and "segment" in records.columns:
         count = int(training(records).select(pl.col("segment").max()).item() or 0)
-    if records.height and "source" in records.columns:
-        attempts = {attempt for source in records["source"].unique().to_list() if (attempt := torchrun_attempt(str(source))) and attempt[1] > 0}
-        count += len({number for _, number in attempts})
-    return count
+    return count + len(set(_later_attempts(records).values()))
 
 
 def _steps_span(records: pl.DataFrame, summarised: Sequence[Summarised]) -> list[int] | None:

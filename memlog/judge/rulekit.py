@@ -29,7 +29,7 @@ from memlog.base.content import content_dir
 from memlog.base.errors import ConfigError, MemlogError
 from memlog.base.events import keyboard_interrupt, memory_words, ray_death_cause, restarted_after
 from memlog.base.limits import MAX_DEVICE_GIB, MAX_HOST_GIB
-from memlog.base.phrases import duration, gib, rounded, step_word, workers_phrase
+from memlog.base.phrases import duration, gib, quote, rounded, step_word, workers_phrase
 from memlog.judge.known_issues import known_issues
 from memlog.judge.projection import project
 from memlog.judge.shapes import shape_of
@@ -59,6 +59,7 @@ __all__ = [
     "known_issues",
     "memory_words",
     "project",
+    "quote",
     "ray_death_cause",
     "restarted_after",
     "rounded",

@@ -154,22 +154,27 @@ def test_an_evaluation_line_with_its_own_counter_is_no_restart_of_the_training_s
     assert report.verdict == "stable" and not report.coverage["restarts"]
 
 
-def test_a_wandb_panel_export_quoted_with_run_names_and_bands_is_read(tmp_path):
+@pytest.mark.parametrize("bands", [("", "__MIN", "__MAX"), ("__MIN", "__MAX", "")], ids=["key-first", "bands-first"])
+def test_a_wandb_panel_export_quoted_with_run_names_and_bands_is_read(tmp_path, bands):
     """W&B's "Export panel data" CSV: every cell quoted, each column `<run> - <key>`, its band beside
-    it as `<key>__MIN` and `<key>__MAX`: read as the plain export is, the bands left out."""
+    it as `<key>__MIN` and `<key>__MAX`: read as the plain export is, the key and not its band, in
+    either order."""
     run = "llama8b-run3"
     keys = ["train/loss", "train/mem_reserved_gb"]
-    header = ",".join(f'"{c}"' for c in ["Step", *(f"{run} - {k}{band}" for k in keys for band in ("", "__MIN", "__MAX"))])
+    header = ",".join(f'"{c}"' for c in ["Step", *(f"{run} - {k}{band}" for k in keys for band in bands)])
+    offset = {"": 0.0, "__MIN": -5.0, "__MAX": 5.0}
     rows = []
     for step in range(10, 1010, 10):
         loss, mem = 2.0 - step / 5000, 30.0 + 0.004 * step
-        rows.append(",".join(f'"{v}"' for v in [step, loss, loss - 0.01, loss + 0.01, mem, mem - 2.5, mem + 2.5]))
+        cells = [v + offset[band] / 500 for band in bands for v in [loss]] + [mem + offset[band] for band in bands]
+        rows.append(",".join(f'"{v}"' for v in [step, *cells]))
     log = tmp_path / "wandb_export.csv"
     log.write_text("\n".join([header, *rows]) + "\n")
     report = analyze([str(log)])
     leak = next(f for f in report.findings if f.rule == "memory-leak")
     assert leak.evidence["observed"]["slope_gib_per_step"] == pytest.approx(0.004, rel=0.05)
-    assert leak.evidence["observed"]["start_gib"] < 32.6  # the key's values, not its band's __MAX
+    # The key's own values (30.04 GiB at step 10), not its band's __MIN or __MAX 5 GiB below and above.
+    assert leak.evidence["observed"]["start_gib"] == pytest.approx(30.04, abs=0.5)
 
 
 def test_lightnings_rich_progress_bar_counts_batches_across_epochs(tmp_path):

@@ -18,9 +18,8 @@ SPEC_UNIT = r"[KMGTP]i?B|bytes|[KMGTP]\b"
 
 
 # W&B's panel export names a column `<run name> - <key>`, with `<key>__MIN` and `<key>__MAX` (the band
-# around it) beside it.
+# around it) beside it; the key itself outranks its band (mapping.memory_rank, loss_rank).
 _RUN_PREFIX = re.compile(r"^.+ - (?=[A-Za-z_])")
-BAND = ("__MIN", "__MAX")
 
 
 def _unquoted(cell: str) -> str:
@@ -69,7 +68,7 @@ def table_patterns(sample: list[str], at: int, sep: str, header: list[str]) -> l
         counter = 0
     columns: dict[str, tuple[tuple, Column]] = {}
     for j, key in enumerate(header):
-        if j == counter or key.endswith(BAND):
+        if j == counter:
             continue
         cells = [cells_of[i][j] for i, _ in rows]
         parts = [re.fullmatch(rf"(?P<v>{NUM})(?:/\d+)?(?P<u>{UNIT})?", c) for c in cells]
